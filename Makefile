@@ -1,0 +1,35 @@
+# Two commands matter: `make run` (the whole system locally) and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint venv clean-venv
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+# Reinstall only when the requirements change.
+$(STAMP): requirements.txt requirements-dev.txt | $(PY)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	ARGUS_DEBUG=1 $(PY) manage.py makemigrations --check --dry-run >/dev/null
+
+test: venv
+	bash scripts/ensure-test-deps.sh
+	$(MAKE) lint
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+run: venv
+	bash scripts/run-local.sh
+
+clean-venv:
+	rm -rf $(VENV)

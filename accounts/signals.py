@@ -1,0 +1,17 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db.models.signals import post_save
+from django.dispatch import receiver
+
+from accounts.homes import ensure_home
+
+
+@receiver(post_save, sender=get_user_model())
+def create_home(sender: type, instance: Any, created: bool, **kwargs: Any) -> None:
+    # A signal, not a call in each path: users come from the API, the commands, the admin
+    # site and createsuperuser alike, and every one of them needs a home.
+    if created:
+        ensure_home(instance.username)

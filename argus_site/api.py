@@ -1,0 +1,89 @@
+"""What every API route shares: one error shape, pagination, the extra HTTP errors we raise."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, JsonResponse
+from rest_framework import exceptions, status
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+
+class Conflict(exceptions.APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The request conflicts with the current state of the resource."
+    default_code = "conflict"
+
+
+class PayloadTooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "The request body is too large."
+    default_code = "too_large"
+
+
+class ServiceUnavailable(exceptions.APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "A service Argus depends on is unavailable."
+    default_code = "unavailable"
+
+
+class Pagination(PageNumberPagination):
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+
+def error_body(code: str, message: str, fields: dict[str, Any] | None = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if fields:
+        error["fields"] = fields
+    return {"error": error}
+
+
+def _flatten(detail: Any) -> Any:
+    """DRF's ErrorDetail lists and dicts, as plain strings, lists and dicts."""
+    if isinstance(detail, dict):
+        return {str(key): _flatten(value) for key, value in detail.items()}
+    if isinstance(detail, list):
+        return [_flatten(item) for item in detail]
+    return str(detail)
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """DRF's handler, reshaped to ``{"error": {"code", "message", "fields"?}}``."""
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied()
+    response = drf_exception_handler(exc, context)
+    if response is None or not isinstance(exc, exceptions.APIException):
+        return response
+
+    detail = exc.detail
+    fields: dict[str, Any] | None = None
+    if isinstance(detail, dict):
+        fields = _flatten(detail)
+        non_field = fields.pop("non_field_errors", None) if fields else None
+        message = "; ".join(non_field) if non_field else "Invalid request: see fields."
+        code = "invalid"
+    elif isinstance(detail, list):
+        message = "; ".join(str(item) for item in detail)
+        code = "invalid"
+    else:
+        message = str(detail)
+        code = getattr(detail, "code", None) or exc.default_code
+    extra_fields = getattr(exc, "fields", None)
+    if extra_fields:
+        fields = {**(fields or {}), **extra_fields}
+    response.data = error_body(str(code), message, fields)
+    return response
+
+
+def json_not_found(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    return JsonResponse(error_body("not_found", "Not found."), status=404)
+
+
+def json_server_error(request: HttpRequest) -> JsonResponse:
+    return JsonResponse(error_body("server_error", "Internal server error."), status=500)

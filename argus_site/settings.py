@@ -1,0 +1,231 @@
+"""Argus settings, driven by environment variables (see .env.example for every one of them).
+
+Importing this module never touches the database: a Ray worker image runs
+``manage.py raynode`` with no database at all.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def envbool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def envint(name: str, default: int) -> int:
+    value = os.environ.get(name, "")
+    return int(value) if value.strip() else default
+
+
+def envfloat(name: str, default: float) -> float:
+    value = os.environ.get(name, "")
+    return float(value) if value.strip() else default
+
+
+def envstr(name: str, default: str) -> str:
+    value = os.environ.get(name, "")
+    return value if value.strip() else default
+
+
+def envlist(name: str, default: str) -> list[str]:
+    return [item.strip() for item in envstr(name, default).split(",") if item.strip()]
+
+
+DEBUG = envbool("ARGUS_DEBUG", False)
+SECRET_KEY = os.environ.get("ARGUS_SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured("ARGUS_SECRET_KEY is required when ARGUS_DEBUG is off")
+    SECRET_KEY = "argus-insecure-development-key"
+ALLOWED_HOSTS = envlist("ARGUS_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
+CSRF_TRUSTED_ORIGINS = envlist("ARGUS_CSRF_TRUSTED_ORIGINS", "")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_q",
+    "accounts",
+    "tasks",
+    "raypool",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "argus_site.urls"
+WSGI_APPLICATION = "argus_site.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# SQLite by default, on local disk under var/. WAL lets the web service read while the
+# scheduler writes; IMMEDIATE makes writers queue for the lock instead of failing with
+# "database is locked"; the timeout is how long they queue (RAY_NOTES.md).
+DEFAULT_DATABASE_URL = f"sqlite:///{BASE_DIR / 'var' / 'argus.sqlite3'}"
+DATABASES = {
+    "default": dj_database_url.parse(
+        envstr("DATABASE_URL", DEFAULT_DATABASE_URL), conn_max_age=envint("ARGUS_DB_CONN_MAX_AGE", 0)
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["OPTIONS"] = {
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "/login/"
+LOGIN_REDIRECT_URL = "/tasks/"
+LOGOUT_REDIRECT_URL = "/login/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "var" / "staticfiles"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        if not DEBUG
+        else "django.contrib.staticfiles.storage.StaticFilesStorage"
+    },
+}
+# Serve straight from the finders when collectstatic has not run (dev, tests).
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+
+# Production behind TLS: secure cookies unless explicitly turned off for plain-HTTP setups.
+SECURE_TLS = envbool("ARGUS_SECURE_TLS", False)
+SESSION_COOKIE_SECURE = SECURE_TLS
+CSRF_COOKIE_SECURE = SECURE_TLS
+if SECURE_TLS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_HSTS_SECONDS = envint("ARGUS_HSTS_SECONDS", 0)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "accounts.auth.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "argus_site.api.Pagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "argus_site.api.exception_handler",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Argus API",
+    "DESCRIPTION": "Training jobs (verl PPO, GRPO, SFT) on a shared Ray GPU cluster.",
+    "VERSION": "2",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# --- Argus --------------------------------------------------------------------------------
+ARGUS_SHARED_ROOT = Path(envstr("ARGUS_SHARED_ROOT", str(BASE_DIR / "var" / "private")))
+ARGUS_CLUSTER_NAME = envstr("ARGUS_CLUSTER_NAME", "argus-ray")
+ARGUS_ADVANCED_ALLOWED_MODULES = envlist("ARGUS_ADVANCED_ALLOWED_MODULES", "verl.trainer.")
+ARGUS_MAX_SPEC_BYTES = 64 * 1024
+# A token's last_used_at is written at most this often, so every API call is not a write.
+ARGUS_TOKEN_TOUCH_S = envint("ARGUS_TOKEN_TOUCH_S", 60)
+
+# Ray: explicit addresses win; otherwise the fresh head.json of ARGUS_CLUSTER_NAME.
+ARGUS_RAY_JOB_SERVER_URL = envstr("ARGUS_RAY_JOB_SERVER_URL", "")
+ARGUS_RAY_GCS_ADDRESS = envstr("ARGUS_RAY_GCS_ADDRESS", "")
+ARGUS_RAY_TIMEOUT_S = envfloat("ARGUS_RAY_TIMEOUT_S", 5.0)
+
+# Scheduler
+ARGUS_TICK_S = envfloat("ARGUS_TICK_S", 2.0)
+ARGUS_RETRY_INTERVAL_S = envint("ARGUS_RETRY_INTERVAL_S", 60)
+ARGUS_RETRY_MAX_INTERVAL_S = envint("ARGUS_RETRY_MAX_INTERVAL_S", 600)
+ARGUS_LOST_RETRIES = envint("ARGUS_LOST_RETRIES", 3)
+ARGUS_MAX_RUNNING_TASKS = envint("ARGUS_MAX_RUNNING_TASKS", 0)
+ARGUS_SCHEDULING_POLICY = envstr("ARGUS_SCHEDULING_POLICY", "strict_fifo")
+ARGUS_MAX_TASK_GPUS = envint("ARGUS_MAX_TASK_GPUS", 0)
+
+# Files page / API
+ARGUS_MAX_UPLOAD_BYTES = envint("ARGUS_MAX_UPLOAD_BYTES", 1024 * 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
+
+# django-q2 runs the scheduling tick and the Ray sync. The ORM broker keeps it to one
+# database; poll 0.2 s keeps the on-commit trigger fast (RAY_NOTES.md). timeout < retry,
+# and max_attempts bounds re-delivery of a task that keeps failing.
+Q_CLUSTER = {
+    "name": "argus",
+    "orm": "default",
+    "workers": envint("ARGUS_Q_WORKERS", 2),
+    "poll": 0.2,
+    "timeout": 120,
+    "retry": 180,
+    "max_attempts": 1,
+    "catch_up": False,
+    "ack_failures": True,
+    "save_limit": 200,
+    "sync": envbool("ARGUS_Q_SYNC", False),
+    "label": "Scheduler queue",
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": envstr("ARGUS_LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

@@ -1,0 +1,321 @@
+"""Tasks, their attempts on Ray, and the append-only trail of what happened to them."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, models, transaction
+from django.utils import timezone
+
+
+class TaskState(models.TextChoices):
+    QUEUED = "QUEUED"
+    PENDING_RESOURCES = "PENDING_RESOURCES"
+    SUBMITTING = "SUBMITTING"
+    SUBMITTED = "SUBMITTED"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELED = "CANCELED"
+
+
+S = TaskState
+WAITING_STATES = (S.QUEUED, S.PENDING_RESOURCES)
+ACTIVE_STATES = (S.SUBMITTING, S.SUBMITTED, S.RUNNING)
+TERMINAL_STATES = (S.SUCCEEDED, S.FAILED, S.CANCELED)
+
+# Every legal move of the state machine. Anything else is refused.
+TRANSITIONS: dict[str, frozenset[str]] = {
+    S.QUEUED: frozenset({S.PENDING_RESOURCES, S.SUBMITTING, S.CANCELED}),
+    S.PENDING_RESOURCES: frozenset({S.QUEUED, S.SUBMITTING, S.CANCELED}),
+    # Back to QUEUED / PENDING_RESOURCES when Ray could not be reached while submitting.
+    S.SUBMITTING: frozenset(
+        {S.SUBMITTED, S.QUEUED, S.PENDING_RESOURCES, S.FAILED, S.CANCELED, S.RUNNING, S.SUCCEEDED}
+    ),
+    S.SUBMITTED: frozenset({S.RUNNING, S.SUCCEEDED, S.FAILED, S.CANCELED, S.PENDING_RESOURCES, S.QUEUED}),
+    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.CANCELED, S.PENDING_RESOURCES, S.QUEUED}),
+    # An operator's requeue.
+    S.SUCCEEDED: frozenset(),
+    S.FAILED: frozenset({S.QUEUED}),
+    S.CANCELED: frozenset({S.QUEUED}),
+}
+
+
+class Workload(models.TextChoices):
+    PPO = "ppo"
+    GRPO = "grpo"
+    SFT = "sft"
+
+
+class TaskKind(models.TextChoices):
+    BASIC = "basic"
+    ADVANCED = "advanced"
+
+
+class Priority(models.TextChoices):
+    NORMAL = "normal"
+    HIGH = "high"
+
+
+PRIORITY_RANK = {Priority.NORMAL: 0, Priority.HIGH: 10}
+
+
+class FailureKind(models.TextChoices):
+    INSUFFICIENT_RESOURCES = "INSUFFICIENT_RESOURCES"
+    LOST = "LOST"
+    USER_ERROR = "USER_ERROR"
+    RUNTIME_ERROR = "RUNTIME_ERROR"
+    UNKNOWN = "UNKNOWN"
+
+
+class EventKind(models.TextChoices):
+    CREATED = "CREATED"
+    STATE_TRANSITION = "STATE_TRANSITION"
+    SUBMIT = "SUBMIT"
+    SUBMIT_FAILED = "SUBMIT_FAILED"
+    RAY_STATUS_SYNC = "RAY_STATUS_SYNC"
+    RETRY_SCHEDULED = "RETRY_SCHEDULED"
+    CANCEL_REQUESTED = "CANCEL_REQUESTED"
+    STOP_REQUESTED = "STOP_REQUESTED"
+    REQUEUED = "REQUEUED"
+
+
+class IllegalTransition(Exception):
+    """The state machine does not allow this move from the task's current state."""
+
+
+class StaleState(Exception):
+    """Another process changed the task's state first; the caller acted on an old copy."""
+
+
+def new_task_id(username: str, workload: str, now: datetime | None = None) -> str:
+    now = now or timezone.now()
+    return f"{username}-{workload}-{now:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+
+
+class TaskQuerySet(models.QuerySet["Task"]):
+    def visible_to(self, user: Any) -> TaskQuerySet:
+        return self if user.is_staff else self.filter(user=user)
+
+    def waiting(self) -> TaskQuerySet:
+        """The queue in scheduling order: priority, then first come, first served."""
+        return self.filter(state__in=WAITING_STATES).order_by("-priority_rank", "created_at", "id")
+
+
+class Task(models.Model):
+    task_id = models.CharField(max_length=120, unique=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, models.PROTECT, related_name="tasks")
+    workload = models.CharField(max_length=16, choices=Workload.choices)
+    kind = models.CharField(max_length=16, choices=TaskKind.choices, default=TaskKind.BASIC)
+    state = models.CharField(max_length=24, choices=TaskState.choices, default=TaskState.QUEUED)
+    nnodes = models.PositiveIntegerField()
+    n_gpus_per_node = models.PositiveIntegerField()
+    priority = models.CharField(max_length=8, choices=Priority.choices, default=Priority.NORMAL)
+    priority_rank = models.SmallIntegerField(default=0, editable=False)
+    max_retries = models.PositiveIntegerField(default=0)
+    spec_raw = models.TextField(help_text="The spec exactly as it was sent.")
+    spec = models.JSONField(help_text="The validated spec, macros expanded.")
+    warnings = models.JSONField(default=list, blank=True)
+    error_summary = models.TextField(blank=True)
+    pending_reason = models.CharField(max_length=500, blank=True)
+    next_run_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TaskQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            # The scheduler's tick: waiting tasks in priority/FIFO order.
+            models.Index(
+                fields=["-priority_rank", "created_at", "id"],
+                name="task_queue_order",
+                condition=models.Q(state__in=["QUEUED", "PENDING_RESOURCES"]),
+            ),
+            # The sync loop: tasks that have (or may have) a Ray job.
+            models.Index(
+                fields=["state"],
+                name="task_active",
+                condition=models.Q(state__in=["SUBMITTING", "SUBMITTED", "RUNNING"]),
+            ),
+            # The task list: a user's tasks, newest first.
+            models.Index(fields=["user", "-created_at"], name="task_user_recent"),
+            models.Index(fields=["-created_at"], name="task_recent"),
+        ]
+
+    def __str__(self) -> str:
+        return self.task_id
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.priority_rank = PRIORITY_RANK.get(Priority(self.priority), 0)
+        super().save(*args, **kwargs)
+
+    @property
+    def total_gpus(self) -> int:
+        return self.nnodes * self.n_gpus_per_node
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+    @classmethod
+    def create(cls, *, user: Any, actor: str = "api", **fields: Any) -> Task:
+        """A new QUEUED task with a readable id, and its CREATED event."""
+        for _ in range(5):
+            task = cls(user=user, task_id=new_task_id(user.username, fields["workload"]), **fields)
+            try:
+                with transaction.atomic():
+                    task.save()
+                    task.record(EventKind.CREATED, actor=actor, to_state=task.state, message="Task queued.")
+                return task
+            except IntegrityError:
+                continue  # the 4 hex digits collided within the same second: draw again
+        raise IntegrityError("could not draw a unique task id")
+
+    def record(
+        self,
+        kind: str,
+        *,
+        actor: str = "system",
+        message: str = "",
+        attempt: Attempt | None = None,
+        from_state: str = "",
+        to_state: str = "",
+        data: dict[str, Any] | None = None,
+    ) -> Event:
+        return Event.objects.create(
+            task=self,
+            attempt=attempt,
+            kind=kind,
+            actor=actor,
+            message=message[:2000],
+            from_state=from_state,
+            to_state=to_state,
+            data=data or {},
+        )
+
+    def transition(
+        self,
+        to: str,
+        *,
+        actor: str = "system",
+        message: str = "",
+        attempt: Attempt | None = None,
+        data: dict[str, Any] | None = None,
+        **changes: Any,
+    ) -> Event:
+        """Move to state ``to`` and write the event, in one transaction.
+
+        The UPDATE is conditional on the state this copy holds, so a concurrent change (a
+        cancel during scheduling, say) is never overwritten: the loser gets StaleState.
+        ``changes`` are other fields written in the same UPDATE.
+        """
+        source = self.state
+        if to not in TRANSITIONS[source]:
+            raise IllegalTransition(f"{self.task_id}: {source} -> {to} is not allowed")
+        now = timezone.now()
+        changes["updated_at"] = now
+        if to in TERMINAL_STATES:
+            changes.setdefault("finished_at", now)
+        with transaction.atomic():
+            updated = Task.objects.filter(pk=self.pk, state=source).update(state=to, **changes)
+            if updated != 1:
+                raise StaleState(f"{self.task_id} is no longer {source}")
+            self.state = to
+            for name, value in changes.items():
+                setattr(self, name, value)
+            return self.record(
+                EventKind.STATE_TRANSITION,
+                actor=actor,
+                message=message,
+                attempt=attempt,
+                from_state=source,
+                to_state=to,
+                data=data,
+            )
+
+    def cancel(self, actor: str) -> bool:
+        """Cancel: at once when nothing runs on Ray; otherwise ask the scheduler to stop it.
+
+        Returns True when the task is CANCELED now, False when a stop was requested.
+        """
+        if self.is_terminal:
+            raise IllegalTransition(f"{self.task_id} is already {self.state}")
+        if self.state in WAITING_STATES:
+            self.transition(S.CANCELED, actor=actor, message="Canceled before it reached Ray.")
+            return True
+        with transaction.atomic():
+            first = Task.objects.filter(pk=self.pk, cancel_requested_at=None).update(
+                cancel_requested_at=timezone.now(), updated_at=timezone.now()
+            )
+            if first:
+                self.record(
+                    EventKind.CANCEL_REQUESTED,
+                    actor=actor,
+                    message="Cancel requested; the Ray job will be stopped.",
+                )
+        self.refresh_from_db(fields=["cancel_requested_at", "updated_at"])
+        return False
+
+    def latest_attempt(self) -> Attempt | None:
+        return self.attempts.order_by("-attempt_no").first()
+
+
+class Attempt(models.Model):
+    """One submission of a task to Ray."""
+
+    task = models.ForeignKey(Task, models.CASCADE, related_name="attempts")
+    attempt_no = models.PositiveIntegerField()
+    ray_submission_id = models.CharField(max_length=160, unique=True)
+    ray_status = models.CharField(max_length=16, blank=True)
+    failure_kind = models.CharField(max_length=32, choices=FailureKind.choices, blank=True)
+    message = models.TextField(blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    node_id = models.CharField(max_length=64, blank=True)
+    node_ip = models.CharField(max_length=64, blank=True)
+    log_path = models.CharField(max_length=1000, blank=True)
+    gpus = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    start_time = models.DateTimeField(null=True, blank=True)
+    end_time = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["task", "attempt_no"]
+        constraints = [
+            models.UniqueConstraint(fields=["task", "attempt_no"], name="attempt_unique_no"),
+        ]
+
+    def __str__(self) -> str:
+        return self.ray_submission_id
+
+    @staticmethod
+    def submission_id_for(task_id: str, attempt_no: int) -> str:
+        return f"{task_id}--a{attempt_no:02d}"
+
+
+class Event(models.Model):
+    """Append-only: what happened to a task, when, and who caused it."""
+
+    task = models.ForeignKey(Task, models.CASCADE, related_name="events")
+    attempt = models.ForeignKey(Attempt, models.CASCADE, null=True, blank=True, related_name="events")
+    kind = models.CharField(max_length=32, choices=EventKind.choices)
+    from_state = models.CharField(max_length=24, blank=True)
+    to_state = models.CharField(max_length=24, blank=True)
+    actor = models.CharField(max_length=160, blank=True, help_text="api:<user>, scheduler, admin:<user>…")
+    message = models.TextField(blank=True)
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["task", "created_at"], name="event_task_time")]
+
+    def __str__(self) -> str:
+        return f"{self.task_id} {self.kind} {self.from_state}->{self.to_state}"
