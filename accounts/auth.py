@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
@@ -14,11 +15,9 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
     keyword = "Bearer"
 
     def authenticate(self, request: Request) -> tuple[Any, ApiToken] | None:
-        header = authentication.get_authorization_header(request).decode("latin-1")
-        if not header:
-            return None
-        parts = header.split()
-        if parts[0].lower() != self.keyword.lower():
+        parts = authentication.get_authorization_header(request).decode("latin-1").split()
+        # Another scheme (or none) is left to the next authentication class.
+        if not parts or parts[0].lower() != self.keyword.lower():
             return None
         if len(parts) != 2:
             raise exceptions.AuthenticationFailed("Malformed Authorization header: use 'Bearer <token>'.")
@@ -37,3 +36,14 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
     def authenticate_header(self, request: Request) -> str:
         # Present so DRF answers 401 (not 403) to a request without credentials.
         return self.keyword
+
+
+class BearerTokenScheme(OpenApiAuthenticationExtension):
+    """Tells drf-spectacular what BearerTokenAuthentication is; defined here so it is loaded
+    whenever the authentication class is."""
+
+    target_class = BearerTokenAuthentication
+    name = "bearerAuth"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {"type": "http", "scheme": "bearer", "description": "An Argus API token (argus_…)."}

@@ -1,14 +1,24 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+logger = logging.getLogger(__name__)
+
 TOKEN_PREFIX = "argus_"
+# "argus_" and 6 random characters: enough to tell a user's tokens apart, far too little to
+# guess the rest from.
+PREFIX_LENGTH = len(TOKEN_PREFIX) + 6
 
 
 def hash_token(raw: str) -> str:
@@ -17,12 +27,24 @@ def hash_token(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
+class TokenState(models.TextChoices):
+    ACTIVE = "active"
+    REVOKED = "revoked"
+    EXPIRED = "expired"
+
+
 class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
     def active(self) -> ApiTokenQuerySet:
         now = timezone.now()
         return self.filter(revoked_at=None, user__is_active=True).filter(
             models.Q(expires_at=None) | models.Q(expires_at__gt=now)
         )
+
+    def by_reference(self, ref: str) -> ApiTokenQuerySet:
+        """The tokens ``ref`` names: an id ("12") or a display prefix ("argus_AbC123")."""
+        if ref.isdigit():
+            return self.filter(pk=int(ref))
+        return self.filter(prefix=ref)
 
 
 class ApiToken(models.Model):
@@ -47,29 +69,46 @@ class ApiToken(models.Model):
 
     @classmethod
     def issue(
-        cls, user: models.Model, name: str = "default", expires_at: timezone.datetime | None = None
+        cls, user: User, name: str = "default", expires_at: datetime | None = None
     ) -> tuple[ApiToken, str]:
         """Create a token for ``user``; returns it with the raw token, which is not stored."""
-        raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
-        token = cls.objects.create(
-            user=user,
-            name=name or "default",
-            prefix=raw[: len(TOKEN_PREFIX) + 6],
-            token_hash=hash_token(raw),
-            expires_at=expires_at,
-        )
+        token = cls(user=user, name=name or "default", expires_at=expires_at)
+        raw = token.assign_secret()
+        token.save()
+        # The prefix only: a log line must never be enough to use the token.
+        logger.info("Issued token %s (%s) for %s", token.prefix, token.name, user)
         return token, raw
+
+    def assign_secret(self) -> str:
+        """Give this (unsaved) token a fresh secret; returns the raw token, which is not kept."""
+        raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        self.prefix = raw[:PREFIX_LENGTH]
+        self.token_hash = hash_token(raw)
+        return raw
+
+    @property
+    def state(self) -> TokenState:
+        """The token's own state; a disabled user is a separate matter (see is_active)."""
+        if self.revoked_at is not None:
+            return TokenState.REVOKED
+        if self.expires_at is not None and self.expires_at <= timezone.now():
+            return TokenState.EXPIRED
+        return TokenState.ACTIVE
 
     @property
     def is_active(self) -> bool:
-        if self.revoked_at is not None or not self.user.is_active:
-            return False
-        return self.expires_at is None or self.expires_at > timezone.now()
+        return self.state == TokenState.ACTIVE and self.user.is_active
 
-    def revoke(self) -> None:
-        if self.revoked_at is None:
-            self.revoked_at = timezone.now()
-            self.save(update_fields=["revoked_at"])
+    def revoke(self) -> bool:
+        """Revoke the token; False when it already was. The first revocation time is kept."""
+        now = timezone.now()
+        # Conditional, so a second revocation (another admin, a retry) is a no-op.
+        if ApiToken.objects.filter(pk=self.pk, revoked_at=None).update(revoked_at=now) != 1:
+            self.refresh_from_db(fields=["revoked_at"])
+            return False
+        self.revoked_at = now
+        logger.info("Revoked token %s (%s) of %s", self.prefix, self.name, self.user)
+        return True
 
     def touch(self) -> None:
         """Record a use, writing at most once per ARGUS_TOKEN_TOUCH_S."""

@@ -1,0 +1,122 @@
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db.models import QuerySet
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, mixins, permissions, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.serializers import BaseSerializer
+
+from accounts import users
+from accounts.models import ApiToken
+from accounts.serializers import (
+    IssuedTokenSerializer,
+    TokenCreateSerializer,
+    TokenSerializer,
+    UserCreateSerializer,
+    UserSerializer,
+)
+from argus_site.api import Conflict
+
+
+class UserViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Users, for admins."""
+
+    queryset = User.objects.order_by("username")
+    serializer_class = UserSerializer
+    permission_classes = [permissions.IsAdminUser]
+    lookup_field = "username"
+    lookup_value_regex = users.USERNAME_PATTERN
+
+    @extend_schema(request=UserCreateSerializer, responses={201: UserSerializer})
+    def create(self, request: Request) -> Response:
+        serializer = UserCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        user = serializer.save()
+        return Response(
+            UserSerializer(user).data,
+            status=status.HTTP_201_CREATED,
+            headers={"Location": f"{request.path.rstrip('/')}/{user.username}"},
+        )
+
+    @extend_schema(request=None, responses=UserSerializer)
+    @action(detail=True, methods=["post"])
+    def disable(self, request: Request, username: str) -> Response:
+        user = self.get_object()
+        # An admin who disables themselves locks out the one person who could undo it.
+        if user == request.user:
+            raise Conflict("You cannot disable yourself.")
+        users.set_active(user, False)
+        return Response(UserSerializer(user).data)
+
+    @extend_schema(request=None, responses=UserSerializer)
+    @action(detail=True, methods=["post"])
+    def enable(self, request: Request, username: str) -> Response:
+        user = self.get_object()
+        users.set_active(user, True)
+        return Response(UserSerializer(user).data)
+
+
+class MeView(generics.RetrieveAPIView):
+    """The user the request is authenticated as."""
+
+    serializer_class = UserSerializer
+
+    def get_object(self) -> User:
+        return self.request.user
+
+
+class TokenViewSet(
+    mixins.ListModelMixin, mixins.CreateModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet
+):
+    """One user's tokens: list, issue (the raw token is in that response only), revoke."""
+
+    serializer_class = TokenSerializer
+
+    @property
+    def owner(self) -> User:
+        raise NotImplementedError
+
+    def get_queryset(self) -> QuerySet[ApiToken]:
+        if getattr(self, "swagger_fake_view", False):  # drf-spectacular, building the schema
+            return ApiToken.objects.none()
+        return ApiToken.objects.filter(user=self.owner).order_by("-created_at", "-id")
+
+    def get_serializer_class(self) -> type[BaseSerializer]:
+        return TokenCreateSerializer if self.action == "create" else TokenSerializer
+
+    @extend_schema(request=TokenCreateSerializer, responses={201: IssuedTokenSerializer})
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        token, raw = ApiToken.issue(self.owner, **serializer.validated_data)
+        context = {**self.get_serializer_context(), "raw_token": raw}
+        data = IssuedTokenSerializer(token, context=context).data
+        response = Response(data, status=status.HTTP_201_CREATED)
+        # The one response that carries a token: no cache may keep it.
+        response["Cache-Control"] = "no-store"
+        return response
+
+    def perform_destroy(self, instance: ApiToken) -> None:
+        # Revoked, not deleted: the list keeps showing when it was created, used and revoked.
+        instance.revoke()
+
+
+class MyTokenViewSet(TokenViewSet):
+    @property
+    def owner(self) -> User:
+        return self.request.user
+
+
+class UserTokenViewSet(TokenViewSet):
+    permission_classes = [permissions.IsAdminUser]
+
+    @cached_property
+    def owner(self) -> User:
+        return get_object_or_404(User, username=self.kwargs["username"])
