@@ -34,11 +34,18 @@ class TokenState(models.TextChoices):
 
 
 class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
-    def active(self) -> ApiTokenQuerySet:
+    def in_state(self, state: TokenState) -> ApiTokenQuerySet:
+        """The tokens whose own state (see ApiToken.state) is ``state``."""
         now = timezone.now()
-        return self.filter(revoked_at=None, user__is_active=True).filter(
-            models.Q(expires_at=None) | models.Q(expires_at__gt=now)
-        )
+        if state == TokenState.REVOKED:
+            return self.exclude(revoked_at=None)
+        if state == TokenState.EXPIRED:
+            return self.filter(revoked_at=None, expires_at__lte=now)
+        return self.filter(models.Q(expires_at=None) | models.Q(expires_at__gt=now), revoked_at=None)
+
+    def active(self) -> ApiTokenQuerySet:
+        """The tokens that authenticate now: active, and their user not disabled."""
+        return self.in_state(TokenState.ACTIVE).filter(user__is_active=True)
 
     def by_reference(self, ref: str) -> ApiTokenQuerySet:
         """The tokens ``ref`` names: an id ("12") or a display prefix ("argus_AbC123")."""

@@ -1,0 +1,134 @@
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.contrib import admin, messages
+from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
+from django.contrib.auth.forms import AdminUserCreationForm
+from django.contrib.auth.models import User
+from django.db.models import QuerySet
+from django.forms import ModelForm
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import reverse
+
+from accounts import users
+from accounts.models import ApiToken, TokenState
+
+logger = logging.getLogger(__name__)
+
+TOKEN_COLUMNS = ["name", "prefix", "state", "created_at", "last_used_at", "expires_at", "revoked_at"]
+
+
+class TokenStateFilter(admin.SimpleListFilter):
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return TokenState.choices
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> QuerySet[ApiToken]:
+        value = self.value()
+        return queryset.in_state(TokenState(value)) if value else queryset
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = ["user", *TOKEN_COLUMNS]
+    list_filter = [TokenStateFilter, "created_at", "last_used_at", "expires_at"]
+    list_select_related = ["user"]
+    search_fields = ["user__username", "name", "prefix"]
+    autocomplete_fields = ["user"]
+    date_hierarchy = "created_at"
+    actions = ["revoke_tokens"]
+
+    # The secret is made on save and shown once on the next page; nothing to type in.
+    add_fields = ["user", "name", "expires_at"]
+    # Editing any of these would make the record lie about the token it describes.
+    record_fields = ["user", "prefix", "token_hash", "created_at", "last_used_at", "revoked_at"]
+
+    def get_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> list[str]:
+        return self.add_fields if obj is None else [*self.record_fields, "name", "expires_at"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> list[str]:
+        return [] if obj is None else self.record_fields
+
+    def save_model(self, request: HttpRequest, obj: ApiToken, form: ModelForm, change: bool) -> None:
+        if not change:
+            # Kept on the request for response_add only: never in a message, whose storage
+            # (a cookie, or the session table) would outlive this response.
+            request.argus_raw_token = obj.assign_secret()  # type: ignore[attr-defined]
+            logger.info("Issued token %s (%s) for %s in the admin site", obj.prefix, obj.name, obj.user)
+        super().save_model(request, obj, form, change)
+
+    def response_add(
+        self, request: HttpRequest, obj: ApiToken, post_url_continue: str | None = None
+    ) -> HttpResponse:
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Token issued",
+            "token": obj,
+            "raw_token": request.argus_raw_token,  # type: ignore[attr-defined]
+            "change_url": reverse("admin:accounts_apitoken_change", args=[obj.pk]),
+        }
+        return TemplateResponse(request, "admin/accounts/apitoken/issued.html", context)
+
+    @admin.action(description="Revoke selected tokens")
+    def revoke_tokens(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
+        revoked = sum(token.revoke() for token in queryset.select_related("user"))
+        self.message_user(request, f"Revoked {revoked} token(s).", messages.SUCCESS)
+
+
+class ApiTokenInline(admin.TabularInline):
+    model = ApiToken
+    fields = readonly_fields = TOKEN_COLUMNS
+    extra = 0
+    can_delete = False
+    show_change_link = True
+    verbose_name_plural = "API tokens (issue new ones under Accounts › API tokens)"
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class ArgusUserCreationForm(AdminUserCreationForm):
+    def clean_username(self) -> str:
+        username = self.cleaned_data["username"]
+        users.validate_new_username(username)
+        return username
+
+
+admin.site.unregister(User)
+
+
+@admin.register(User)
+class UserAdmin(DjangoUserAdmin):
+    add_form = ArgusUserCreationForm
+    list_display = ["username", "is_staff", "is_active", "date_joined", "last_login"]
+    actions = ["disable_users", "enable_users"]
+
+    def get_inlines(self, request: HttpRequest, obj: User | None) -> list[type[admin.InlineModelAdmin]]:
+        return [ApiTokenInline] if obj else []
+
+    def get_readonly_fields(self, request: HttpRequest, obj: User | None = None) -> list[str]:
+        readonly = list(super().get_readonly_fields(request, obj))
+        # The username names the user's home directory, task ids and Ray submission ids;
+        # renaming would orphan all of them.
+        return [*readonly, "username"] if obj else readonly
+
+    @admin.action(description="Disable selected users (their tokens stop working)")
+    def disable_users(self, request: HttpRequest, queryset: QuerySet[User]) -> None:
+        if queryset.filter(pk=request.user.pk).exists():
+            self.message_user(request, "You cannot disable yourself; you were left out.", messages.WARNING)
+        changed = sum(users.set_active(user, False) for user in queryset.exclude(pk=request.user.pk))
+        self.message_user(request, f"Disabled {changed} user(s).", messages.SUCCESS)
+
+    @admin.action(description="Enable selected users")
+    def enable_users(self, request: HttpRequest, queryset: QuerySet[User]) -> None:
+        changed = sum(users.set_active(user, True) for user in queryset)
+        self.message_user(request, f"Enabled {changed} user(s).", messages.SUCCESS)
