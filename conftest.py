@@ -5,4 +5,3 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("ARGUS_SECRET_KEY", "argus-test-secret-key")
-os.environ.setdefault("ARGUS_Q_SYNC", "1")

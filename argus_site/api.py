@@ -35,6 +35,11 @@ class Pagination(PageNumberPagination):
     max_page_size = 500
 
 
+def actor_of(request: HttpRequest) -> str:
+    """Who caused an event, for the trail: ``api:alice``."""
+    return f"api:{request.user.username}"
+
+
 def error_body(code: str, message: str, fields: dict[str, Any] | None = None) -> dict[str, Any]:
     error: dict[str, Any] = {"code": code, "message": message}
     if fields:

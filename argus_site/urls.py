@@ -1,12 +1,19 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.db import DatabaseError, connection
 from django.http import HttpRequest, HttpResponse
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 
 def healthz(request: HttpRequest) -> HttpResponse:
+    """Up, and the database answers."""
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except DatabaseError:
+        return HttpResponse("database unavailable\n", content_type="text/plain", status=503)
     return HttpResponse("ok\n", content_type="text/plain")
 
 
@@ -17,4 +24,6 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("api/v2/", include("accounts.urls")),
     path("api/v2/", include("tasks.urls")),
+    path("api/v2/", include("accounts.files_urls")),
+    path("", include("argus_site.web_urls")),
 ]

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import secrets
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
+
+if TYPE_CHECKING:
+    from tasks.specs import ParsedSpec
 
 
 class TaskState(models.TextChoices):
@@ -145,8 +148,8 @@ class Task(models.Model):
                 condition=models.Q(state__in=["SUBMITTING", "SUBMITTED", "RUNNING"]),
             ),
             # The task list: a user's tasks, newest first.
-            models.Index(fields=["user", "-created_at"], name="task_user_recent"),
-            models.Index(fields=["-created_at"], name="task_recent"),
+            models.Index(fields=["user", "-created_at", "-id"], name="task_user_recent"),
+            models.Index(fields=["-created_at", "-id"], name="task_recent"),
         ]
 
     def __str__(self) -> str:
@@ -177,6 +180,22 @@ class Task(models.Model):
             except IntegrityError:
                 continue  # the 4 hex digits collided within the same second: draw again
         raise IntegrityError("could not draw a unique task id")
+
+    @classmethod
+    def create_from_spec(cls, *, user: Any, parsed: ParsedSpec, actor: str) -> Task:
+        return cls.create(
+            user=user,
+            actor=actor,
+            workload=parsed.workload,
+            kind=parsed.kind,
+            nnodes=parsed.nnodes,
+            n_gpus_per_node=parsed.n_gpus_per_node,
+            priority=parsed.priority,
+            max_retries=parsed.max_retries,
+            spec_raw=parsed.raw,
+            spec=parsed.resolved,
+            warnings=parsed.warnings,
+        )
 
     def record(
         self,
@@ -262,6 +281,18 @@ class Task(models.Model):
                 )
         self.refresh_from_db(fields=["cancel_requested_at", "updated_at"])
         return False
+
+    def requeue(self, actor: str) -> None:
+        """An operator sends a finished task back to the queue (a new attempt follows)."""
+        self.transition(
+            S.QUEUED,
+            actor=actor,
+            message="Requeued by an operator.",
+            finished_at=None,
+            cancel_requested_at=None,
+            next_run_at=None,
+            error_summary="",
+        )
 
     def latest_attempt(self) -> Attempt | None:
         return self.attempts.order_by("-attempt_no").first()

@@ -10,6 +10,7 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from accounts.models import ApiToken
+from tasks.models import Task
 
 
 @pytest.fixture(autouse=True)
@@ -56,5 +57,42 @@ def client_for(db) -> Callable[[User | None], APIClient]:
             _, raw = ApiToken.issue(user, "test")
             client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
         return client
+
+    return make
+
+
+PPO_SPEC = """\
+workload: ppo
+nnodes: 1
+n_gpus_per_node: 4
+model_id: Qwen/Qwen2.5-0.5B-Instruct
+train_file: $HOME/common/datasets/gsm8k/train.parquet
+val_file: $HOME/common/datasets/gsm8k/test.parquet
+"""
+
+
+@pytest.fixture
+def datasets(shared_root: Path) -> Path:
+    """The shared gsm8k files the sample specs read."""
+    gsm8k = shared_root / "datasets" / "gsm8k"
+    gsm8k.mkdir(parents=True)
+    for name in ("train.parquet", "test.parquet"):
+        (gsm8k / name).write_bytes(b"PAR1")
+    return gsm8k
+
+
+@pytest.fixture
+def make_task(datasets: Path) -> Callable[..., Task]:
+    """A task created the way the API creates one: a spec parsed, then Task.create_from_spec."""
+
+    def make(user: User, spec: str = PPO_SPEC, **changes: object) -> Task:
+        from tasks.specs import parse_spec
+
+        parsed = parse_spec(spec, username=user.username)
+        task = Task.create_from_spec(user=user, parsed=parsed, actor=f"api:{user.username}")
+        if changes:
+            Task.objects.filter(pk=task.pk).update(**changes)
+            task.refresh_from_db()
+        return task
 
     return make

@@ -1,0 +1,152 @@
+"""The task API: submit, list, detail, spec, events, cancel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
+from rest_framework import exceptions, mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.parsers import JSONParser
+from rest_framework.permissions import IsAdminUser
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from argus_site.api import Conflict, PayloadTooLarge, actor_of
+from tasks.filters import TaskFilter
+from tasks.jobfiles import resolved_spec
+from tasks.models import IllegalTransition, StaleState, Task
+from tasks.parsers import PlainTextParser, TextYamlParser, YamlTextParser
+from tasks.serializers import (
+    EventSerializer,
+    SpecSubmission,
+    TaskDetailSerializer,
+    TaskSerializer,
+    TaskSpecSerializer,
+)
+from tasks.specs import SpecError, parse_spec
+
+ERRORS = {
+    400: OpenApiResponse(OpenApiTypes.OBJECT, description="Invalid spec: `error.fields` names each problem."),
+    401: OpenApiResponse(OpenApiTypes.OBJECT, description="Missing, invalid, revoked or expired token."),
+    404: OpenApiResponse(OpenApiTypes.OBJECT, description="No such task (or not yours)."),
+}
+
+
+def spec_source(data: Any) -> bytes | str | dict:
+    """What the client sent: YAML bytes, ``{"spec": "<yaml>"}``, or the spec as a JSON object."""
+    if isinstance(data, bytes):
+        return data
+    if isinstance(data, dict):
+        if set(data) == {"spec"} and isinstance(data["spec"], str):
+            return data["spec"]
+        return data
+    raise exceptions.ValidationError({"spec": ["Send the spec as YAML text or as a JSON object."]})
+
+
+class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    lookup_field = "task_id"
+    lookup_value_regex = "[^/]+"
+    filterset_class = TaskFilter
+    parser_classes = [YamlTextParser, TextYamlParser, PlainTextParser, JSONParser]
+
+    def get_queryset(self) -> QuerySet[Task]:
+        queryset = Task.objects.visible_to(self.request.user).select_related("user")
+        if self.action == "retrieve":
+            queryset = queryset.prefetch_related("attempts")
+        return queryset
+
+    def get_serializer_class(self) -> type[serializers.BaseSerializer]:
+        return TaskDetailSerializer if self.action in ("retrieve", "create", "cancel") else TaskSerializer
+
+    @extend_schema(
+        summary="Submit a task",
+        request={
+            "application/yaml": OpenApiTypes.STR,
+            "text/yaml": OpenApiTypes.STR,
+            "text/plain": OpenApiTypes.STR,
+            "application/json": SpecSubmission,
+        },
+        responses={201: TaskDetailSerializer, 413: OpenApiTypes.OBJECT, **ERRORS},
+        examples=[
+            OpenApiExample(
+                "PPO",
+                media_type="application/yaml",
+                value="workload: ppo\nnnodes: 1\nn_gpus_per_node: 4\nmodel_id: Qwen/Qwen2.5-0.5B-Instruct\n"
+                "train_file: $HOME/common/datasets/gsm8k/train.parquet\n"
+                "val_file: $HOME/common/datasets/gsm8k/test.parquet\n",
+            )
+        ],
+    )
+    def create(self, request: Request) -> Response:
+        try:
+            parsed = parse_spec(spec_source(request.data), username=request.user.username)
+        except SpecError as error:
+            if error.code == "too_large":
+                raise PayloadTooLarge(str(error)) from error
+            raise exceptions.ValidationError(error.fields) from error
+        task = Task.create_from_spec(user=request.user, parsed=parsed, actor=actor_of(request))
+        body = TaskDetailSerializer(task, context=self.get_serializer_context()).data
+        location = f"/api/v2/tasks/{task.task_id}"
+        return Response(body, status=status.HTTP_201_CREATED, headers={"Location": location})
+
+    @extend_schema(summary="List tasks (yours; an admin sees everyone's), newest first")
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().list(request, *args, **kwargs)
+
+    @extend_schema(summary="A task with its attempts", responses={200: TaskDetailSerializer, **ERRORS})
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().retrieve(request, *args, **kwargs)
+
+    @extend_schema(summary="The spec as sent and as resolved", responses={200: TaskSpecSerializer, **ERRORS})
+    @action(detail=True, methods=["get"])
+    def spec(self, request: Request, task_id: str) -> Response:
+        task = self.get_object()
+        return Response({"raw": task.spec_raw, "resolved": resolved_spec(task)})
+
+    @extend_schema(
+        summary="The task's event trail, oldest first", responses={200: EventSerializer(many=True)}
+    )
+    @action(detail=True, methods=["get"], filterset_class=None, pagination_class=None)
+    def events(self, request: Request, task_id: str) -> Response:
+        task = self.get_object()
+        events = task.events.select_related("attempt").order_by("created_at", "id")
+        return Response(EventSerializer(events, many=True).data)
+
+    @extend_schema(
+        summary="Cancel a task",
+        description="A waiting task is CANCELED at once (200); a task on Ray gets a stop request and "
+        "becomes CANCELED when Ray reports it stopped (202). A finished task answers 409.",
+        request=None,
+        responses={200: TaskDetailSerializer, 202: TaskDetailSerializer, 409: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, task_id: str) -> Response:
+        task = self.get_object()
+        try:
+            done = task.cancel(actor=actor_of(request))
+        except (IllegalTransition, StaleState) as error:
+            task.refresh_from_db()
+            if task.is_terminal:
+                raise Conflict(f"Task {task.task_id} is already {task.state}.") from error
+            raise Conflict(f"Task {task.task_id} changed state; try again.") from error
+        code = status.HTTP_200_OK if done else status.HTTP_202_ACCEPTED
+        return Response(TaskDetailSerializer(task).data, status=code)
+
+    @extend_schema(
+        summary="Requeue a failed or canceled task (admins)",
+        request=None,
+        responses={200: TaskDetailSerializer, 409: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    @action(detail=True, methods=["post"], permission_classes=[IsAdminUser])
+    def requeue(self, request: Request, task_id: str) -> Response:
+        task = self.get_object()
+        try:
+            task.requeue(actor=actor_of(request))
+        except (IllegalTransition, StaleState) as error:
+            raise Conflict(
+                f"Task {task.task_id} is {task.state}; only FAILED or CANCELED can be requeued."
+            ) from error
+        return Response(TaskDetailSerializer(task).data)

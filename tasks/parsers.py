@@ -1,0 +1,36 @@
+"""Request parsers for task specs sent as YAML text."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from rest_framework.parsers import BaseParser
+
+from argus_site.api import PayloadTooLarge
+
+
+def read_bounded(stream: Any, limit: int) -> bytes:
+    """Read at most ``limit`` bytes; more than that is a 413, not a slow full read."""
+    data = stream.read(limit + 1) if stream is not None else b""
+    if len(data) > limit:
+        raise PayloadTooLarge(f"The spec is larger than {limit // 1024} KiB.")
+    return data
+
+
+class YamlTextParser(BaseParser):
+    """The body is the spec's YAML text; the raw bytes go to the spec parser untouched
+    (it reports non-UTF-8 bytes itself, naming the problem)."""
+
+    media_type = "application/yaml"
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> bytes:
+        return read_bounded(stream, settings.ARGUS_MAX_SPEC_BYTES)
+
+
+class TextYamlParser(YamlTextParser):
+    media_type = "text/yaml"
+
+
+class PlainTextParser(YamlTextParser):
+    media_type = "text/plain"

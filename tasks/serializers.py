@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from tasks.models import Attempt, Event, Task
+
+
+class AttemptSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Attempt
+        fields = [
+            "attempt_no",
+            "ray_submission_id",
+            "ray_status",
+            "failure_kind",
+            "message",
+            "exit_code",
+            "node_ip",
+            "submitted_at",
+            "start_time",
+            "end_time",
+        ]
+
+
+class TaskSerializer(serializers.ModelSerializer):
+    user = serializers.CharField(source="user.username", read_only=True)
+    total_gpus = serializers.IntegerField(read_only=True)
+    cancel_requested = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Task
+        fields = [
+            "task_id",
+            "user",
+            "workload",
+            "kind",
+            "state",
+            "nnodes",
+            "n_gpus_per_node",
+            "total_gpus",
+            "priority",
+            "max_retries",
+            "created_at",
+            "updated_at",
+            "finished_at",
+            "next_run_at",
+            "pending_reason",
+            "error_summary",
+            "cancel_requested",
+            "warnings",
+        ]
+        read_only_fields = fields
+
+    def get_cancel_requested(self, task: Task) -> bool:
+        return task.cancel_requested_at is not None
+
+
+class TaskDetailSerializer(TaskSerializer):
+    attempts = AttemptSerializer(many=True, read_only=True)
+
+    class Meta(TaskSerializer.Meta):
+        fields = [*TaskSerializer.Meta.fields, "attempts"]
+        read_only_fields = fields
+
+
+class TaskSpecSerializer(serializers.Serializer):
+    raw = serializers.CharField(help_text="The spec exactly as it was sent.")
+    resolved = serializers.DictField(
+        help_text="The validated spec with macros expanded, plus the argv Ray runs and the job root."
+    )
+
+
+class EventSerializer(serializers.ModelSerializer):
+    attempt_no = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Event
+        fields = ["created_at", "kind", "from_state", "to_state", "actor", "message", "attempt_no", "data"]
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_attempt_no(self, event: Event) -> Any:
+        return event.attempt.attempt_no if event.attempt_id else None
+
+
+class SpecSubmission(serializers.Serializer):
+    """For the schema: JSON bodies either wrap the YAML text or are the spec itself."""
+
+    spec = serializers.CharField(help_text="The task spec as YAML text.")

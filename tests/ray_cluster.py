@@ -1,0 +1,176 @@
+"""A real local Ray cluster for tests: a head with no CPUs or GPUs for work, and workers that
+declare GPUs they do not have (RAY_NOTES.md). Each cluster has its own temp dir and ports and is
+stopped by process id: never `ray stop`, which would stop every Ray on the machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV_BIN = Path(sys.executable).parent
+STANDIN = Path(__file__).resolve().parent / "standin"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def cluster_env() -> dict[str, str]:
+    """What job drivers on this cluster see: the venv's python3 first on PATH, the project and
+    the stand-in `verl` importable."""
+    env = dict(os.environ)
+    env["PATH"] = f"{VENV_BIN}:{env.get('PATH', '')}"
+    env["PYTHONPATH"] = f"{STANDIN}:{ROOT}"
+    env["RAY_USAGE_STATS_ENABLED"] = "0"
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    return env
+
+
+@dataclass
+class Node:
+    name: str
+    process: subprocess.Popen
+    gpus: int
+
+
+@dataclass
+class LocalRayCluster:
+    temp_dir: str = field(default_factory=lambda: tempfile.mkdtemp(prefix="argus-rt-", dir="/tmp"))
+    gcs_port: int = field(default_factory=free_port)
+    dashboard_port: int = field(default_factory=free_port)
+    head: Node | None = None
+    workers: list[Node] = field(default_factory=list)
+
+    @property
+    def gcs_address(self) -> str:
+        return f"127.0.0.1:{self.gcs_port}"
+
+    @property
+    def job_server_url(self) -> str:
+        return f"http://127.0.0.1:{self.dashboard_port}"
+
+    def _ray(self, *args: str, log: str) -> subprocess.Popen:
+        logfile = open(Path(self.temp_dir) / f"{log}.log", "ab")  # noqa: SIM115 - lives with the node
+        return subprocess.Popen(
+            [str(VENV_BIN / "ray"), "start", *args, "--block", "--disable-usage-stats"],
+            env=cluster_env(),
+            stdout=logfile,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def start_head(self) -> None:
+        self.head = Node(
+            "head",
+            self._ray(
+                "--head",
+                f"--port={self.gcs_port}",
+                "--num-cpus=0",
+                "--num-gpus=0",
+                "--dashboard-host=127.0.0.1",
+                f"--dashboard-port={self.dashboard_port}",
+                f"--temp-dir={self.temp_dir}",
+                log="head",
+            ),
+            0,
+        )
+        wait_for(lambda: _http_ok(self.job_server_url + "/api/version"), 60, "the Ray head")
+
+    def add_worker(self, gpus: int = 4, cpus: int = 4) -> Node:
+        ports = [free_port() for _ in range(4)]
+        name = f"worker{len(self.workers) + 1}"
+        node = Node(
+            name,
+            self._ray(
+                f"--address={self.gcs_address}",
+                f"--num-cpus={cpus}",
+                f"--num-gpus={gpus}",
+                '--resources={"worker_node": 100}',
+                f"--dashboard-agent-listen-port={ports[0]}",
+                f"--dashboard-agent-grpc-port={ports[1]}",
+                f"--metrics-export-port={ports[2]}",
+                f"--runtime-env-agent-port={ports[3]}",
+                log=name,
+            ),
+            gpus,
+        )
+        self.workers.append(node)
+        return node
+
+    def wait_for_gpus(self, total: int, timeout: float = 60) -> None:
+        wait_for(lambda: self.total_gpus() == total, timeout, f"{total} GPUs in the cluster")
+
+    def total_gpus(self) -> float:
+        from ray.autoscaler.v2.sdk import get_cluster_status
+
+        try:
+            status = get_cluster_status(self.gcs_address, timeout=5)
+        except Exception:
+            return -1
+        return sum(u.total for u in status.cluster_resource_usage if u.resource_name == "GPU")
+
+    def stop_node(self, node: Node, timeout: float = 30) -> None:
+        # SIGTERM to the `ray start --block` process alone: it drains and stops its node.
+        if node.process.poll() is None:
+            node.process.send_signal(signal.SIGTERM)
+            try:
+                node.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(node.process.pid, signal.SIGKILL)
+                node.process.wait(10)
+
+    def stop(self) -> None:
+        for node in reversed(self.workers):
+            self.stop_node(node)
+        self.workers.clear()
+        if self.head is not None:
+            self.stop_node(self.head)
+            self.head = None
+
+    def write_head_json(self, path: Path, ttl: float = 60) -> None:
+        now = time.time()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(
+            json.dumps(
+                {
+                    "cluster_name": "argus-ray",
+                    "head_ip": "127.0.0.1",
+                    "gcs_port": self.gcs_port,
+                    "dashboard_port": self.dashboard_port,
+                    "job_server_url": self.job_server_url,
+                    "updated_at": now,
+                    "expires_at": now + ttl,
+                }
+            )
+        )
+
+
+def _http_ok(url: str) -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = predicate()
+        if result:
+            return result
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
