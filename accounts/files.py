@@ -1,0 +1,356 @@
+"""The file area: a user's home and the shared, read-only ``datasets`` and ``hf`` folders.
+
+The data page and the files API both go through these functions, so they make the same checks:
+
+1. A path is relative to its area's top folder. An absolute path, a ``..`` part or a NUL byte
+   is refused before anything touches the disk.
+2. Symlinks are resolved and the real path must stay inside what the user may read: their own
+   home and the two shared folders (a ``$HOME/datasets/gsm8k`` link to the shared copy is a
+   normal thing to have). A link into another user's home, or anywhere else, is refused.
+3. Only the user's own home is writable, and only where the real path is inside it. A write
+   never follows a symlink in its last part: an upload replaces the link, a delete removes it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import stat
+import tempfile
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import BinaryIO
+
+from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
+
+from accounts.homes import HOME_SUBDIRS, ensure_home, home_dir, shared_root
+
+HOME = "home"
+SHARED_AREAS = ("datasets", "hf")
+AREAS = (HOME, *SHARED_AREAS)
+AREA_LABELS = {HOME: "My home", "datasets": "Shared datasets", "hf": "Hugging Face cache"}
+# The macro each area is written with in a task spec (SPEC.md §3).
+SPEC_PREFIXES = {HOME: "$HOME", "datasets": "$HOME/common/datasets", "hf": "$HOME/common/hf"}
+
+# A listing stops here: the shared HF cache can hold folders far larger than a page can show.
+MAX_LISTING = 1000
+MAX_NAME_BYTES = 255
+MAX_PATH_CHARS = 4096
+UPLOAD_TEMP_PREFIX = ".argus-upload-"
+
+
+class FileAreaError(Exception):
+    """Something the user asked for cannot be done; ``field`` names the input at fault."""
+
+    code = "invalid"
+
+    def __init__(self, message: str, field: str = "path") -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+class InvalidPath(FileAreaError):
+    code = "invalid_path"
+
+
+class NotFound(FileAreaError):
+    code = "not_found"
+
+
+class ReadOnly(FileAreaError):
+    code = "read_only"
+
+
+class AlreadyExists(FileAreaError):
+    code = "exists"
+
+
+class NotEmpty(FileAreaError):
+    code = "not_empty"
+
+
+class TooLarge(FileAreaError):
+    code = "too_large"
+
+
+@dataclass(frozen=True)
+class Location:
+    """A path the user named, checked: ``path`` is the real parent folder plus the last part.
+
+    The last part is left unresolved on purpose: reads follow it (``real()``), writes act on
+    the link itself.
+    """
+
+    username: str
+    area: str
+    root: Path
+    parts: tuple[str, ...]
+    path: Path
+
+    @property
+    def rel(self) -> str:
+        return "/".join(self.parts)
+
+    @property
+    def name(self) -> str:
+        return self.parts[-1] if self.parts else AREA_LABELS[self.area]
+
+    @property
+    def spec_path(self) -> str:
+        return spec_path(self.area, self.rel)
+
+    @property
+    def parent_rel(self) -> str:
+        return "/".join(self.parts[:-1])
+
+    @property
+    def writable(self) -> bool:
+        return self.area == HOME
+
+    def crumbs(self) -> list[tuple[str, str]]:
+        """(label, rel) from the area's top folder down to this one, for breadcrumbs."""
+        crumbs = [(AREA_LABELS[self.area], "")]
+        crumbs += [(part, "/".join(self.parts[: i + 1])) for i, part in enumerate(self.parts)]
+        return crumbs
+
+    def child(self, name: str) -> Location:
+        name = check_name(name)
+        return locate(self.username, f"{self.rel}/{name}" if self.rel else name, self.area)
+
+    def real(self) -> Path:
+        """The file or folder this names, symlinks followed; it must exist and be readable."""
+        if not os.path.lexists(self.path):
+            raise NotFound(f"{self.rel or '/'} does not exist.")
+        real = self.path.resolve()
+        if not os.path.exists(real):
+            raise NotFound(f"{self.rel} is a broken link.")
+        if not _inside_any(real, _readable_roots(self.username)):
+            raise InvalidPath(f"{self.rel} is a link that leads outside the folders you can read.")
+        return real
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    rel: str
+    kind: str  # "dir", "file", or "link" for a link that cannot be followed
+    is_link: bool
+    size: int | None
+    modified: datetime | None
+    spec_path: str
+
+
+@dataclass(frozen=True)
+class Listing:
+    location: Location
+    entries: list[Entry]
+    truncated: bool
+
+
+def spec_path(area: str, rel: str) -> str:
+    prefix = SPEC_PREFIXES[area]
+    return f"{prefix}/{rel}" if rel else prefix
+
+
+def area_root(username: str, area: str) -> Path:
+    if area == HOME:
+        home = home_dir(username)
+        if not home.is_dir():
+            # Homes are made when a user is created; this covers a shared root that was moved
+            # or wiped since.
+            ensure_home(username)
+        return home.resolve()
+    return (shared_root() / area).resolve()
+
+
+def _readable_roots(username: str) -> tuple[Path, ...]:
+    return tuple(area_root(username, area) for area in AREAS)
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or path.is_relative_to(root)
+
+
+def _inside_any(path: Path, roots: tuple[Path, ...]) -> bool:
+    return any(_inside(path, root) for root in roots)
+
+
+def check_name(name: str, field: str = "name") -> str:
+    """A single file or folder name: no ``/``, no ``..``, nothing a shell would choke on."""
+    if name in ("", ".", ".."):
+        raise InvalidPath("Give a file or folder name (not '.' or '..').", field)
+    if "/" in name or "\x00" in name:
+        raise InvalidPath(f"{name!r} is not a plain name: '/' and NUL are not allowed.", field)
+    if any(not ch.isprintable() for ch in name):
+        raise InvalidPath(f"{name!r} contains control characters.", field)
+    if len(name.encode()) > MAX_NAME_BYTES:
+        raise InvalidPath(f"The name is longer than {MAX_NAME_BYTES} bytes.", field)
+    return name
+
+
+def split_path(rel: str) -> tuple[str, ...]:
+    """The parts of a relative path; '' and '.' parts are dropped, anything that escapes refused."""
+    if len(rel) > MAX_PATH_CHARS:
+        raise InvalidPath(f"The path is longer than {MAX_PATH_CHARS} characters.")
+    if "\x00" in rel:
+        raise InvalidPath("The path contains a NUL byte.")
+    if rel.startswith("/"):
+        raise InvalidPath("Paths are relative to the folder you browse (e.g. datasets/x): no leading '/'.")
+    parts = tuple(part for part in rel.split("/") if part not in ("", "."))
+    if ".." in parts:
+        raise InvalidPath("'..' is not allowed in paths.")
+    return parts
+
+
+def locate(username: str, rel: str, area: str = HOME) -> Location:
+    """Check ``rel`` inside ``area`` for ``username``; nothing is created or changed."""
+    if area not in AREAS:
+        raise InvalidPath(f"Unknown area {area!r}: use one of {', '.join(AREAS)}.", "area")
+    parts = split_path(rel)
+    root = area_root(username, area)
+    if not parts:
+        return Location(username, area, root, parts, root)
+    parent = root.joinpath(*parts[:-1]).resolve()
+    if not _inside_any(parent, _readable_roots(username)):
+        raise InvalidPath(f"{'/'.join(parts)} goes through a link to outside the folders you can read.")
+    return Location(username, area, root, parts, parent / parts[-1])
+
+
+def _check_writable(location: Location, real_folder: Path) -> None:
+    if not location.writable:
+        raise ReadOnly(f"{AREA_LABELS[location.area]} is read-only: nothing can be changed there.")
+    if not _inside(real_folder, location.root):
+        raise ReadOnly(f"{location.rel or '/'} is a link to a shared, read-only folder.")
+
+
+def _real_folder(location: Location) -> Path:
+    real = location.real()
+    if not real.is_dir():
+        raise InvalidPath(f"{location.rel} is a file, not a folder.")
+    return real
+
+
+def list_folder(location: Location) -> Listing:
+    """Folders first, then files, by name; at most MAX_LISTING entries."""
+    folder = _real_folder(location)
+    readable = _readable_roots(location.username)
+    with os.scandir(folder) as scan:
+        dirents = sorted(scan, key=lambda d: (not d.is_dir(), d.name.lower(), d.name))
+    entries = [_entry(location, d, readable) for d in dirents[:MAX_LISTING]]
+    return Listing(location, entries, truncated=len(dirents) > MAX_LISTING)
+
+
+def _entry(location: Location, dirent: os.DirEntry[str], readable: tuple[Path, ...]) -> Entry:
+    rel = f"{location.rel}/{dirent.name}" if location.rel else dirent.name
+    is_link = dirent.is_symlink()
+    try:
+        st = dirent.stat()  # follows links
+        followable = not is_link or _inside_any(Path(dirent.path).resolve(), readable)
+    except OSError:  # a broken link, or a file removed while we list
+        st, followable = None, False
+    if st is None or not followable:
+        return Entry(dirent.name, rel, "link", is_link, None, None, spec_path(location.area, rel))
+    is_dir = stat.S_ISDIR(st.st_mode)
+    return Entry(
+        name=dirent.name,
+        rel=rel,
+        kind="dir" if is_dir else "file",
+        is_link=is_link,
+        size=None if is_dir else st.st_size,
+        modified=datetime.fromtimestamp(st.st_mtime, tz=UTC),
+        spec_path=spec_path(location.area, rel),
+    )
+
+
+def open_file(location: Location) -> BinaryIO:
+    """The file, open for reading, for a download."""
+    real = location.real()
+    if real.is_dir():
+        raise InvalidPath(f"{location.rel or '/'} is a folder: only files can be downloaded.")
+    # O_NOFOLLOW: if the file was swapped for a link since it was checked, refuse it.
+    fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW)
+    return os.fdopen(fd, "rb")
+
+
+def max_upload_bytes() -> int:
+    return int(settings.ARGUS_MAX_UPLOAD_BYTES)
+
+
+def save_upload(
+    folder: Location, upload: UploadedFile, *, name: str = "", overwrite: bool = False
+) -> Location:
+    """Write ``upload`` into ``folder`` as ``name`` (default: its own name).
+
+    An existing name is refused unless ``overwrite``; the file is written under a temporary
+    name first and only then appears, so a failed or refused upload leaves nothing behind.
+    """
+    real_folder = _real_folder(folder)
+    _check_writable(folder, real_folder)
+    target = folder.child(check_name(name or upload.name or "", "name" if name else "file"))
+    limit = max_upload_bytes()
+    if upload.size is not None and upload.size > limit:
+        raise TooLarge(f"{target.name} is {upload.size} bytes; the upload limit is {limit} bytes.", "file")
+    if os.path.lexists(target.path):
+        if not overwrite:
+            raise AlreadyExists(f"{target.rel} already exists: ask to overwrite it to replace it.", "file")
+        if target.path.is_dir() and not target.path.is_symlink():
+            raise AlreadyExists(f"{target.rel} is a folder: a file cannot replace it.", "file")
+
+    fd, temp = tempfile.mkstemp(prefix=UPLOAD_TEMP_PREFIX, dir=real_folder)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for chunk in upload.chunks():
+                out.write(chunk)
+        os.chmod(temp, 0o644)  # mkstemp makes 0600; training jobs must be able to read it
+        if overwrite:
+            os.replace(temp, target.path)  # replaces a link itself, never what it points to
+        else:
+            # A hard link fails if the name appeared meanwhile, where a rename would clobber it.
+            try:
+                os.link(temp, target.path)
+            except FileExistsError:
+                raise AlreadyExists(f"{target.rel} already exists.", "file") from None
+    finally:
+        if os.path.lexists(temp):
+            os.unlink(temp)
+    return target
+
+
+def delete(location: Location, *, recursive: bool = False) -> None:
+    """Delete a file or link, an empty folder, or (``recursive``) a folder and all inside it."""
+    if not location.parts:
+        raise InvalidPath("Choose a file or folder: the top folder itself cannot be deleted.")
+    _check_writable(location, location.path.parent)
+    if location.area == HOME and len(location.parts) == 1 and location.parts[0] in HOME_SUBDIRS:
+        raise ReadOnly(f"{location.rel}/ is part of every home and cannot be deleted.")
+    try:
+        mode = os.lstat(location.path).st_mode
+    except FileNotFoundError:
+        raise NotFound(f"{location.rel} does not exist.") from None
+    if not stat.S_ISDIR(mode):
+        os.unlink(location.path)
+    elif recursive:
+        shutil.rmtree(location.path)  # removes links inside, never follows them
+    else:
+        try:
+            os.rmdir(location.path)
+        except OSError as exc:
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                raise NotEmpty(
+                    f"{location.rel} is not empty: empty it first, or ask for a recursive delete."
+                ) from None
+            raise
+
+
+def make_folder(location: Location) -> None:
+    """Create a folder (and missing parents) in the home."""
+    if not location.parts:
+        raise InvalidPath("Give the new folder's name.")
+    _check_writable(location, location.path.parent)
+    if os.path.lexists(location.path):
+        raise AlreadyExists(f"{location.rel} already exists.")
+    location.path.mkdir(parents=True)

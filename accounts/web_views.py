@@ -1,0 +1,245 @@
+"""Web pages of the accounts app: sign in and out, the account's API tokens, and the data page."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+from django import forms
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth import get_user_model, login, logout
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import AuthenticationForm
+from django.core.exceptions import ValidationError
+from django.http import FileResponse, HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.cache import never_cache
+from django.views.decorators.debug import sensitive_post_parameters
+from django.views.decorators.http import require_POST
+
+from accounts import files
+from accounts.homes import home_dir, shared_root
+from accounts.models import ApiToken, hash_token
+
+# The raw token of a token just created waits here for the one page view that shows it.
+NEW_TOKEN_SESSION_KEY = "argus_new_token"
+MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
+
+
+class PasswordLoginForm(AuthenticationForm):
+    error_messages = {
+        "invalid_login": "Wrong username or password (both are case-sensitive).",
+        "inactive": "This account is disabled. Ask an administrator to enable it.",
+    }
+
+    def clean(self) -> dict[str, Any]:
+        try:
+            return super().clean()
+        except ValidationError:
+            # ModelBackend refuses a disabled user exactly like a wrong password; whoever
+            # knows the password deserves the real reason.
+            username, password = self.cleaned_data.get("username"), self.cleaned_data.get("password")
+            user = get_user_model()._default_manager.filter(username=username).first()
+            if user is not None and not user.is_active and user.check_password(password):
+                raise ValidationError(self.error_messages["inactive"], code="inactive") from None
+            raise
+
+
+class TokenLoginForm(forms.Form):
+    token = forms.CharField(
+        label="API token",
+        widget=forms.PasswordInput(attrs={"autocomplete": "off", "placeholder": "argus_…"}),
+    )
+
+    def clean_token(self) -> str:
+        raw = self.cleaned_data["token"]
+        token = ApiToken.objects.select_related("user").filter(token_hash=hash_token(raw)).first()
+        # The same refusals, in the same order, as the API's BearerTokenAuthentication.
+        if token is None:
+            raise ValidationError("This token is not valid.")
+        if token.revoked_at is not None:
+            raise ValidationError("This token has been revoked.")
+        if not token.user.is_active:
+            raise ValidationError("This account is disabled. Ask an administrator to enable it.")
+        if not token.is_active:
+            raise ValidationError("This token has expired.")
+        self.api_token = token
+        return raw
+
+
+class TokenCreateForm(forms.Form):
+    EXPIRY_CHOICES = [("", "Never"), ("7", "In 7 days"), ("30", "In 30 days"), ("90", "In 90 days")]
+
+    name = forms.CharField(
+        max_length=100, label="Name", help_text="What it is for, so you can tell it apart: laptop, CI…"
+    )
+    expires_days = forms.TypedChoiceField(
+        choices=EXPIRY_CHOICES, coerce=int, empty_value=None, required=False, label="Expires"
+    )
+
+
+def _next_url(request: HttpRequest) -> str:
+    candidate = request.POST.get("next") or request.GET.get("next") or ""
+    safe = url_has_allowed_host_and_scheme(
+        candidate, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    )
+    return candidate if safe else settings.LOGIN_REDIRECT_URL
+
+
+@sensitive_post_parameters("password", "token")
+@never_cache
+def login_view(request: HttpRequest) -> HttpResponse:
+    next_url = _next_url(request)
+    if request.user.is_authenticated:
+        return redirect(next_url)
+    password_form = PasswordLoginForm(request)
+    token_form = TokenLoginForm()
+    if request.method == "POST":
+        # Two forms on one page: the token form is the one that sends `token`.
+        if "token" in request.POST:
+            token_form = TokenLoginForm(request.POST)
+            if token_form.is_valid():
+                token_form.api_token.touch()
+                login(request, token_form.api_token.user, backend=MODEL_BACKEND)
+                return redirect(next_url)
+        else:
+            password_form = PasswordLoginForm(request, data=request.POST)
+            if password_form.is_valid():
+                login(request, password_form.get_user())
+                return redirect(next_url)
+    context = {"password_form": password_form, "token_form": token_form, "next": next_url}
+    return render(request, "accounts/login.html", context)
+
+
+@require_POST
+def logout_view(request: HttpRequest) -> HttpResponse:
+    logout(request)
+    messages.info(request, "You are signed out.")
+    return redirect(settings.LOGIN_URL)
+
+
+@never_cache  # the page can hold a raw token: no copy in any cache or in the back button
+@login_required
+def account_view(request: HttpRequest) -> HttpResponse:
+    form = TokenCreateForm()
+    if request.method == "POST":
+        form = TokenCreateForm(request.POST)
+        if form.is_valid():
+            days = form.cleaned_data["expires_days"]
+            expires_at = timezone.now() + timedelta(days=days) if days else None
+            token, raw = ApiToken.issue(request.user, form.cleaned_data["name"], expires_at=expires_at)
+            # The session, not a message: messages may travel in a cookie.
+            request.session[NEW_TOKEN_SESSION_KEY] = {"id": token.pk, "raw": raw}
+            return redirect("account")
+    context = {
+        "form": form,
+        "tokens": ApiToken.objects.filter(user=request.user),
+        "new_token": request.session.pop(NEW_TOKEN_SESSION_KEY, None),
+        "home": home_dir(request.user.username),
+        "shared": shared_root(),
+    }
+    return render(request, "accounts/account.html", context, status=400 if form.errors else 200)
+
+
+@login_required
+@require_POST
+def revoke_token_view(request: HttpRequest, pk: int) -> HttpResponse:
+    token = get_object_or_404(ApiToken, pk=pk, user=request.user)
+    token.revoke()
+    messages.success(request, f"Token “{token.name}” ({token.prefix}…) is revoked; it no longer works.")
+    return redirect("account")
+
+
+def _locate(request: HttpRequest, params: QueryDict) -> files.Location:
+    return files.locate(request.user.username, params.get("path", ""), params.get("area", files.HOME))
+
+
+def _data_url(area: str, rel: str) -> str:
+    query = {"area": area, "path": rel} if rel else {"area": area}
+    return "/data/?" + urlencode(query)
+
+
+def _back_to_folder(params: QueryDict, *, parent: bool = False) -> HttpResponseRedirect:
+    """Redirect to the folder a form was sent from (or, ``parent``, the one above a path)."""
+    area = params.get("area", files.HOME)
+    area = area if area in files.AREAS else files.HOME
+    try:
+        parts = files.split_path(params.get("path", ""))
+    except files.FileAreaError:
+        parts = ()
+    return redirect(_data_url(area, "/".join(parts[:-1] if parent else parts)))
+
+
+@login_required
+def data_view(request: HttpRequest) -> HttpResponse:
+    context: dict[str, Any] = {
+        "areas": [(key, files.AREA_LABELS[key], files.SPEC_PREFIXES[key]) for key in files.AREAS],
+        "max_upload_bytes": files.max_upload_bytes(),
+    }
+    try:
+        location = _locate(request, request.GET)
+        context.update(location=location, listing=files.list_folder(location))
+    except files.FileAreaError as error:
+        context.update(error=error, area=request.GET.get("area", files.HOME))
+        status = 404 if isinstance(error, files.NotFound) else 400
+        return render(request, "accounts/data.html", context, status=status)
+    context["area"] = location.area
+    return render(request, "accounts/data.html", context)
+
+
+@login_required
+def data_download_view(request: HttpRequest) -> HttpResponse:
+    try:
+        location = _locate(request, request.GET)
+        handle = files.open_file(location)
+    except files.FileAreaError as error:
+        messages.error(request, error.message)
+        return _back_to_folder(request.GET, parent=True)
+    return FileResponse(handle, as_attachment=True, filename=location.name)
+
+
+@login_required
+@require_POST
+def data_upload_view(request: HttpRequest) -> HttpResponse:
+    upload = request.FILES.get("file")
+    if upload is None:
+        messages.error(request, "Choose a file to upload.")
+        return _back_to_folder(request.POST)
+    try:
+        folder = _locate(request, request.POST)
+        saved = files.save_upload(folder, upload, overwrite=bool(request.POST.get("overwrite")))
+    except files.FileAreaError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, f"Uploaded {saved.rel}. Use it in a spec as {saved.spec_path}")
+    return _back_to_folder(request.POST)
+
+
+@login_required
+@require_POST
+def data_mkdir_view(request: HttpRequest) -> HttpResponse:
+    try:
+        folder = _locate(request, request.POST).child(request.POST.get("name", "").strip())
+        files.make_folder(folder)
+    except files.FileAreaError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, f"Created the folder {folder.rel}.")
+    return _back_to_folder(request.POST)
+
+
+@login_required
+@require_POST
+def data_delete_view(request: HttpRequest) -> HttpResponse:
+    try:
+        location = _locate(request, request.POST)
+        files.delete(location, recursive=bool(request.POST.get("recursive")))
+    except files.FileAreaError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, f"Deleted {location.rel}.")
+    return _back_to_folder(request.POST, parent=True)

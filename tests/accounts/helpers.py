@@ -1,0 +1,67 @@
+"""Assertions the accounts tests share."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from django.contrib.sessions.backends.db import SessionStore
+from django.db import connection
+from django.http import HttpResponse
+
+from accounts.models import PREFIX_LENGTH
+
+
+def assert_error(
+    response: HttpResponse, status: int, message: str = "", fields: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The one error shape, ``{"error": {"code", "message", "fields"?}}``; returns the error."""
+    assert response.status_code == status, response.content
+    body = response.json()
+    assert list(body) == ["error"], body
+    error = body["error"]
+    assert isinstance(error["code"], str) and error["code"]
+    assert message in error["message"], error
+    for field in fields:
+        assert field in error["fields"], error
+    return error
+
+
+def database_text() -> Iterator[tuple[str, str, str]]:
+    """(table, column, text) for every text-like value in every table of the database.
+
+    Session rows are decoded too: their data is signed and base64-encoded, so a token
+    kept in a session would not show as plain text.
+    """
+    with connection.cursor() as cursor:
+        for table in connection.introspection.table_names():
+            cursor.execute(f"SELECT * FROM {connection.ops.quote_name(table)}")
+            columns = [column[0] for column in cursor.description]
+            for row in cursor.fetchall():
+                for column, value in zip(columns, row, strict=True):
+                    text = _as_text(value)
+                    if text is None:
+                        continue
+                    yield table, column, text
+                    if table == "django_session" and column == "session_data":
+                        yield table, column, repr(SessionStore().decode(text))
+
+
+def _as_text(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes | memoryview):
+        return bytes(value).decode("latin-1")
+    return None
+
+
+def secret_part(raw: str) -> str:
+    """The part of a raw token that its displayed prefix does not show."""
+    return raw[PREFIX_LENGTH:]
+
+
+def assert_stored_nowhere(raw: str) -> None:
+    secret = secret_part(raw)
+    assert len(secret) >= 32
+    found = [(table, column) for table, column, text in database_text() if secret in text]
+    assert not found, f"the raw token is stored in {found}"
