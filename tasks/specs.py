@@ -1,0 +1,598 @@
+"""Task specs: parse the YAML a user submits, validate it, and resolve it (SPEC §3).
+
+`parse_spec` is the only entry point. It collects every problem it finds into one SpecError,
+keyed by field, so a user fixes a spec in one round trip rather than one error at a time.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import shlex
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from django.conf import settings
+
+from accounts.homes import home_dir
+from tasks import paths
+from tasks.models import Priority, TaskKind, Workload
+
+# Upper bounds that no real request reaches; they keep absurd numbers out of the database and
+# the scheduler's arithmetic.
+MAX_NNODES = 1024
+MAX_GPUS_PER_NODE = 64
+MAX_RETRIES = 20
+MAX_EPOCHS = 10_000
+MAX_TRAINING_STEPS = 100_000_000
+MAX_FREQ = 100_000_000
+# A spec is a flat mapping; anything nested deeper is a mistake or an attack on the parser.
+MAX_YAML_DEPTH = 16
+
+COMMON_KEYS = ("kind", "workload", "nnodes", "n_gpus_per_node", "priority", "max_retries")
+BASIC_KEYS = (
+    "model_id",
+    "train_file",
+    "val_file",
+    "total_epochs",
+    "total_training_steps",
+    "save_freq",
+    "test_freq",
+)
+ADVANCED_KEYS = ("command",)
+
+DEFAULT_TOTAL_EPOCHS = 1
+# verl's own defaults: -1 means never (verl still validates and, for SFT, saves at the last step).
+DEFAULT_SAVE_FREQ = -1
+DEFAULT_TEST_FREQ = -1
+
+
+class SpecError(Exception):
+    """An invalid spec: ``fields`` maps each offending field ("spec" for the whole document)
+    to its messages; ``code`` is "invalid", or "too_large" for a spec over the size limit."""
+
+    def __init__(self, fields: dict[str, list[str]], code: str = "invalid") -> None:
+        self.fields = fields
+        self.code = code
+        super().__init__("; ".join(f"{name}: {' '.join(msgs)}" for name, msgs in fields.items()))
+
+
+@dataclass(frozen=True)
+class ParsedSpec:
+    kind: str
+    workload: str
+    nnodes: int
+    n_gpus_per_node: int
+    priority: str
+    max_retries: int
+    raw: str
+    resolved: dict[str, Any]
+    warnings: list[str]
+
+
+def parse_spec(source: bytes | str | dict[str, Any], *, username: str) -> ParsedSpec:
+    """Parse and validate a spec sent by ``username``; raise SpecError listing every problem.
+
+    ``source`` is the request body (bytes or text) or, for a JSON body, the spec object itself.
+    """
+    raw, data = _load(source)
+    check = _Checker(data, username)
+    kind = check.choice("kind", TaskKind, default=TaskKind.BASIC.value)
+    check.keys(kind)
+    workload = check.choice("workload", Workload)
+    nnodes = check.integer("nnodes", low=1, high=MAX_NNODES)
+    n_gpus = check.integer("n_gpus_per_node", low=1, high=MAX_GPUS_PER_NODE)
+    priority = check.choice("priority", Priority, default=Priority.NORMAL.value)
+    max_retries = check.integer("max_retries", low=0, high=MAX_RETRIES, default=0)
+    resolved: dict[str, Any] = {
+        "kind": kind,
+        "workload": workload,
+        "nnodes": nnodes,
+        "n_gpus_per_node": n_gpus,
+        "priority": priority,
+        "max_retries": max_retries,
+    }
+    if kind == TaskKind.BASIC:
+        resolved.update(check.basic())
+    elif kind == TaskKind.ADVANCED:
+        resolved["command"] = check.advanced(nnodes, n_gpus)
+    if check.errors:
+        raise SpecError(check.errors)
+    return ParsedSpec(
+        kind=kind,
+        workload=workload,
+        nnodes=nnodes,
+        n_gpus_per_node=n_gpus,
+        priority=priority,
+        max_retries=max_retries,
+        raw=raw,
+        resolved=resolved,
+        warnings=check.warnings,
+    )
+
+
+# --- Loading -------------------------------------------------------------------------------------
+
+
+class _SpecLoader(yaml.SafeLoader):
+    """SafeLoader that refuses anchors and aliases, deep nesting and duplicate keys.
+
+    Aliases are how a few hundred bytes ("billion laughs") expand into gigabytes once
+    constructed; a spec never needs them, so the first anchor or alias stops the parse before
+    anything is built. The pure-Python loader is used because the C one composes nodes in C,
+    out of reach of these checks; specs are at most 64 KiB, so speed does not matter.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            raise yaml.composer.ComposerError(
+                None, None, "YAML anchors and aliases (&name, *name) are not allowed", event.start_mark
+            )
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None, None, f"nested deeper than {MAX_YAML_DEPTH} levels", event.start_mark
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        # PyYAML keeps the last of two equal keys; a spec saying `nnodes` twice is ambiguous.
+        seen: set[tuple[str, str]] = set()
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode):
+                if (key_node.tag, key_node.value) in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key_node.value!r}", key_node.start_mark
+                    )
+                seen.add((key_node.tag, key_node.value))
+        return super().construct_mapping(node, deep=deep)
+
+
+class _LiteralDumper(yaml.SafeDumper):
+    """Dumps multi-line strings (an advanced command) as `|` blocks, the way people write them."""
+
+
+_LiteralDumper.add_representer(
+    str,
+    lambda dumper, value: dumper.represent_scalar(
+        "tag:yaml.org,2002:str", value, style="|" if "\n" in value else None
+    ),
+)
+
+
+def _whole(message: str, code: str = "invalid") -> SpecError:
+    return SpecError({"spec": [message]}, code)
+
+
+def _at(mark: yaml.Mark | None) -> str:
+    return f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+
+
+def _load(source: bytes | str | dict[str, Any]) -> tuple[str, Any]:
+    """The raw text and the parsed document. Steps: 1. size; 2. UTF-8; 3. YAML, one document."""
+    limit = settings.ARGUS_MAX_SPEC_BYTES
+    too_large = f"the spec is larger than {limit} bytes"
+    data: Any = None
+    if isinstance(source, dict):
+        try:
+            raw = yaml.dump(source, Dumper=_LiteralDumper, sort_keys=False, allow_unicode=True)
+        except yaml.YAMLError as exc:
+            raise _whole(f"cannot be written as YAML: {exc}") from exc
+        data = source
+    elif isinstance(source, bytes):
+        # Measured before decoding, so an oversized body costs nothing more.
+        if len(source) > limit:
+            raise _whole(too_large, "too_large")
+        try:
+            raw = source.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _whole(
+                f"is not valid UTF-8 (byte 0x{source[exc.start]:02x} at offset {exc.start})"
+            ) from exc
+    else:
+        raw = source
+    try:
+        size = len(raw.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        # A lone surrogate, as a JSON string can carry ("\ud800").
+        raise _whole(f"is not valid Unicode (character {exc.start})") from exc
+    if size > limit:
+        raise _whole(too_large, "too_large")
+    return raw, data if data is not None else _parse_yaml(raw)
+
+
+def _parse_yaml(text: str) -> Any:
+    if not text.strip():
+        raise _whole("is empty")
+    loader = _SpecLoader(text)
+    try:
+        # get_single_data(), spelled out so that a second document gets a message of its own.
+        loader.get_event()  # StreamStartEvent
+        if loader.check_event(yaml.StreamEndEvent):
+            raise _whole("is empty (only comments)")
+        node = loader.compose_document()
+        if not loader.check_event(yaml.StreamEndEvent):
+            mark = loader.peek_event().start_mark
+            raise _whole(f"must be a single YAML document, but another one starts{_at(mark)}")
+        return loader.construct_document(node)
+    except yaml.MarkedYAMLError as exc:
+        problem = exc.problem or exc.context or "is not valid YAML"
+        context = f" ({exc.context})" if exc.problem and exc.context else ""
+        raise _whole(f"invalid YAML{_at(exc.problem_mark or exc.context_mark)}: {problem}{context}") from exc
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        raise _whole(f"invalid YAML at line {line}: character #x{exc.character:04x} is not allowed") from exc
+    except yaml.YAMLError as exc:
+        raise _whole(f"invalid YAML: {exc}") from exc
+    except ValueError as exc:
+        # A scalar YAML types but Python cannot build: `2024-13-45`, an integer of 5,000 digits.
+        raise _whole(f"invalid YAML value: {exc}") from exc
+    finally:
+        loader.dispose()
+
+
+# --- Validation ----------------------------------------------------------------------------------
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
+    names.update({list: "a list", dict: "a mapping"})
+    return names.get(type(value), f"a {type(value).__name__}")
+
+
+class _Checker:
+    """Validates one spec document, accumulating errors and warnings instead of stopping."""
+
+    def __init__(self, data: Any, username: str) -> None:
+        if not isinstance(data, dict):
+            raise _whole(f"must be a mapping of keys to values, not {_type_name(data)}")
+        self.data: dict[Any, Any] = data
+        self.username = username
+        self.errors: dict[str, list[str]] = {}
+        self.warnings: list[str] = []
+
+    def fail(self, name: str, message: str) -> None:
+        messages = self.errors.setdefault(name, [])
+        if message not in messages:
+            messages.append(message)
+
+    def keys(self, kind: str | None) -> None:
+        own = {TaskKind.BASIC: BASIC_KEYS, TaskKind.ADVANCED: ADVANCED_KEYS}
+        # An unknown kind: judge the keys against both kinds, so only truly unknown ones are named.
+        allowed = COMMON_KEYS + (own[kind] if kind else BASIC_KEYS + ADVANCED_KEYS)
+        for key in self.data:
+            if not isinstance(key, str):
+                self.fail(str(key), f"keys must be strings, not {_type_name(key)}")
+            elif key in allowed:
+                continue
+            elif kind == TaskKind.ADVANCED and key in BASIC_KEYS:
+                self.fail(key, "is only for basic specs; an advanced spec sets it in its command")
+            elif kind == TaskKind.BASIC and key in ADVANCED_KEYS:
+                self.fail(key, "is only for advanced specs (add kind: advanced)")
+            else:
+                close = difflib.get_close_matches(key, allowed, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else f"; allowed: {', '.join(allowed)}"
+                self.fail(key, f"unknown key{hint}")
+
+    def _value(self, key: str, default: Any, required: bool) -> tuple[bool, Any]:
+        """(present, value): a missing or null optional key takes its default."""
+        value = self.data.get(key)
+        if value is None:
+            if required:
+                self.fail(key, "is required" if key not in self.data else "must not be null")
+            return False, default
+        return True, value
+
+    def choice(self, key: str, choices: type[Any], *, default: str | None = None) -> Any:
+        present, value = self._value(key, default, required=default is None)
+        if not present:
+            return value
+        if not isinstance(value, str) or value not in choices.values:
+            got = repr(value) if isinstance(value, str) else _type_name(value)
+            self.fail(key, f"must be one of {', '.join(choices.values)}, not {got}")
+            return None
+        return str(value)
+
+    def integer(
+        self, key: str, *, low: int, high: int, default: int | None = None, nullable: bool = False
+    ) -> Any:
+        present, value = self._value(key, default, required=default is None and not nullable)
+        if not present:
+            return value
+        # bool is a subclass of int in Python, but `nnodes: true` is a mistake, not 1.
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.fail(key, f"must be an integer, not {_type_name(value)}")
+            return None
+        if not low <= value <= high:
+            self.fail(key, f"must be between {low} and {high}, not {value}")
+            return None
+        return value
+
+    def string(self, key: str) -> str | None:
+        present, value = self._value(key, None, required=True)
+        if not present:
+            return None
+        if not isinstance(value, str):
+            self.fail(key, f"must be a string, not {_type_name(value)}")
+            return None
+        if not value.strip():
+            self.fail(key, "must not be empty")
+            return None
+        return value
+
+    def input_path(self, key: str) -> str | None:
+        value = self.string(key)
+        if value is None:
+            return None
+        try:
+            return str(paths.resolve_input_path(value, self.username))
+        except paths.PathPolicyError as exc:
+            self.fail(key, str(exc))
+            return None
+
+    def basic(self) -> dict[str, Any]:
+        model = self.string("model_id")
+        if model is not None and not paths.is_hub_id(model):
+            try:
+                model = str(paths.resolve_input_path(model, self.username))
+            except paths.PathPolicyError as exc:
+                self.fail("model_id", f"{exc} (a hub id looks like Qwen/Qwen2.5-0.5B-Instruct)")
+                model = None
+        resolved = {
+            "model_id": model,
+            "train_file": self.input_path("train_file"),
+            "val_file": self.input_path("val_file"),
+            "total_epochs": self.integer(
+                "total_epochs", low=1, high=MAX_EPOCHS, default=DEFAULT_TOTAL_EPOCHS
+            ),
+            "total_training_steps": self.integer(
+                "total_training_steps", low=1, high=MAX_TRAINING_STEPS, nullable=True
+            ),
+        }
+        for key, default in (("save_freq", DEFAULT_SAVE_FREQ), ("test_freq", DEFAULT_TEST_FREQ)):
+            value = self.integer(key, low=-1, high=MAX_FREQ, default=default)
+            if value == 0:
+                # verl's SFT trainer computes `step % freq` unconditionally: 0 would crash it.
+                self.fail(key, "must be -1 (never) or at least 1, not 0")
+            resolved[key] = value
+        return resolved
+
+    def advanced(self, nnodes: int | None, n_gpus: int | None) -> str | None:
+        command = self.string("command")
+        if command is None:
+            return None
+        try:
+            expanded = paths.expand_macros(command, self.username).strip()
+        except paths.PathPolicyError as exc:
+            self.fail("command", str(exc))
+            return None
+        checked = _CommandCheck(expanded, self.username, nnodes, n_gpus)
+        for message in checked.errors:
+            self.fail("command", message)
+        self.warnings.extend(checked.warnings)
+        return expanded
+
+
+# --- Advanced commands -----------------------------------------------------------------------------
+#
+# What a malicious user could try, and what closes it. The command runs as `bash -lc <command>`,
+# so the threat is shell syntax that runs a second program, or builds a word the checks cannot
+# see. The rules below are deliberately blunt (refused even inside quotes, where some would be
+# harmless): a shell parser of our own that disagreed with bash in one corner would be a hole.
+#
+# - Chaining and substitution: `;` `&` `|` (so `&&`, `||`, pipes, background jobs), backticks,
+#   `<` `>` (redirections, process substitution, here-documents) are refused outright. Argus keeps
+#   the whole output in driver.log, so redirections have no legitimate use.
+# - Lines: a backslash is allowed only as a line continuation; any other line break starts a
+#   new command and is refused. `\\` before a newline would end a continuation early and `#`
+#   comments swallow a trailing `\` (bash then starts a new command on the next line), so
+#   other backslashes and `#` at the start of a word are refused too. Control characters (`\r`
+#   among them) are refused.
+# - Expansions: after the $HOME macros, no `$` may remain. `$(…)` and `$((…))` run code;
+#   `$VAR` and Hydra's `${oc.env:…}` could assemble another user's path out of pieces that each
+#   look innocent. Globs (`*`, `?`, and `[`, `{` inside a path) expand to names never checked,
+#   and `~` expands to the worker's home, not the user's Argus home.
+# - Entry: the command must be `[VAR=value …] python3 -m <module>` with an allowed module.
+#   Assignments that change which program or code runs are refused: PATH (bash looks `python3`
+#   up through a prefixed PATH), LD_* (preloaded libraries), PYTHONPATH and friends (a module
+#   of the user's named `verl.trainer.main_ppo` would pass the module check).
+# - Paths: every absolute path in any argument is checked against other users' homes, as
+#   written and with symlinks resolved; `..` components are refused anywhere. Input overrides
+#   (data files, model paths) must be allowed, existing paths; reward files must be under the
+#   owner's $HOME/code/.
+#
+# What string checks cannot close: a custom reward function is the user's own Python, run by
+# verl with the worker's permissions, and can read whatever the worker can. Stopping that needs
+# per-user identities (uids, containers) on the workers; seed 003 accepts this for trusted users.
+
+_FORBIDDEN_CHARS = {
+    ";": "';' (runs another command)",
+    "&": "'&' (&&, background jobs and &> run or hide other commands)",
+    "|": "'|' (pipes and || run other programs)",
+    "`": "backticks (command substitution)",
+    "<": "'<' (redirection, process substitution)",
+    ">": "'>' (redirection, process substitution; the output is kept in driver.log anyway)",
+    "*": "'*' (a glob expands to paths that cannot be checked)",
+    "?": "'?' (a glob expands to paths that cannot be checked)",
+}
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_ASSIGNMENT = re.compile(r"""([A-Za-z_][A-Za-z0-9_]*)=(?:'[^']*'|"[^"]*"|[^\s'"])*\s+""")
+_ENTRY = re.compile(r"(python3?)\s+-m\s+([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)(?:\s|$)")
+_DENIED_ENV = frozenset(
+    {
+        "PATH",
+        "PYTHONPATH",
+        "PYTHONHOME",
+        "PYTHONSTARTUP",
+        "PYTHONUSERBASE",
+        "PYTHONPLATLIBDIR",
+        "PYTHONEXECUTABLE",
+        "BASH_ENV",
+        "ENV",
+    }
+)
+# `..` as a whole path component, wherever a path may start or end inside an argument.
+_PARENT = re.compile(r"""(?:^|(?<=[/=:,\['"]))\.\.(?=$|[/,\]'"])""")
+# An absolute path inside an argument: after `=`, `:`, `,`, `[`, a quote or the word start (not
+# after a name character, which makes it a relative path such as `Qwen/Qwen2.5`).
+_ABSOLUTE = re.compile(r"""(?<![\w.~-])/[^\s'",\]]*""")
+_TILDE = re.compile(r"(?:^|[=:])~(?:[\w.-]*/|$)")
+_OVERRIDE = re.compile(r"\+{0,2}([\w.]+)=(.*)", re.DOTALL)
+_DATA_KEYS = ("data.train_files", "data.val_files")
+_MODEL_KEYS = ("actor_rollout_ref.model.path", "critic.model.path", "model.path")
+# verl's own key, and verl >= 0.7.1's `reward.custom_reward_function.path`.
+_REWARD_KEY = "custom_reward_function.path"
+
+
+def _module_allowed(module: str, prefixes: Iterable[str]) -> bool:
+    # "verl.trainer." allows verl.trainer.*; a prefix without the dot must not let
+    # "verl.trainerevil" through.
+    return any(
+        module.startswith(p) if p.endswith(".") else module == p or module.startswith(p + ".")
+        for p in prefixes
+    )
+
+
+def _hydra_values(value: str) -> list[str]:
+    """The items of an override value: `a`, `'a'`, or a list `[a,'b']`."""
+    value = value.strip()
+    items = value[1:-1].split(",") if value.startswith("[") and value.endswith("]") else [value]
+    return [item.strip().strip("'\"") for item in items if item.strip()]
+
+
+class _CommandCheck:
+    """The checks on an advanced command whose macros are already expanded."""
+
+    def __init__(self, command: str, username: str, nnodes: int | None, n_gpus: int | None) -> None:
+        self.username = username
+        self.errors: list[str] = []
+        self.warnings: list[str] = []
+        tokens = self._syntax(command)
+        if tokens is None:
+            return
+        overrides: dict[str, list[str]] = {}
+        for token in tokens:
+            self._paths_in(token)
+            match = _OVERRIDE.fullmatch(token)
+            if match:
+                overrides.setdefault(match.group(1), []).append(match.group(2))
+        self._inputs(overrides)
+        self._resources(overrides, "trainer.nnodes", "nnodes", nnodes)
+        self._resources(overrides, "trainer.n_gpus_per_node", "n_gpus_per_node", n_gpus)
+        if "data.train_files" not in overrides:
+            self.warnings.append(
+                "The command sets no data.train_files=…: verl will use its default dataset path."
+            )
+        if "auto" not in overrides.get("ray_kwargs.ray_init.address", []):
+            self.warnings.append(
+                "The command lacks +ray_kwargs.ray_init.address=auto: verl may start a Ray "
+                "instance of its own instead of joining the cluster."
+            )
+
+    def _syntax(self, command: str) -> list[str] | None:
+        """Shell-level rules; returns the words bash will pass, or None when they cannot be trusted."""
+        if _CONTROL.search(command):
+            self.errors.append("contains control characters (only spaces, tabs and line breaks are allowed)")
+            return None
+        found = [why for char, why in _FORBIDDEN_CHARS.items() if char in command]
+        if found:
+            self.errors.append("must run a single program; it contains " + ", ".join(found))
+        if "$" in command:
+            self.errors.append(
+                "may use no $ expansion but $HOME and ${HOME} ($VAR, $(…) and Hydra's ${…} "
+                "are refused: they can build values that cannot be checked)"
+            )
+        if re.search(r"\\(?!\n)", command):
+            self.errors.append("may use a backslash only at the end of a line, to continue it")
+        # Exactly what bash does with a line continuation outside single quotes: remove it.
+        joined = command.replace("\\\n", "")
+        if "\n" in joined:
+            self.errors.append("is several commands: every line but the last must end with a backslash")
+        try:
+            tokens = shlex.split(joined)
+        except ValueError as exc:
+            self.errors.append(f"cannot be split into words: {exc}")
+            return None
+        if any(token.startswith("#") for token in tokens):
+            self.errors.append("may not contain comments (a # comment can hide a line continuation)")
+        self._entry(joined)
+        return tokens
+
+    def _entry(self, joined: str) -> None:
+        pos = len(joined) - len(joined.lstrip())
+        while match := _ASSIGNMENT.match(joined, pos):
+            name = match.group(1)
+            if name in _DENIED_ENV or name.startswith("LD_"):
+                self.errors.append(f"may not set {name}: it changes which program or code runs")
+            pos = match.end()
+        entry = _ENTRY.match(joined, pos)
+        allowed = list(settings.ARGUS_ADVANCED_ALLOWED_MODULES)
+        if entry is None:
+            self.errors.append(
+                "must start with python3 -m <module> (optionally after VAR=value assignments), "
+                f"where the module starts with {' or '.join(allowed)}"
+            )
+        elif not _module_allowed(entry.group(2), allowed):
+            self.errors.append(
+                f"runs module {entry.group(2)!r}; allowed modules start with {' or '.join(allowed)}"
+            )
+
+    def _paths_in(self, token: str) -> None:
+        if _PARENT.search(token):
+            self.errors.append("may not contain '..' in a path")
+        if _TILDE.search(token):
+            self.errors.append("may not use ~ paths: they expand to the worker's home; use $HOME")
+        for path in _ABSOLUTE.findall(token):
+            if any(char in path for char in "[{}"):
+                self.errors.append(f"path {path!r} contains glob or brace characters")
+            elif paths.other_user_home(paths.normalise(path), self.username):
+                self.errors.append(f"path {path!r} is in another user's home")
+
+    def _inputs(self, overrides: dict[str, list[str]]) -> None:
+        for key, values in overrides.items():
+            if key in _DATA_KEYS or key in _MODEL_KEYS:
+                for item in (item for value in values for item in _hydra_values(value)):
+                    if item == "null" or "://" in item or (key in _MODEL_KEYS and paths.is_hub_id(item)):
+                        continue  # unset, a remote URL, or a hub model: nothing local to check
+                    self._input(key, item, within=None)
+            elif key == _REWARD_KEY or key.endswith("." + _REWARD_KEY):
+                for value in values:
+                    self._input(key, value.strip().strip("'\""), within=[home_dir(self.username) / "code"])
+
+    def _input(self, key: str, value: str, within: list[Path] | None) -> None:
+        try:
+            path = paths.resolve_input_path(value, self.username, within=within)
+        except paths.PathPolicyError as exc:
+            self.errors.append(f"{key}: {exc}")
+            return
+        if within is not None and not path.is_file():
+            self.errors.append(f"{key}: {value!r} is not a file")
+
+    def _resources(self, overrides: dict[str, list[str]], key: str, field: str, wanted: int | None) -> None:
+        if wanted is None:
+            return  # the spec's own number is invalid and already reported
+        values = overrides.get(key)
+        if not values:
+            self.warnings.append(
+                f"The command sets no {key}=…: verl's default may not match {field}: {wanted}, "
+                "which is what Argus reserves."
+            )
+            return
+        for value in values:
+            if value.strip("'\"") != str(wanted):
+                # Argus admits the task on the spec's numbers; a command asking for more would take
+                # GPUs promised to other tasks.
+                self.errors.append(f"sets {key}={value} but the spec says {field}: {wanted}")
