@@ -22,7 +22,7 @@ from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
 
 from accounts import files
-from accounts.homes import home_dir, shared_root
+from accounts.homes import HOME_SUBDIRS, home_dir, shared_root
 from accounts.models import ApiToken, hash_token
 
 # The raw token of a token just created waits here for the one page view that shows it.
@@ -187,6 +187,8 @@ def data_view(request: HttpRequest) -> HttpResponse:
         context.update(error=error, area=request.GET.get("area", files.HOME))
         status = 404 if isinstance(error, files.NotFound) else 400
         return render(request, "accounts/data.html", context, status=status)
+    # The home's own top folders cannot be deleted (files.delete refuses): offer no button.
+    context["protected"] = HOME_SUBDIRS if location.area == files.HOME and not location.parts else ()
     context["area"] = location.area
     return render(request, "accounts/data.html", context)
 
