@@ -62,9 +62,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
             logger.info("Issued token %s (%s) for %s in the admin site", obj.prefix, obj.name, obj.user)
         super().save_model(request, obj, form, change)
 
-    def response_add(
-        self, request: HttpRequest, obj: ApiToken, post_url_continue: str | None = None
-    ) -> HttpResponse:
+    def response_add(self, request: HttpRequest, obj: ApiToken, post_url_continue: str | None = None) -> HttpResponse:
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,

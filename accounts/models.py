@@ -75,9 +75,7 @@ class ApiToken(models.Model):
         return f"{self.user} / {self.name} ({self.prefix}…)"
 
     @classmethod
-    def issue(
-        cls, user: User, name: str = "default", expires_at: datetime | None = None
-    ) -> tuple[ApiToken, str]:
+    def issue(cls, user: User, name: str = "default", expires_at: datetime | None = None) -> tuple[ApiToken, str]:
         """Create a token for ``user``; returns it with the raw token, which is not stored."""
         token = cls(user=user, name=name or "default", expires_at=expires_at)
         raw = token.assign_secret()

@@ -10,9 +10,7 @@ from accounts.users import USERNAME_PATTERN
 # format suffixes (".json") would clash with the dots a username may hold.
 router = SimpleRouter(trailing_slash=False)
 router.register("users", views.UserViewSet, basename="user")
-router.register(
-    rf"users/(?P<username>{USERNAME_PATTERN})/tokens", views.UserTokenViewSet, basename="user-token"
-)
+router.register(rf"users/(?P<username>{USERNAME_PATTERN})/tokens", views.UserTokenViewSet, basename="user-token")
 router.register("me/tokens", views.MyTokenViewSet, basename="my-token")
 
 urlpatterns = [

@@ -93,7 +93,5 @@ def set_active(user: User, active: bool) -> bool:
 
 def with_active_token_counts() -> QuerySet[User]:
     now = timezone.now()
-    active = Q(api_tokens__revoked_at=None) & (
-        Q(api_tokens__expires_at=None) | Q(api_tokens__expires_at__gt=now)
-    )
+    active = Q(api_tokens__revoked_at=None) & (Q(api_tokens__expires_at=None) | Q(api_tokens__expires_at__gt=now))
     return User.objects.annotate(active_tokens=Count("api_tokens", filter=active)).order_by("username")

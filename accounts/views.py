@@ -72,9 +72,7 @@ class MeView(generics.RetrieveAPIView):
         return self.request.user
 
 
-class TokenViewSet(
-    mixins.ListModelMixin, mixins.CreateModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet
-):
+class TokenViewSet(mixins.ListModelMixin, mixins.CreateModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
     """One user's tokens: list, issue (the raw token is in that response only), revoke."""
 
     serializer_class = TokenSerializer

@@ -7,6 +7,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django.utils import timezone
+from rest_framework.response import Response
 from rest_framework.test import APIClient
 
 from accounts.homes import HOME_SUBDIRS
@@ -21,7 +22,7 @@ def run(*args: str, stdin: str | None = None) -> tuple[str, str]:
     return out.getvalue(), err.getvalue()
 
 
-def me_with(raw: str) -> int:
+def me_with(raw: str) -> Response:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
     return client.get("/api/v2/me")

@@ -38,9 +38,7 @@ class Command(BaseCommand):
         issue.add_argument("--name", default="cli", help="A label to recognise the token by.")
         issue.add_argument("--expires-days", type=positive_int, help="Expire after this many days.")
 
-        actions.add_parser("list", help="List a user's tokens (never the tokens themselves).").add_argument(
-            "username"
-        )
+        actions.add_parser("list", help="List a user's tokens (never the tokens themselves).").add_argument("username")
 
         revoke = actions.add_parser("revoke", help="Revoke a token.")
         revoke.add_argument("username")
