@@ -6,7 +6,7 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import generics, mixins, permissions, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -16,6 +16,7 @@ from rest_framework.serializers import BaseSerializer
 from accounts import users
 from accounts.models import ApiToken
 from accounts.serializers import (
+    ErrorSerializer,
     IssuedTokenSerializer,
     TokenCreateSerializer,
     TokenSerializer,
@@ -25,6 +26,15 @@ from accounts.serializers import (
 from argus_site.api import Conflict
 
 
+def errors(*codes: int) -> dict[int, OpenApiResponse]:
+    """The error responses of an operation, for the schema; every route can answer 401."""
+    return {code: OpenApiResponse(ErrorSerializer) for code in sorted({401, *codes})}
+
+
+@extend_schema_view(
+    list=extend_schema(responses={200: UserSerializer(many=True), **errors(403)}),
+    retrieve=extend_schema(responses={200: UserSerializer, **errors(403, 404)}),
+)
 class UserViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Users, for admins."""
 
@@ -34,7 +44,7 @@ class UserViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
     lookup_field = "username"
     lookup_value_regex = users.USERNAME_PATTERN
 
-    @extend_schema(request=UserCreateSerializer, responses={201: UserSerializer})
+    @extend_schema(request=UserCreateSerializer, responses={201: UserSerializer, **errors(400, 403)})
     def create(self, request: Request) -> Response:
         serializer = UserCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -45,7 +55,7 @@ class UserViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
             headers={"Location": f"{request.path.rstrip('/')}/{user.username}"},
         )
 
-    @extend_schema(request=None, responses=UserSerializer)
+    @extend_schema(request=None, responses={200: UserSerializer, **errors(403, 404, 409)})
     @action(detail=True, methods=["post"])
     def disable(self, request: Request, username: str) -> Response:
         user = self.get_object()
@@ -55,7 +65,7 @@ class UserViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         users.set_active(user, False)
         return Response(UserSerializer(user).data)
 
-    @extend_schema(request=None, responses=UserSerializer)
+    @extend_schema(request=None, responses={200: UserSerializer, **errors(403, 404)})
     @action(detail=True, methods=["post"])
     def enable(self, request: Request, username: str) -> Response:
         user = self.get_object()
@@ -63,6 +73,7 @@ class UserViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         return Response(UserSerializer(user).data)
 
 
+@extend_schema(responses={200: UserSerializer, **errors()})
 class MeView(generics.RetrieveAPIView):
     """The user the request is authenticated as."""
 
@@ -89,11 +100,11 @@ class TokenViewSet(mixins.ListModelMixin, mixins.CreateModelMixin, mixins.Destro
     def get_serializer_class(self) -> type[BaseSerializer]:
         return TokenCreateSerializer if self.action == "create" else TokenSerializer
 
-    @extend_schema(request=TokenCreateSerializer, responses={201: IssuedTokenSerializer})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        owner = self.owner  # first: an unknown user is a 404 whatever the body says
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        token, raw = ApiToken.issue(self.owner, **serializer.validated_data)
+        token, raw = ApiToken.issue(owner, **serializer.validated_data)
         context = {**self.get_serializer_context(), "raw_token": raw}
         data = IssuedTokenSerializer(token, context=context).data
         response = Response(data, status=status.HTTP_201_CREATED)
@@ -106,12 +117,25 @@ class TokenViewSet(mixins.ListModelMixin, mixins.CreateModelMixin, mixins.Destro
         instance.revoke()
 
 
+def token_schema(*codes: int) -> dict[str, Any]:
+    """The token routes' schema, with the errors ``codes`` that the owner's lookup adds."""
+    return {
+        "list": extend_schema(responses={200: TokenSerializer(many=True), **errors(*codes)}),
+        "create": extend_schema(
+            request=TokenCreateSerializer, responses={201: IssuedTokenSerializer, **errors(400, *codes)}
+        ),
+        "destroy": extend_schema(responses={204: None, **errors(404, *codes)}),
+    }
+
+
+@extend_schema_view(**token_schema())
 class MyTokenViewSet(TokenViewSet):
     @property
     def owner(self) -> User:
         return self.request.user
 
 
+@extend_schema_view(**token_schema(403, 404))
 class UserTokenViewSet(TokenViewSet):
     permission_classes = [permissions.IsAdminUser]
 
