@@ -127,8 +127,7 @@ def resolve_input_path(value: str, username: str, *, within: Sequence[Path] | No
         raise PathPolicyError(f"{value!r} contains '..'")
     if not _SAFE_PATH.fullmatch(expanded):
         raise PathPolicyError(
-            f"{value!r} contains characters verl's command line would misread "
-            "(allowed: letters, digits, . _ - + @ /)"
+            f"{value!r} contains characters verl's command line would misread (allowed: letters, digits, . _ - + @ /)"
         )
     path = normalise(expanded)
     if other_user_home(path, username):

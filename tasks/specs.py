@@ -165,9 +165,7 @@ class _LiteralDumper(yaml.SafeDumper):
 
 _LiteralDumper.add_representer(
     str,
-    lambda dumper, value: dumper.represent_scalar(
-        "tag:yaml.org,2002:str", value, style="|" if "\n" in value else None
-    ),
+    lambda dumper, value: dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None),
 )
 
 
@@ -197,9 +195,7 @@ def _load(source: bytes | str | dict[str, Any]) -> tuple[str, Any]:
         try:
             raw = source.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise _whole(
-                f"is not valid UTF-8 (byte 0x{source[exc.start]:02x} at offset {exc.start})"
-            ) from exc
+            raise _whole(f"is not valid UTF-8 (byte 0x{source[exc.start]:02x} at offset {exc.start})") from exc
     else:
         raw = source
     try:
@@ -306,9 +302,7 @@ class _Checker:
             return None
         return str(value)
 
-    def integer(
-        self, key: str, *, low: int, high: int, default: int | None = None, nullable: bool = False
-    ) -> Any:
+    def integer(self, key: str, *, low: int, high: int, default: int | None = None, nullable: bool = False) -> Any:
         present, value = self._value(key, default, required=default is None and not nullable)
         if not present:
             return value
@@ -355,12 +349,8 @@ class _Checker:
             "model_id": model,
             "train_file": self.input_path("train_file"),
             "val_file": self.input_path("val_file"),
-            "total_epochs": self.integer(
-                "total_epochs", low=1, high=MAX_EPOCHS, default=DEFAULT_TOTAL_EPOCHS
-            ),
-            "total_training_steps": self.integer(
-                "total_training_steps", low=1, high=MAX_TRAINING_STEPS, nullable=True
-            ),
+            "total_epochs": self.integer("total_epochs", low=1, high=MAX_EPOCHS, default=DEFAULT_TOTAL_EPOCHS),
+            "total_training_steps": self.integer("total_training_steps", low=1, high=MAX_TRAINING_STEPS, nullable=True),
         }
         for key, default in (("save_freq", DEFAULT_SAVE_FREQ), ("test_freq", DEFAULT_TEST_FREQ)):
             value = self.integer(key, low=-1, high=MAX_FREQ, default=default)
@@ -460,10 +450,7 @@ _REWARD_KEY = "custom_reward_function.path"
 def _module_allowed(module: str, prefixes: Iterable[str]) -> bool:
     # "verl.trainer." allows verl.trainer.*; a prefix without the dot must not let
     # "verl.trainerevil" through.
-    return any(
-        module.startswith(p) if p.endswith(".") else module == p or module.startswith(p + ".")
-        for p in prefixes
-    )
+    return any(module.startswith(p) if p.endswith(".") else module == p or module.startswith(p + ".") for p in prefixes)
 
 
 def _hydra_values(value: str) -> list[str]:
@@ -493,9 +480,7 @@ class _CommandCheck:
         self._resources(overrides, "trainer.nnodes", "nnodes", nnodes)
         self._resources(overrides, "trainer.n_gpus_per_node", "n_gpus_per_node", n_gpus)
         if "data.train_files" not in overrides:
-            self.warnings.append(
-                "The command sets no data.train_files=…: verl will use its default dataset path."
-            )
+            self.warnings.append("The command sets no data.train_files=…: verl will use its default dataset path.")
         if "auto" not in overrides.get("ray_kwargs.ray_init.address", []):
             self.warnings.append(
                 "The command lacks +ray_kwargs.ray_init.address=auto: verl may start a Ray "
@@ -546,9 +531,7 @@ class _CommandCheck:
                 f"where the module starts with {' or '.join(allowed)}"
             )
         elif not _module_allowed(entry.group(2), allowed):
-            self.errors.append(
-                f"runs module {entry.group(2)!r}; allowed modules start with {' or '.join(allowed)}"
-            )
+            self.errors.append(f"runs module {entry.group(2)!r}; allowed modules start with {' or '.join(allowed)}")
 
     def _paths_in(self, token: str) -> None:
         if _PARENT.search(token):

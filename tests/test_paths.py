@@ -26,8 +26,7 @@ def train_file(shared_root: Path) -> Path:
 def test_it_expands_common_macros_before_home(shared_root: Path) -> None:
     text = "$HOME/common/datasets/a ${HOME}/common/hf/b $HOME/code/c ${HOME}/d"
     assert expand_macros(text, "alice") == (
-        f"{shared_root}/datasets/a {shared_root}/hf/b "
-        f"{shared_root}/users/alice/code/c {shared_root}/users/alice/d"
+        f"{shared_root}/datasets/a {shared_root}/hf/b {shared_root}/users/alice/code/c {shared_root}/users/alice/d"
     )
 
 

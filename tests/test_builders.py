@@ -1,0 +1,134 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tasks.builders import build_argv
+from tasks.specs import parse_spec
+
+
+@pytest.fixture
+def job_root(shared_root: Path) -> Path:
+    return shared_root / "users" / "alice" / "jobs" / "alice-ppo-20250101-120000-abcd--a01"
+
+
+def resolved(workload: str, **changes: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "kind": "basic",
+        "workload": workload,
+        "nnodes": 2,
+        "n_gpus_per_node": 4,
+        "priority": "normal",
+        "max_retries": 0,
+        "model_id": "Qwen/Qwen2.5-0.5B-Instruct",
+        "train_file": "/data/gsm8k/train.parquet",
+        "val_file": "/data/gsm8k/test.parquet",
+        "total_epochs": 1,
+        "total_training_steps": None,
+        "save_freq": 10,
+        "test_freq": -1,
+    }
+    spec.update(changes)
+    return spec
+
+
+def test_it_builds_the_ppo_argv(job_root: Path) -> None:
+    assert build_argv(resolved("ppo"), username="alice", job_root=job_root) == [
+        "python3",
+        "-m",
+        "verl.trainer.main_ppo",
+        "data.train_files=/data/gsm8k/train.parquet",
+        "data.val_files=/data/gsm8k/test.parquet",
+        "actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct",
+        "critic.model.path=Qwen/Qwen2.5-0.5B-Instruct",
+        "trainer.nnodes=2",
+        "trainer.n_gpus_per_node=4",
+        "trainer.total_epochs=1",
+        "trainer.save_freq=10",
+        "trainer.test_freq=-1",
+        f"trainer.default_local_dir={job_root}/checkpoints",
+        "trainer.logger=['console']",
+    ]
+
+
+def test_it_builds_the_grpo_argv(job_root: Path) -> None:
+    spec = resolved("grpo", nnodes=1, n_gpus_per_node=8, total_epochs=3, total_training_steps=200)
+    assert build_argv(spec, username="alice", job_root=job_root) == [
+        "python3",
+        "-m",
+        "verl.trainer.main_ppo",
+        "data.train_files=/data/gsm8k/train.parquet",
+        "data.val_files=/data/gsm8k/test.parquet",
+        "actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct",
+        "algorithm.adv_estimator=grpo",
+        "trainer.nnodes=1",
+        "trainer.n_gpus_per_node=8",
+        "trainer.total_epochs=3",
+        "trainer.total_training_steps=200",
+        "trainer.save_freq=10",
+        "trainer.test_freq=-1",
+        f"trainer.default_local_dir={job_root}/checkpoints",
+        "trainer.logger=['console']",
+    ]
+
+
+def test_it_builds_the_sft_argv(job_root: Path) -> None:
+    spec = resolved("sft", model_id="/models/tiny", save_freq=-1, test_freq=5)
+    assert build_argv(spec, username="alice", job_root=job_root) == [
+        "python3",
+        "-m",
+        "verl.trainer.sft_trainer_ray",
+        "data.train_files=/data/gsm8k/train.parquet",
+        "data.val_files=/data/gsm8k/test.parquet",
+        "model.path=/models/tiny",
+        "trainer.nnodes=2",
+        "trainer.n_gpus_per_node=4",
+        "trainer.total_epochs=1",
+        "trainer.save_freq=-1",
+        "trainer.test_freq=5",
+        f"trainer.default_local_dir={job_root}/checkpoints",
+        "trainer.logger=['console']",
+    ]
+
+
+def test_it_builds_from_a_parsed_spec(alice, shared_root: Path, job_root: Path) -> None:
+    (shared_root / "datasets" / "t.parquet").write_bytes(b"PAR1")
+    (shared_root / "users" / "alice" / "datasets" / "v.parquet").write_bytes(b"PAR1")
+    text = (
+        "workload: grpo\nnnodes: 1\nn_gpus_per_node: 2\nmodel_id: Qwen/Qwen2.5-0.5B-Instruct\n"
+        "train_file: $HOME/common/datasets/t.parquet\nval_file: $HOME/datasets/v.parquet\n"
+    )
+    argv = build_argv(parse_spec(text, username="alice").resolved, username="alice", job_root=job_root)
+    assert argv[3:5] == [
+        f"data.train_files={shared_root}/datasets/t.parquet",
+        f"data.val_files={shared_root}/users/alice/datasets/v.parquet",
+    ]
+    assert "trainer.save_freq=-1" in argv
+    assert "trainer.test_freq=-1" in argv
+    assert not any(arg.startswith("trainer.total_training_steps") for arg in argv)
+
+
+def test_it_runs_advanced_commands_through_bash(job_root: Path) -> None:
+    spec = {"kind": "advanced", "workload": "ppo", "nnodes": 1, "n_gpus_per_node": 1}
+    spec["command"] = "python3 -m verl.trainer.main_ppo \\\n  trainer.nnodes=1"
+    assert build_argv(spec, username="alice", job_root=job_root) == [
+        "bash",
+        "-lc",
+        "python3 -m verl.trainer.main_ppo \\\n  trainer.nnodes=1",
+    ]
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "users/bob/jobs/x--a01",
+        "users/alice/datasets/x--a01",
+        "users/alice/jobs",
+        "users/alice/jobs/../../bob/jobs/x--a01",
+    ],
+)
+def test_it_refuses_a_job_root_outside_the_users_jobs(shared_root: Path, where: str) -> None:
+    with pytest.raises(ValueError, match="is not a job directory of alice"):
+        build_argv(resolved("ppo"), username="alice", job_root=shared_root / where)
