@@ -131,11 +131,8 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / "var" / "staticfiles"
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {
-        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
-        if not DEBUG
-        else "django.contrib.staticfiles.storage.StaticFilesStorage"
-    },
+    # Hashed names after `collectstatic` (production); plain names before it (dev, tests).
+    "staticfiles": {"BACKEND": "argus_site.storage.StaticStorage"},
 }
 # Serve straight from the finders when collectstatic has not run (dev, tests).
 WHITENOISE_USE_FINDERS = True

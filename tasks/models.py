@@ -223,6 +223,7 @@ class Task(models.Model):
         self,
         to: str,
         *,
+        kind: str = EventKind.STATE_TRANSITION,
         actor: str = "system",
         message: str = "",
         attempt: Attempt | None = None,
@@ -250,7 +251,7 @@ class Task(models.Model):
             for name, value in changes.items():
                 setattr(self, name, value)
             return self.record(
-                EventKind.STATE_TRANSITION,
+                kind,
                 actor=actor,
                 message=message,
                 attempt=attempt,
@@ -312,6 +313,10 @@ class Attempt(models.Model):
     node_ip = models.CharField(max_length=64, blank=True)
     log_path = models.CharField(max_length=1000, blank=True)
     gpus = models.PositiveIntegerField(default=0)
+    # {node_id: gpus} Argus reserved for this attempt when it admitted it: counted against
+    # those nodes until the attempt ends (see tasks.admission.effective_free).
+    placement = models.JSONField(default=dict, blank=True)
+    stop_requested_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     submitted_at = models.DateTimeField(null=True, blank=True)
     start_time = models.DateTimeField(null=True, blank=True)
@@ -350,3 +355,31 @@ class Event(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task_id} {self.kind} {self.from_state}->{self.to_state}"
+
+
+class Lease(models.Model):
+    """A named lease, claimed by a conditional UPDATE so that one holder runs at a time
+    (``select_for_update`` does nothing on SQLite)."""
+
+    name = models.CharField(max_length=40, unique=True)
+    holder = models.CharField(max_length=80, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    # Set by whoever wanted a tick while the lease was held: the holder runs one more.
+    requested_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} held by {self.holder or 'nobody'}"
+
+
+class ClusterState(models.Model):
+    """What the scheduler last saw of Ray, so that web requests never wait on Ray."""
+
+    name = models.CharField(max_length=40, unique=True, default="default")
+    reachable = models.BooleanField(default=False)
+    job_server_url = models.CharField(max_length=300, blank=True)
+    error = models.TextField(blank=True)
+    nodes = models.JSONField(default=list, blank=True)
+    checked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name}: {'reachable' if self.reachable else 'unreachable'}"

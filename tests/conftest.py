@@ -23,6 +23,12 @@ def shared_root(settings, tmp_path: Path) -> Path:
     return root
 
 
+@pytest.fixture(autouse=True)
+def fast_passwords(settings) -> None:
+    # The real hasher takes ~0.3 s a password by design; tests make hundreds of users.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def make_user(db) -> Callable[..., User]:
     def make(username: str, *, admin: bool = False, password: str = "password-" + "x" * 8) -> User:

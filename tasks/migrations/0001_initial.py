@@ -7,7 +7,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -16,102 +15,213 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Attempt',
+            name="Attempt",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('attempt_no', models.PositiveIntegerField()),
-                ('ray_submission_id', models.CharField(max_length=160, unique=True)),
-                ('ray_status', models.CharField(blank=True, max_length=16)),
-                ('failure_kind', models.CharField(blank=True, choices=[('INSUFFICIENT_RESOURCES', 'Insufficient Resources'), ('LOST', 'Lost'), ('USER_ERROR', 'User Error'), ('RUNTIME_ERROR', 'Runtime Error'), ('UNKNOWN', 'Unknown')], max_length=32)),
-                ('message', models.TextField(blank=True)),
-                ('exit_code', models.IntegerField(blank=True, null=True)),
-                ('node_id', models.CharField(blank=True, max_length=64)),
-                ('node_ip', models.CharField(blank=True, max_length=64)),
-                ('log_path', models.CharField(blank=True, max_length=1000)),
-                ('gpus', models.PositiveIntegerField(default=0)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('submitted_at', models.DateTimeField(blank=True, null=True)),
-                ('start_time', models.DateTimeField(blank=True, null=True)),
-                ('end_time', models.DateTimeField(blank=True, null=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("attempt_no", models.PositiveIntegerField()),
+                ("ray_submission_id", models.CharField(max_length=160, unique=True)),
+                ("ray_status", models.CharField(blank=True, max_length=16)),
+                (
+                    "failure_kind",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("INSUFFICIENT_RESOURCES", "Insufficient Resources"),
+                            ("LOST", "Lost"),
+                            ("USER_ERROR", "User Error"),
+                            ("RUNTIME_ERROR", "Runtime Error"),
+                            ("UNKNOWN", "Unknown"),
+                        ],
+                        max_length=32,
+                    ),
+                ),
+                ("message", models.TextField(blank=True)),
+                ("exit_code", models.IntegerField(blank=True, null=True)),
+                ("node_id", models.CharField(blank=True, max_length=64)),
+                ("node_ip", models.CharField(blank=True, max_length=64)),
+                ("log_path", models.CharField(blank=True, max_length=1000)),
+                ("gpus", models.PositiveIntegerField(default=0)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("submitted_at", models.DateTimeField(blank=True, null=True)),
+                ("start_time", models.DateTimeField(blank=True, null=True)),
+                ("end_time", models.DateTimeField(blank=True, null=True)),
             ],
             options={
-                'ordering': ['task', 'attempt_no'],
+                "ordering": ["task", "attempt_no"],
             },
         ),
         migrations.CreateModel(
-            name='Task',
+            name="Task",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('task_id', models.CharField(max_length=120, unique=True)),
-                ('workload', models.CharField(choices=[('ppo', 'Ppo'), ('grpo', 'Grpo'), ('sft', 'Sft')], max_length=16)),
-                ('kind', models.CharField(choices=[('basic', 'Basic'), ('advanced', 'Advanced')], default='basic', max_length=16)),
-                ('state', models.CharField(choices=[('QUEUED', 'Queued'), ('PENDING_RESOURCES', 'Pending Resources'), ('SUBMITTING', 'Submitting'), ('SUBMITTED', 'Submitted'), ('RUNNING', 'Running'), ('SUCCEEDED', 'Succeeded'), ('FAILED', 'Failed'), ('CANCELED', 'Canceled')], default='QUEUED', max_length=24)),
-                ('nnodes', models.PositiveIntegerField()),
-                ('n_gpus_per_node', models.PositiveIntegerField()),
-                ('priority', models.CharField(choices=[('normal', 'Normal'), ('high', 'High')], default='normal', max_length=8)),
-                ('priority_rank', models.SmallIntegerField(default=0, editable=False)),
-                ('max_retries', models.PositiveIntegerField(default=0)),
-                ('spec_raw', models.TextField(help_text='The spec exactly as it was sent.')),
-                ('spec', models.JSONField(help_text='The validated spec, macros expanded.')),
-                ('warnings', models.JSONField(blank=True, default=list)),
-                ('error_summary', models.TextField(blank=True)),
-                ('pending_reason', models.CharField(blank=True, max_length=500)),
-                ('next_run_at', models.DateTimeField(blank=True, null=True)),
-                ('cancel_requested_at', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='tasks', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("task_id", models.CharField(max_length=120, unique=True)),
+                (
+                    "workload",
+                    models.CharField(
+                        choices=[("ppo", "Ppo"), ("grpo", "Grpo"), ("sft", "Sft")], max_length=16
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[("basic", "Basic"), ("advanced", "Advanced")], default="basic", max_length=16
+                    ),
+                ),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("QUEUED", "Queued"),
+                            ("PENDING_RESOURCES", "Pending Resources"),
+                            ("SUBMITTING", "Submitting"),
+                            ("SUBMITTED", "Submitted"),
+                            ("RUNNING", "Running"),
+                            ("SUCCEEDED", "Succeeded"),
+                            ("FAILED", "Failed"),
+                            ("CANCELED", "Canceled"),
+                        ],
+                        default="QUEUED",
+                        max_length=24,
+                    ),
+                ),
+                ("nnodes", models.PositiveIntegerField()),
+                ("n_gpus_per_node", models.PositiveIntegerField()),
+                (
+                    "priority",
+                    models.CharField(
+                        choices=[("normal", "Normal"), ("high", "High")], default="normal", max_length=8
+                    ),
+                ),
+                ("priority_rank", models.SmallIntegerField(default=0, editable=False)),
+                ("max_retries", models.PositiveIntegerField(default=0)),
+                ("spec_raw", models.TextField(help_text="The spec exactly as it was sent.")),
+                ("spec", models.JSONField(help_text="The validated spec, macros expanded.")),
+                ("warnings", models.JSONField(blank=True, default=list)),
+                ("error_summary", models.TextField(blank=True)),
+                ("pending_reason", models.CharField(blank=True, max_length=500)),
+                ("next_run_at", models.DateTimeField(blank=True, null=True)),
+                ("cancel_requested_at", models.DateTimeField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="tasks",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
+                "ordering": ["-created_at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='Event',
+            name="Event",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('CREATED', 'Created'), ('STATE_TRANSITION', 'State Transition'), ('SUBMIT', 'Submit'), ('SUBMIT_FAILED', 'Submit Failed'), ('RAY_STATUS_SYNC', 'Ray Status Sync'), ('RETRY_SCHEDULED', 'Retry Scheduled'), ('CANCEL_REQUESTED', 'Cancel Requested'), ('STOP_REQUESTED', 'Stop Requested'), ('REQUEUED', 'Requeued')], max_length=32)),
-                ('from_state', models.CharField(blank=True, max_length=24)),
-                ('to_state', models.CharField(blank=True, max_length=24)),
-                ('actor', models.CharField(blank=True, help_text='api:<user>, scheduler, admin:<user>…', max_length=160)),
-                ('message', models.TextField(blank=True)),
-                ('data', models.JSONField(blank=True, default=dict)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('attempt', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='events', to='tasks.attempt')),
-                ('task', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='events', to='tasks.task')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("CREATED", "Created"),
+                            ("STATE_TRANSITION", "State Transition"),
+                            ("SUBMIT", "Submit"),
+                            ("SUBMIT_FAILED", "Submit Failed"),
+                            ("RAY_STATUS_SYNC", "Ray Status Sync"),
+                            ("RETRY_SCHEDULED", "Retry Scheduled"),
+                            ("CANCEL_REQUESTED", "Cancel Requested"),
+                            ("STOP_REQUESTED", "Stop Requested"),
+                            ("REQUEUED", "Requeued"),
+                        ],
+                        max_length=32,
+                    ),
+                ),
+                ("from_state", models.CharField(blank=True, max_length=24)),
+                ("to_state", models.CharField(blank=True, max_length=24)),
+                (
+                    "actor",
+                    models.CharField(
+                        blank=True, help_text="api:<user>, scheduler, admin:<user>…", max_length=160
+                    ),
+                ),
+                ("message", models.TextField(blank=True)),
+                ("data", models.JSONField(blank=True, default=dict)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "attempt",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="events",
+                        to="tasks.attempt",
+                    ),
+                ),
+                (
+                    "task",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="events", to="tasks.task"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['created_at', 'id'],
+                "ordering": ["created_at", "id"],
             },
         ),
         migrations.AddField(
-            model_name='attempt',
-            name='task',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='attempts', to='tasks.task'),
+            model_name="attempt",
+            name="task",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE, related_name="attempts", to="tasks.task"
+            ),
         ),
         migrations.AddIndex(
-            model_name='task',
-            index=models.Index(condition=models.Q(('state__in', ['QUEUED', 'PENDING_RESOURCES'])), fields=['-priority_rank', 'created_at', 'id'], name='task_queue_order'),
+            model_name="task",
+            index=models.Index(
+                condition=models.Q(("state__in", ["QUEUED", "PENDING_RESOURCES"])),
+                fields=["-priority_rank", "created_at", "id"],
+                name="task_queue_order",
+            ),
         ),
         migrations.AddIndex(
-            model_name='task',
-            index=models.Index(condition=models.Q(('state__in', ['SUBMITTING', 'SUBMITTED', 'RUNNING'])), fields=['state'], name='task_active'),
+            model_name="task",
+            index=models.Index(
+                condition=models.Q(("state__in", ["SUBMITTING", "SUBMITTED", "RUNNING"])),
+                fields=["state"],
+                name="task_active",
+            ),
         ),
         migrations.AddIndex(
-            model_name='task',
-            index=models.Index(fields=['user', '-created_at', '-id'], name='task_user_recent'),
+            model_name="task",
+            index=models.Index(fields=["user", "-created_at", "-id"], name="task_user_recent"),
         ),
         migrations.AddIndex(
-            model_name='task',
-            index=models.Index(fields=['-created_at', '-id'], name='task_recent'),
+            model_name="task",
+            index=models.Index(fields=["-created_at", "-id"], name="task_recent"),
         ),
         migrations.AddIndex(
-            model_name='event',
-            index=models.Index(fields=['task', 'created_at'], name='event_task_time'),
+            model_name="event",
+            index=models.Index(fields=["task", "created_at"], name="event_task_time"),
         ),
         migrations.AddConstraint(
-            model_name='attempt',
-            constraint=models.UniqueConstraint(fields=('task', 'attempt_no'), name='attempt_unique_no'),
+            model_name="attempt",
+            constraint=models.UniqueConstraint(fields=("task", "attempt_no"), name="attempt_unique_no"),
         ),
     ]

@@ -1,0 +1,56 @@
+"""The driver wrapper every Ray job runs: ``python3 -m raypool.driver --log PATH -- ARGV...``.
+
+It runs the training command, writes its whole output to ``driver.log`` as it comes (so the log
+survives a head restart and can be read without Ray), passes it through to Ray's own job log,
+and exits with the command's exit code. It imports neither Django nor Ray.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from types import FrameType
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="raypool.driver")
+    parser.add_argument("--log", required=True, type=Path)
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("no command given")
+
+    args.log.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with args.log.open("ab", buffering=0) as log:
+        try:
+            child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+        except OSError as error:
+            message = f"[argus-driver] cannot start {command[0]!r}: {error}\n".encode()
+            log.write(message)
+            sys.stdout.buffer.write(message)
+            return 127
+
+        def forward(signum: int, frame: FrameType | None) -> None:
+            # Ray stops a job with SIGTERM (then SIGKILL): let the trainer shut down cleanly.
+            child.send_signal(signum)
+
+        signal.signal(signal.SIGTERM, forward)
+        signal.signal(signal.SIGINT, forward)
+        assert child.stdout is not None
+        for chunk in iter(lambda: child.stdout.readline(), b""):
+            log.write(chunk)
+            sys.stdout.buffer.write(chunk)
+            sys.stdout.buffer.flush()
+        code = child.wait()
+        log.write(f"[argus-driver] command exited with code {code}\n".encode())
+    return code if code >= 0 else 128 - code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

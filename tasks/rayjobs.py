@@ -1,0 +1,214 @@
+"""Everything Argus asks of Ray, behind one object that bounds every call.
+
+Ray being down or unreachable is a normal condition, not a verdict: every engine error comes
+out as ``RayUnavailable`` (try again later), ``JobNotFound`` (Ray does not know this
+submission id: LOST) or ``JobExists`` (a duplicate submission id: the job is already there).
+The Jobs SDK passes no timeout to its HTTP calls, so the client here adds one to each.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from ray.job_submission import JobDetails, JobSubmissionClient
+
+from raypool.discovery import head_file_from_settings, read_head
+
+logger = logging.getLogger(__name__)
+
+WORKER_RESOURCE = "worker_node"
+
+
+class RayUnavailable(Exception):
+    """Ray could not be reached or did not answer in time."""
+
+
+class JobNotFound(Exception):
+    """Ray does not know this submission id (e.g. the head restarted and forgot its jobs)."""
+
+
+class JobExists(Exception):
+    """A job with this submission id exists already."""
+
+
+class SubmitRejected(Exception):
+    """Ray answered, and refused the job (a bad payload): trying again will not help."""
+
+
+@dataclass(frozen=True)
+class RayAddress:
+    job_server_url: str
+    gcs_address: str
+    source: str  # "settings" or "head.json"
+
+
+def find_ray() -> RayAddress | None:
+    """Configured addresses win; otherwise the head.json of ARGUS_CLUSTER_NAME when fresh."""
+    if settings.ARGUS_RAY_JOB_SERVER_URL:
+        return RayAddress(settings.ARGUS_RAY_JOB_SERVER_URL, settings.ARGUS_RAY_GCS_ADDRESS, "settings")
+    record = read_head(head_file_from_settings())
+    if record is None or not record.is_fresh():
+        return None
+    return RayAddress(record.job_server_url, record.gcs_address, "head.json")
+
+
+class _BoundedJobClient(JobSubmissionClient):
+    """The SDK's client with a timeout on every HTTP request it makes."""
+
+    def __init__(self, address: str, timeout: float) -> None:
+        self._argus_timeout = timeout  # set first: the constructor already makes requests
+        super().__init__(address)
+
+    def _do_request(self, method: str, endpoint: str, **kwargs: Any) -> Any:
+        kwargs.setdefault("timeout", self._argus_timeout)
+        return super()._do_request(method, endpoint, **kwargs)
+
+
+@dataclass
+class NodeView:
+    node_id: str
+    ip: str
+    alive: bool
+    is_head: bool
+    is_worker: bool
+    gpus_total: float
+    gpus_free: float
+    cpus_total: float = 0.0
+    cpus_free: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class ClusterView:
+    nodes: list[NodeView] = field(default_factory=list)
+
+    @property
+    def workers(self) -> list[NodeView]:
+        return [node for node in self.nodes if node.alive and node.is_worker]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"nodes": [node.to_json() for node in self.nodes]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ClusterView:
+        return cls([NodeView(**node) for node in data.get("nodes", [])])
+
+
+def _classify(error: Exception, submitting: bool = False) -> Exception:
+    text = str(error)
+    if "does not exist" in text and "404" in text:
+        return JobNotFound(text)
+    if "Please use a different submission_id" in text:
+        return JobExists(text)
+    # The SDK raises RuntimeError("Request failed with status code N: ...") when Ray answered;
+    # a 4xx to a submission is a verdict on the payload, anything else may pass.
+    if submitting and "Request failed with status code 4" in text:
+        return SubmitRejected(text[:2000])
+    return RayUnavailable(f"{type(error).__name__}: {text}"[:500])
+
+
+class RayJobs:
+    """One connection to one Ray cluster, made lazily; every call bounded."""
+
+    def __init__(self, address: RayAddress, timeout: float | None = None) -> None:
+        self.address = address
+        self.timeout = timeout if timeout is not None else settings.ARGUS_RAY_TIMEOUT_S
+        self._client: JobSubmissionClient | None = None
+
+    @classmethod
+    def connect(cls) -> RayJobs:
+        address = find_ray()
+        if address is None:
+            raise RayUnavailable("No Ray address: no fresh head.json and none configured.")
+        return cls(address)
+
+    @property
+    def client(self) -> JobSubmissionClient:
+        if self._client is None:
+            try:
+                self._client = _BoundedJobClient(self.address.job_server_url, self.timeout)
+            except Exception as error:
+                raise RayUnavailable(f"Cannot reach Ray at {self.address.job_server_url}: {error}") from error
+        return self._client
+
+    def submit(
+        self,
+        *,
+        submission_id: str,
+        entrypoint: str,
+        metadata: dict[str, str],
+        runtime_env: dict[str, Any] | None = None,
+    ) -> None:
+        try:
+            self.client.submit_job(
+                entrypoint=entrypoint,
+                submission_id=submission_id,
+                metadata=metadata,
+                runtime_env=runtime_env,
+                entrypoint_resources={WORKER_RESOURCE: 1},
+            )
+        except Exception as error:
+            raise _classify(error, submitting=True) from error
+
+    def jobs(self) -> dict[str, JobDetails]:
+        """Every job Ray knows, by submission id: one call per sync, however many tasks run."""
+        try:
+            return {job.submission_id: job for job in self.client.list_jobs() if job.submission_id}
+        except Exception as error:
+            raise _classify(error) from error
+
+    def job(self, submission_id: str) -> JobDetails:
+        try:
+            return self.client.get_job_info(submission_id)
+        except Exception as error:
+            raise _classify(error) from error
+
+    def stop(self, submission_id: str) -> None:
+        try:
+            self.client.stop_job(submission_id)
+        except Exception as error:
+            raise _classify(error) from error
+
+    def cluster(self) -> ClusterView:
+        """Per-node GPUs, total and free, as Ray's GCS sees them now."""
+        if not self.address.gcs_address:
+            raise RayUnavailable("No GCS address configured (ARGUS_RAY_GCS_ADDRESS).")
+        # get_cluster_status blocks for ~40 s on an unreachable GCS whatever its timeout:
+        # a plain TCP connect first keeps a dead head from stalling the tick.
+        host, _, port = self.address.gcs_address.rpartition(":")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=self.timeout).close()
+        except (OSError, ValueError) as error:
+            raise RayUnavailable(f"GCS {self.address.gcs_address} unreachable: {error}") from error
+        from ray.autoscaler.v2.sdk import get_cluster_status
+
+        try:
+            status = get_cluster_status(self.address.gcs_address, timeout=max(1, int(self.timeout)))
+        except Exception as error:
+            raise RayUnavailable(f"Cluster status from {self.address.gcs_address} failed: {error}") from error
+        nodes = []
+        for info, alive in [(n, True) for n in status.active_nodes + status.idle_nodes] + [
+            (n, False) for n in status.failed_nodes
+        ]:
+            usage = {u.resource_name: u for u in (info.resource_usage.usage if info.resource_usage else [])}
+            gpu, cpu = usage.get("GPU"), usage.get("CPU")
+            nodes.append(
+                NodeView(
+                    node_id=info.node_id or info.instance_id,
+                    ip=info.ip_address,
+                    alive=alive,
+                    is_head="node:__internal_head__" in usage,
+                    is_worker=WORKER_RESOURCE in usage,
+                    gpus_total=gpu.total if gpu else 0.0,
+                    gpus_free=(gpu.total - gpu.used) if gpu and alive else 0.0,
+                    cpus_total=cpu.total if cpu else 0.0,
+                    cpus_free=(cpu.total - cpu.used) if cpu and alive else 0.0,
+                )
+            )
+        return ClusterView(nodes)
