@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.db.models import QuerySet
+from django.http import HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import exceptions, mixins, serializers, status, viewsets
@@ -15,12 +19,17 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from argus_site.api import Conflict, PayloadTooLarge, actor_of
+from tasks.curves import parse_log
 from tasks.filters import TaskFilter
-from tasks.jobfiles import resolved_spec
-from tasks.models import IllegalTransition, StaleState, Task
+from tasks.jobfiles import driver_log_path, resolved_spec
+from tasks.logs import follow, read_all, tail_lines
+from tasks.models import TERMINAL_STATES, Attempt, IllegalTransition, StaleState, Task
 from tasks.parsers import PlainTextParser, TextYamlParser, YamlTextParser
 from tasks.serializers import (
     EventSerializer,
+    LogQuery,
+    MetricsQuery,
+    MetricsSerializer,
     SpecSubmission,
     TaskDetailSerializer,
     TaskSerializer,
@@ -28,6 +37,7 @@ from tasks.serializers import (
 )
 from tasks.specs import SpecError, parse_spec
 
+TEXT = "text/plain; charset=utf-8"
 ERRORS = {
     400: OpenApiResponse(OpenApiTypes.OBJECT, description="Invalid spec: `error.fields` names each problem."),
     401: OpenApiResponse(OpenApiTypes.OBJECT, description="Missing, invalid, revoked or expired token."),
@@ -87,6 +97,10 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
             if error.code == "too_large":
                 raise PayloadTooLarge(str(error)) from error
             raise exceptions.ValidationError(error.fields) from error
+        limit = settings.ARGUS_MAX_TASK_GPUS
+        if limit and parsed.nnodes * parsed.n_gpus_per_node > limit:
+            too_many = f"asks for {parsed.nnodes * parsed.n_gpus_per_node} GPUs in all; the limit is {limit}"
+            raise exceptions.ValidationError({"nnodes": [too_many], "n_gpus_per_node": [too_many]})
         task = Task.create_from_spec(user=request.user, parsed=parsed, actor=actor_of(request))
         body = TaskDetailSerializer(task, context=self.get_serializer_context()).data
         location = f"/api/v2/tasks/{task.task_id}"
@@ -106,9 +120,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         task = self.get_object()
         return Response({"raw": task.spec_raw, "resolved": resolved_spec(task)})
 
-    @extend_schema(
-        summary="The task's event trail, oldest first", responses={200: EventSerializer(many=True)}
-    )
+    @extend_schema(summary="The task's event trail, oldest first", responses={200: EventSerializer(many=True)})
     @action(detail=True, methods=["get"], filterset_class=None, pagination_class=None)
     def events(self, request: Request, task_id: str) -> Response:
         task = self.get_object()
@@ -135,6 +147,71 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         code = status.HTTP_200_OK if done else status.HTTP_202_ACCEPTED
         return Response(TaskDetailSerializer(task).data, status=code)
 
+    def _attempt(self, task: Task, number: int | None) -> Attempt | None:
+        attempts = task.attempts.order_by("-attempt_no")
+        if number is None:
+            return attempts.first()
+        attempt = attempts.filter(attempt_no=number).first()
+        if attempt is None:
+            raise exceptions.NotFound(f"Task {task.task_id} has no attempt {number}.")
+        return attempt
+
+    @extend_schema(
+        summary="The driver log of an attempt (text/plain)",
+        description="From driver.log on shared storage, so it works after Ray forgot the job. "
+        "`tail=N` gives the last N lines; `follow=1` streams new lines until the attempt ends.",
+        parameters=[LogQuery],
+        responses={(200, "text/plain"): OpenApiTypes.STR, **ERRORS},
+    )
+    @action(detail=True, methods=["get"], filterset_class=None)
+    def logs(self, request: Request, task_id: str) -> HttpResponseBase:
+        query = LogQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        task = self.get_object()
+        attempt = self._attempt(task, query.validated_data.get("attempt"))
+        if attempt is None:
+            return HttpResponse(b"", content_type=TEXT)
+        path = Path(attempt.log_path or driver_log_path(task.user.username, attempt.ray_submission_id))
+        tail = query.validated_data.get("tail")
+        if not query.validated_data["follow"]:
+            if tail is not None:
+                return HttpResponse(tail_lines(path, tail), content_type=TEXT)
+            return StreamingHttpResponse(read_all(path), content_type=TEXT)
+        start = path.stat().st_size if path.exists() else 0
+        head = tail_lines(path, tail if tail is not None else 100)
+        start -= len(head)
+
+        def ended() -> bool:
+            return Attempt.objects.filter(pk=attempt.pk).exclude(end_time=None).exists() or (
+                Task.objects.filter(pk=task.pk, state__in=TERMINAL_STATES).exists()
+            )
+
+        response = StreamingHttpResponse(follow(path, start=max(0, start), finished=ended), content_type=TEXT)
+        response["X-Accel-Buffering"] = "no"  # nginx: pass lines through as they come
+        response["Cache-Control"] = "no-cache"
+        return response
+
+    @extend_schema(
+        summary="Training curves of an attempt",
+        description="Parsed from verl's `step:N - key:value` lines in the driver log.",
+        parameters=[MetricsQuery],
+        responses={200: MetricsSerializer, **ERRORS},
+    )
+    @action(detail=True, methods=["get"], filterset_class=None)
+    def metrics(self, request: Request, task_id: str) -> Response:
+        query = MetricsQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        task = self.get_object()
+        attempt = self._attempt(task, query.validated_data.get("attempt"))
+        if attempt is None:
+            return Response({"attempt": None, "last_step": None, "total_steps": None, "series": {}})
+        path = Path(attempt.log_path or driver_log_path(task.user.username, attempt.ray_submission_id))
+        curves = parse_log(path)
+        body = {"attempt": attempt.attempt_no, **curves.to_json()}
+        if body["total_steps"] is None:
+            body["total_steps"] = task.spec.get("total_training_steps")
+        return Response(body)
+
     @extend_schema(
         summary="Requeue a failed or canceled task (admins)",
         request=None,
@@ -146,7 +223,5 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         try:
             task.requeue(actor=actor_of(request))
         except (IllegalTransition, StaleState) as error:
-            raise Conflict(
-                f"Task {task.task_id} is {task.state}; only FAILED or CANCELED can be requeued."
-            ) from error
+            raise Conflict(f"Task {task.task_id} is {task.state}; only FAILED or CANCELED can be requeued.") from error
         return Response(TaskDetailSerializer(task).data)

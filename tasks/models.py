@@ -35,9 +35,7 @@ TRANSITIONS: dict[str, frozenset[str]] = {
     S.QUEUED: frozenset({S.PENDING_RESOURCES, S.SUBMITTING, S.CANCELED}),
     S.PENDING_RESOURCES: frozenset({S.QUEUED, S.SUBMITTING, S.CANCELED}),
     # Back to QUEUED / PENDING_RESOURCES when Ray could not be reached while submitting.
-    S.SUBMITTING: frozenset(
-        {S.SUBMITTED, S.QUEUED, S.PENDING_RESOURCES, S.FAILED, S.CANCELED, S.RUNNING, S.SUCCEEDED}
-    ),
+    S.SUBMITTING: frozenset({S.SUBMITTED, S.QUEUED, S.PENDING_RESOURCES, S.FAILED, S.CANCELED, S.RUNNING, S.SUCCEEDED}),
     S.SUBMITTED: frozenset({S.RUNNING, S.SUCCEEDED, S.FAILED, S.CANCELED, S.PENDING_RESOURCES, S.QUEUED}),
     S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.CANCELED, S.PENDING_RESOURCES, S.QUEUED}),
     # An operator's requeue.
@@ -92,6 +90,12 @@ class IllegalTransition(Exception):
 
 class StaleState(Exception):
     """Another process changed the task's state first; the caller acted on an old copy."""
+
+
+def _request_tick() -> None:
+    from tasks.lease import request_tick  # the lease module imports these models
+
+    request_tick()
 
 
 def new_task_id(username: str, workload: str, now: datetime | None = None) -> str:
@@ -176,6 +180,7 @@ class Task(models.Model):
                 with transaction.atomic():
                     task.save()
                     task.record(EventKind.CREATED, actor=actor, to_state=task.state, message="Task queued.")
+                _request_tick()
                 return task
             except IntegrityError:
                 continue  # the 4 hex digits collided within the same second: draw again
@@ -280,6 +285,7 @@ class Task(models.Model):
                     actor=actor,
                     message="Cancel requested; the Ray job will be stopped.",
                 )
+                _request_tick()
         self.refresh_from_db(fields=["cancel_requested_at", "updated_at"])
         return False
 
@@ -294,6 +300,7 @@ class Task(models.Model):
             next_run_at=None,
             error_summary="",
         )
+        _request_tick()
 
     def latest_attempt(self) -> Attempt | None:
         return self.attempts.order_by("-attempt_no").first()

@@ -35,6 +35,7 @@ from tasks import admission
 from tasks.builders import build_argv
 from tasks.failures import classify, key_error_line, trim
 from tasks.jobfiles import driver_log_path, job_root
+from tasks.lease import claim_lease, enqueue_run, release_lease, requested_at, tick_lease
 from tasks.models import (
     ACTIVE_STATES,
     Attempt,
@@ -42,7 +43,6 @@ from tasks.models import (
     EventKind,
     FailureKind,
     IllegalTransition,
-    Lease,
     StaleState,
     Task,
     TaskState,
@@ -53,53 +53,8 @@ logger = logging.getLogger(__name__)
 
 S = TaskState
 ACTOR = "scheduler"
-TICK_LEASE = "tick"
-LEASE_TTL_S = 90
 RUN_SECONDS = 50.0
 LOG_TAIL_BYTES = 64 * 1024
-
-
-# --- the lease -----------------------------------------------------------------------------
-
-
-def _lease() -> models.QuerySet[Lease]:
-    Lease.objects.get_or_create(name=TICK_LEASE)
-    return Lease.objects.filter(name=TICK_LEASE)
-
-
-def claim_lease(holder: str, ttl: float = LEASE_TTL_S) -> bool:
-    now = timezone.now()
-    free = Q(expires_at=None) | Q(expires_at__lt=now) | Q(holder=holder)
-    return _lease().filter(free).update(holder=holder, expires_at=now + timedelta(seconds=ttl)) == 1
-
-
-def release_lease(holder: str) -> None:
-    _lease().filter(holder=holder).update(holder="", expires_at=None)
-
-
-def _requested_at() -> datetime | None:
-    return _lease().values_list("requested_at", flat=True).first()
-
-
-def request_tick() -> None:
-    """Ask for a tick as soon as the current transaction commits."""
-    transaction.on_commit(_request_tick_now)
-
-
-def _request_tick_now() -> None:
-    # Mark the request first, then look at the lease: either the running ticker sees the mark,
-    # or we see the lease free and start one (run() re-reads the mark after releasing).
-    lease = _lease()
-    lease.update(requested_at=timezone.now())
-    held = lease.filter(expires_at__gt=timezone.now()).exclude(holder="").exists()
-    if not held:
-        _enqueue_run()
-
-
-def _enqueue_run() -> None:
-    from django_q.tasks import async_task
-
-    async_task("tasks.scheduler.run", task_name=f"tick-{uuid.uuid4().hex[:8]}", group="argus-tick")
 
 
 # --- the loop django-q2 runs ----------------------------------------------------------------
@@ -115,10 +70,10 @@ def run(max_seconds: float = RUN_SECONDS) -> int:
     deadline = time.monotonic() + max_seconds
     try:
         while True:
-            seen = _requested_at()
+            seen = requested_at()
             report = tick()
             ticks += 1
-            if time.monotonic() >= deadline or (report.idle and _requested_at() == seen):
+            if time.monotonic() >= deadline or (report.idle and requested_at() == seen):
                 break
             _wait_for_request(seen, settings.ARGUS_TICK_S, deadline)
             if not claim_lease(holder):  # renews; False only if it was taken over after expiry
@@ -126,8 +81,8 @@ def run(max_seconds: float = RUN_SECONDS) -> int:
     finally:
         release_lease(holder)
         close_old_connections()
-    if _requested_at() != seen or not report.idle:
-        _enqueue_run()  # a successor: requests that came in late, or work still to follow
+    if requested_at() != seen or not report.idle:
+        enqueue_run()  # a successor: requests that came in late, or work still to follow
     return ticks
 
 
@@ -135,7 +90,7 @@ def _wait_for_request(seen: datetime | None, seconds: float, deadline: float) ->
     until = min(time.monotonic() + seconds, deadline)
     while time.monotonic() < until:
         time.sleep(0.1)
-        if _requested_at() != seen:
+        if requested_at() != seen:
             return
 
 
@@ -164,9 +119,7 @@ def tick() -> TickReport:
         report.error = str(error)
         _record_cluster(None, str(error), None)
         _ray_down(str(error))
-        report.idle = not Task.objects.filter(
-            state__in=[*ACTIVE_STATES, S.QUEUED, S.PENDING_RESOURCES]
-        ).exists()
+        report.idle = not Task.objects.filter(state__in=[*ACTIVE_STATES, S.QUEUED, S.PENDING_RESOURCES]).exists()
         report.seconds = time.monotonic() - started
         return report
     report.reachable = True
@@ -294,7 +247,7 @@ def _apply_status(task: Task, attempt: Attempt, job: JobDetails) -> bool:
 
 def _request_successor() -> None:
     # A job ended: GPUs are free, so the next tick should come now, not in ARGUS_TICK_S.
-    _lease().update(requested_at=timezone.now())
+    tick_lease().update(requested_at=timezone.now())
 
 
 def _log_tail(task: Task, attempt: Attempt) -> str:
@@ -352,9 +305,7 @@ def _lost(task: Task, attempt: Attempt) -> None:
         message="Ray no longer knows this job (the head may have restarted).",
     )
     if task.cancel_requested_at is not None:
-        task.transition(
-            S.CANCELED, actor=ACTOR, attempt=attempt, message="Canceled; the job is gone from Ray."
-        )
+        task.transition(S.CANCELED, actor=ACTOR, attempt=attempt, message="Canceled; the job is gone from Ray.")
         return
     lost = task.attempts.filter(failure_kind=FailureKind.LOST).count()
     if lost <= settings.ARGUS_LOST_RETRIES:
@@ -407,9 +358,7 @@ def stop_canceled(ray: RayJobs, jobs: dict[str, JobDetails]) -> None:
             continue
         if attempt.ray_submission_id not in jobs:
             if task.state == S.SUBMITTING:  # it never reached Ray
-                task.transition(
-                    S.CANCELED, actor=ACTOR, attempt=attempt, message="Canceled before Ray ran it."
-                )
+                task.transition(S.CANCELED, actor=ACTOR, attempt=attempt, message="Canceled before Ray ran it.")
             continue
         try:
             ray.stop(attempt.ray_submission_id)
@@ -429,9 +378,7 @@ def stop_canceled(ray: RayJobs, jobs: dict[str, JobDetails]) -> None:
 def promised_gpus() -> dict[str, int]:
     """GPUs Argus reserved per node for attempts that have not ended."""
     promised: dict[str, int] = {}
-    rows = Attempt.objects.filter(task__state__in=ACTIVE_STATES, end_time=None).values_list(
-        "placement", flat=True
-    )
+    rows = Attempt.objects.filter(task__state__in=ACTIVE_STATES, end_time=None).values_list("placement", flat=True)
     for placement in rows:
         for node, gpus in (placement or {}).items():
             promised[node] = promised.get(node, 0) + int(gpus)

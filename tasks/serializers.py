@@ -89,3 +89,65 @@ class SpecSubmission(serializers.Serializer):
     """For the schema: JSON bodies either wrap the YAML text or are the spec itself."""
 
     spec = serializers.CharField(help_text="The task spec as YAML text.")
+
+
+class LogQuery(serializers.Serializer):
+    attempt = serializers.IntegerField(min_value=1, required=False, help_text="Attempt number; default the latest.")
+    tail = serializers.IntegerField(min_value=0, max_value=1_000_000, required=False, help_text="Last N lines only.")
+    follow = serializers.BooleanField(required=False, default=False, help_text="Stream until the attempt ends.")
+
+
+class MetricsQuery(serializers.Serializer):
+    attempt = serializers.IntegerField(min_value=1, required=False, help_text="Attempt number; default the latest.")
+
+
+class MetricsSerializer(serializers.Serializer):
+    attempt = serializers.IntegerField(allow_null=True)
+    last_step = serializers.IntegerField(allow_null=True)
+    total_steps = serializers.IntegerField(allow_null=True)
+    series = serializers.DictField(
+        child=serializers.ListField(child=serializers.ListField(child=serializers.FloatField())),
+        help_text='{"<metric>": [[step, value], ...]}',
+    )
+
+
+class QueueEntrySerializer(serializers.Serializer):
+    position = serializers.IntegerField(allow_null=True, help_text="1 = next to start; null for tasks on Ray.")
+    task_id = serializers.CharField(allow_null=True, help_text="null for another user's task.")
+    user = serializers.CharField(allow_null=True)
+    state = serializers.CharField()
+    priority = serializers.CharField()
+    nnodes = serializers.IntegerField()
+    n_gpus_per_node = serializers.IntegerField()
+    gpus = serializers.IntegerField()
+    reason = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    next_run_at = serializers.DateTimeField(allow_null=True)
+
+
+class NodeSerializer(serializers.Serializer):
+    node_id = serializers.CharField()
+    ip = serializers.CharField()
+    alive = serializers.BooleanField()
+    is_head = serializers.BooleanField()
+    is_worker = serializers.BooleanField()
+    gpus_total = serializers.FloatField()
+    gpus_free = serializers.FloatField()
+    cpus_total = serializers.FloatField()
+    cpus_free = serializers.FloatField()
+
+
+class HeadSerializer(serializers.Serializer):
+    job_server_url = serializers.CharField(allow_null=True)
+    updated_at = serializers.DateTimeField(allow_null=True)
+    fresh = serializers.BooleanField()
+
+
+class ClusterSerializer(serializers.Serializer):
+    reachable = serializers.BooleanField(help_text="Whether the scheduler reached Ray at its last check.")
+    checked_at = serializers.DateTimeField(allow_null=True)
+    error = serializers.CharField(allow_blank=True)
+    nodes = NodeSerializer(many=True)
+    gpus_total = serializers.FloatField()
+    gpus_free = serializers.FloatField()
+    head = HeadSerializer()

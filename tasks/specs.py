@@ -45,7 +45,8 @@ BASIC_KEYS = (
 ADVANCED_KEYS = ("command",)
 
 DEFAULT_TOTAL_EPOCHS = 1
-# verl's own defaults: -1 means never (verl still validates and, for SFT, saves at the last step).
+# verl's own defaults, -1 meaning never: a PPO/GRPO run then keeps no checkpoint (verl saves only
+# when save_freq > 0), an SFT run still saves at its last step. Set save_freq to keep a model.
 DEFAULT_SAVE_FREQ = -1
 DEFAULT_TEST_FREQ = -1
 
@@ -327,8 +328,7 @@ class _Checker:
             return None
         return value
 
-    def input_path(self, key: str) -> str | None:
-        value = self.string(key)
+    def input_path(self, key: str, value: str | None) -> str | None:
         if value is None:
             return None
         try:
@@ -339,16 +339,21 @@ class _Checker:
 
     def basic(self) -> dict[str, Any]:
         model = self.string("model_id")
+        # A hub id is fetched through the shared HF cache; anything else must be a path it may read.
         if model is not None and not paths.is_hub_id(model):
-            try:
-                model = str(paths.resolve_input_path(model, self.username))
-            except paths.PathPolicyError as exc:
-                self.fail("model_id", f"{exc} (a hub id looks like Qwen/Qwen2.5-0.5B-Instruct)")
+            if model.strip().startswith(("/", "$")):
+                model = self.input_path("model_id", model)
+            else:
+                self.fail(
+                    "model_id",
+                    f"{model!r} is neither a hub id (org/name, such as Qwen/Qwen2.5-0.5B-Instruct) "
+                    "nor an absolute path (/… or $HOME/…)",
+                )
                 model = None
         resolved = {
             "model_id": model,
-            "train_file": self.input_path("train_file"),
-            "val_file": self.input_path("val_file"),
+            "train_file": self.input_path("train_file", self.string("train_file")),
+            "val_file": self.input_path("val_file", self.string("val_file")),
             "total_epochs": self.integer("total_epochs", low=1, high=MAX_EPOCHS, default=DEFAULT_TOTAL_EPOCHS),
             "total_training_steps": self.integer("total_training_steps", low=1, high=MAX_TRAINING_STEPS, nullable=True),
         }

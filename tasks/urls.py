@@ -1,10 +1,16 @@
 from __future__ import annotations
 
+from django.urls import path
 from rest_framework.routers import SimpleRouter
 
 from tasks.api import TaskViewSet
+from tasks.views_ray import ClusterView, QueueView
 
 router = SimpleRouter(trailing_slash=False)
 router.register("tasks", TaskViewSet, basename="task")
 
-urlpatterns = router.urls
+urlpatterns = [
+    path("queue", QueueView.as_view(), name="queue"),
+    path("cluster", ClusterView.as_view(), name="cluster"),
+    *router.urls,
+]

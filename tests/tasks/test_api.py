@@ -361,3 +361,10 @@ def test_healthz(client):
     response = client.get("/healthz")
     assert response.status_code == 200
     assert response.content == b"ok\n"
+
+
+def test_it_rejects_a_request_over_the_gpu_limit(alice, client_for, datasets, settings):
+    settings.ARGUS_MAX_TASK_GPUS = 2
+    response = client_for(alice).post("/api/v2/tasks", PPO_SPEC, content_type="application/yaml")
+    assert response.status_code == 400
+    assert "limit is 2" in _error(response)["fields"]["nnodes"][0]
