@@ -1,12 +1,15 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
-from accounts.models import ApiToken, hash_token
+from accounts.models import ApiToken, TokenState, hash_token
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
@@ -14,7 +17,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
 
     keyword = "Bearer"
 
-    def authenticate(self, request: Request) -> tuple[Any, ApiToken] | None:
+    def authenticate(self, request: Request) -> tuple[User, ApiToken] | None:
         parts = authentication.get_authorization_header(request).decode("latin-1").split()
         # Another scheme (or none) is left to the next authentication class.
         if not parts or parts[0].lower() != self.keyword.lower():
@@ -24,11 +27,13 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         token = ApiToken.objects.select_related("user").filter(token_hash=hash_token(parts[1])).first()
         if token is None:
             raise exceptions.AuthenticationFailed("Invalid token.")
-        if token.revoked_at is not None:
+        # Each refusal says why, so a script's owner knows whether to ask for a new token
+        # or for their account back.
+        if token.state == TokenState.REVOKED:
             raise exceptions.AuthenticationFailed("This token has been revoked.")
         if not token.user.is_active:
             raise exceptions.AuthenticationFailed("This user is disabled.")
-        if not token.is_active:
+        if token.state == TokenState.EXPIRED:
             raise exceptions.AuthenticationFailed("This token has expired.")
         token.touch()
         return token.user, token

@@ -11,6 +11,7 @@ from rest_framework import generics, mixins, permissions, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.reverse import reverse
 from rest_framework.serializers import BaseSerializer
 
 from accounts import users
@@ -52,7 +53,7 @@ class UserViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         return Response(
             UserSerializer(user).data,
             status=status.HTTP_201_CREATED,
-            headers={"Location": f"{request.path.rstrip('/')}/{user.username}"},
+            headers={"Location": reverse("user-detail", kwargs={"username": user.username})},
         )
 
     @extend_schema(request=None, responses={200: UserSerializer, **errors(403, 404, 409)})
