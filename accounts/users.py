@@ -92,6 +92,7 @@ def set_active(user: User, active: bool) -> bool:
 
 
 def with_active_token_counts() -> QuerySet[User]:
+    """Users by name, each with ``active_tokens``: their tokens neither revoked nor expired."""
     now = timezone.now()
     active = Q(api_tokens__revoked_at=None) & (Q(api_tokens__expires_at=None) | Q(api_tokens__expires_at__gt=now))
     return User.objects.annotate(active_tokens=Count("api_tokens", filter=active)).order_by("username")
