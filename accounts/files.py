@@ -280,9 +280,7 @@ def max_upload_bytes() -> int:
     return int(settings.ARGUS_MAX_UPLOAD_BYTES)
 
 
-def save_upload(
-    folder: Location, upload: UploadedFile, *, name: str = "", overwrite: bool = False
-) -> Location:
+def save_upload(folder: Location, upload: UploadedFile, *, name: str = "", overwrite: bool = False) -> Location:
     """Write ``upload`` into ``folder`` as ``name`` (default: its own name).
 
     An existing name is refused unless ``overwrite``; the file is written under a temporary
@@ -340,9 +338,7 @@ def delete(location: Location, *, recursive: bool = False) -> None:
             os.rmdir(location.path)
         except OSError as exc:
             if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
-                raise NotEmpty(
-                    f"{location.rel} is not empty: empty it first, or ask for a recursive delete."
-                ) from None
+                raise NotEmpty(f"{location.rel} is not empty: empty it first, or ask for a recursive delete.") from None
             raise
 
 

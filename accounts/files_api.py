@@ -73,8 +73,10 @@ class UploadBody(serializers.Serializer):
 class EntrySerializer(serializers.Serializer):
     name = serializers.CharField()
     path = serializers.CharField(source="rel", help_text="Relative to the area's top folder.")
-    kind = serializers.ChoiceField(
-        choices=["dir", "file", "link"], help_text="`link`: a link that leads nowhere you can read."
+    type = serializers.ChoiceField(
+        source="kind",
+        choices=["dir", "file", "link"],
+        help_text="`link`: a link that leads nowhere you can read (links that do are `dir` or `file`).",
     )
     is_link = serializers.BooleanField()
     size = serializers.IntegerField(allow_null=True, help_text="Bytes; null for folders.")
@@ -97,14 +99,14 @@ class SavedSerializer(serializers.Serializer):
     spec_path = serializers.CharField()
 
 
-class ErrorDetailSerializer(serializers.Serializer):
+class FileErrorDetailSerializer(serializers.Serializer):
     code = serializers.CharField()
     message = serializers.CharField()
     fields = serializers.DictField(child=serializers.ListField(child=serializers.CharField()), required=False)
 
 
 class FileErrorSerializer(serializers.Serializer):
-    error = ErrorDetailSerializer()
+    error = FileErrorDetailSerializer()
 
 
 def _errors(*codes: int) -> dict[int, OpenApiResponse]:

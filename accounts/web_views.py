@@ -22,11 +22,14 @@ from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
 
 from accounts import files
-from accounts.homes import HOME_SUBDIRS, home_dir, shared_root
+from accounts.homes import HOME_SUBDIRS, home_dir
 from accounts.models import ApiToken, hash_token
 
-# The raw token of a token just created waits here for the one page view that shows it.
-NEW_TOKEN_SESSION_KEY = "argus_new_token"
+# A token just created travels to the one page view that shows it in a short-lived, signed,
+# HttpOnly cookie scoped to /account/: the browser that asked for it holds it for one redirect,
+# and the server never stores it (not even in a session row).
+NEW_TOKEN_COOKIE = "argus_new_token"
+NEW_TOKEN_COOKIE_MAX_AGE = 120
 MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
 
 
@@ -132,25 +135,44 @@ def account_view(request: HttpRequest) -> HttpResponse:
             days = form.cleaned_data["expires_days"]
             expires_at = timezone.now() + timedelta(days=days) if days else None
             token, raw = ApiToken.issue(request.user, form.cleaned_data["name"], expires_at=expires_at)
-            # The session, not a message: messages may travel in a cookie.
-            request.session[NEW_TOKEN_SESSION_KEY] = {"id": token.pk, "raw": raw}
-            return redirect("account")
+            messages.success(request, f"Token “{token.name}” created.")
+            response = redirect("account")
+            response.set_signed_cookie(
+                NEW_TOKEN_COOKIE,
+                raw,
+                salt=NEW_TOKEN_COOKIE,
+                max_age=NEW_TOKEN_COOKIE_MAX_AGE,
+                path="/account/",
+                secure=request.is_secure(),
+                httponly=True,
+                samesite="Strict",
+            )
+            return response
+    raw = request.get_signed_cookie(
+        NEW_TOKEN_COOKIE, default=None, salt=NEW_TOKEN_COOKIE, max_age=NEW_TOKEN_COOKIE_MAX_AGE
+    )
+    # Only a token of this user: a cookie left behind by another account shows nothing.
+    if raw and not ApiToken.objects.filter(user=request.user, token_hash=hash_token(raw)).exists():
+        raw = None
     context = {
         "form": form,
         "tokens": ApiToken.objects.filter(user=request.user),
-        "new_token": request.session.pop(NEW_TOKEN_SESSION_KEY, None),
+        "new_token": raw,
         "home": home_dir(request.user.username),
-        "shared": shared_root(),
     }
-    return render(request, "accounts/account.html", context, status=400 if form.errors else 200)
+    response = render(request, "accounts/account.html", context, status=400 if form.errors else 200)
+    response.delete_cookie(NEW_TOKEN_COOKIE, path="/account/", samesite="Strict")
+    return response
 
 
 @login_required
 @require_POST
 def revoke_token_view(request: HttpRequest, pk: int) -> HttpResponse:
     token = get_object_or_404(ApiToken, pk=pk, user=request.user)
-    token.revoke()
-    messages.success(request, f"Token “{token.name}” ({token.prefix}…) is revoked; it no longer works.")
+    if token.revoke():
+        messages.success(request, f"Token “{token.name}” ({token.prefix}…) is revoked; it no longer works.")
+    else:
+        messages.info(request, f"Token “{token.name}” was already revoked.")
     return redirect("account")
 
 

@@ -1,0 +1,165 @@
+"""/login/ and /logout/: password and token sign-in, refusals, and where signed-out visitors go."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.utils import timezone
+
+from accounts.models import ApiToken
+from tests.web.helpers import PASSWORD
+
+pytestmark = pytest.mark.django_db
+
+# Every page, and what a signed-out visitor must be sent to sign in for.
+PAGES = [
+    "/tasks/",
+    "/tasks/new/",
+    "/queue/",
+    "/cluster/",
+    "/data/",
+    "/data/?area=datasets",
+    "/data/download/?path=datasets/x",
+    "/account/",
+]
+FORMS = ["/data/upload/", "/data/mkdir/", "/data/delete/", "/account/", "/account/tokens/1/revoke/"]
+
+
+def signed_in_as(client: Client) -> str | None:
+    user_id = client.session.get("_auth_user_id")
+    return User.objects.get(pk=user_id).username if user_id else None
+
+
+@pytest.mark.parametrize("url", PAGES)
+def test_signed_out_visitors_of_every_page_land_on_login(client: Client, url: str) -> None:
+    response = client.get(url)
+    assert response.status_code == 302
+    assert response["Location"].startswith("/login/?next=")
+
+
+@pytest.mark.parametrize("url", FORMS)
+def test_signed_out_forms_change_nothing(client: Client, url: str) -> None:
+    response = client.post(url, {"name": "x", "path": "datasets"})
+    assert response.status_code == 302
+    assert response["Location"].startswith("/login/")
+
+
+def test_the_root_goes_to_the_tasks(client: Client) -> None:
+    assert client.get("/")["Location"] == "/tasks/"
+
+
+def test_the_login_page_has_both_forms(client: Client) -> None:
+    page = client.get("/login/?next=/data/").content.decode()
+    for field in ('name="username"', 'name="password"', 'name="token"', 'value="/data/"'):
+        assert field in page
+    assert '<label for="id_username">' in page and '<label for="id_token">' in page
+
+
+def test_it_signs_in_with_the_right_password(client: Client, alice: User) -> None:
+    response = client.post("/login/", {"username": "alice", "password": PASSWORD})
+    assert response.status_code == 302 and response["Location"] == "/tasks/"
+    assert signed_in_as(client) == "alice"
+
+
+def test_it_goes_back_where_the_visitor_was_going(client: Client, alice: User) -> None:
+    response = client.post("/login/", {"username": "alice", "password": PASSWORD, "next": "/data/?area=hf"})
+    assert response["Location"] == "/data/?area=hf"
+
+
+@pytest.mark.parametrize("target", ["https://evil.example/", "//evil.example/x", "javascript:alert(1)"])
+def test_it_never_redirects_off_site(client: Client, alice: User, target: str) -> None:
+    response = client.post("/login/", {"username": "alice", "password": PASSWORD, "next": target})
+    assert response["Location"] == "/tasks/"
+
+
+@pytest.mark.parametrize(("username", "password"), [("alice", "wrong-password"), ("nobody", PASSWORD)])
+def test_it_refuses_wrong_credentials_clearly(client: Client, alice: User, username: str, password: str) -> None:
+    response = client.post("/login/", {"username": username, "password": password})
+    assert response.status_code == 200
+    assert "Wrong username or password" in response.content.decode()
+    assert signed_in_as(client) is None
+
+
+def test_a_disabled_user_cannot_sign_in_and_is_told_why(client: Client, alice: User) -> None:
+    alice.is_active = False
+    alice.save()
+    response = client.post("/login/", {"username": "alice", "password": PASSWORD})
+    assert "This account is disabled" in response.content.decode()
+    assert signed_in_as(client) is None
+    # Without the right password, nothing says the account exists.
+    response = client.post("/login/", {"username": "alice", "password": "wrong-password"})
+    assert "disabled" not in response.content.decode()
+
+
+def test_a_disabled_users_session_ends(client: Client, alice: User) -> None:
+    client.force_login(alice)
+    alice.is_active = False
+    alice.save()
+    assert client.get("/account/")["Location"].startswith("/login/")
+
+
+def test_it_signs_in_with_a_token(client: Client, alice: User) -> None:
+    token, raw = ApiToken.issue(alice, "laptop")
+    response = client.post("/login/", {"token": raw, "next": "/account/"})
+    assert response.status_code == 302 and response["Location"] == "/account/"
+    assert signed_in_as(client) == "alice"
+    token.refresh_from_db()
+    assert token.last_used_at is not None
+
+
+def test_it_refuses_an_unknown_token(client: Client, alice: User) -> None:
+    response = client.post("/login/", {"token": "argus_not-a-real-token"})
+    assert "This token is not valid" in response.content.decode()
+    assert signed_in_as(client) is None
+
+
+def test_it_refuses_a_revoked_token(client: Client, alice: User) -> None:
+    token, raw = ApiToken.issue(alice, "old")
+    token.revoke()
+    assert "revoked" in client.post("/login/", {"token": raw}).content.decode()
+    assert signed_in_as(client) is None
+
+
+def test_it_refuses_an_expired_token(client: Client, alice: User) -> None:
+    _, raw = ApiToken.issue(alice, "old", expires_at=timezone.now() - timedelta(minutes=1))
+    assert "expired" in client.post("/login/", {"token": raw}).content.decode()
+    assert signed_in_as(client) is None
+
+
+def test_it_refuses_a_disabled_users_token(client: Client, alice: User) -> None:
+    _, raw = ApiToken.issue(alice, "laptop")
+    alice.is_active = False
+    alice.save()
+    assert "disabled" in client.post("/login/", {"token": raw}).content.decode()
+    assert signed_in_as(client) is None
+
+
+def test_a_signed_in_visitor_skips_the_login_page(client: Client, alice: User) -> None:
+    client.force_login(alice)
+    assert client.get("/login/")["Location"] == "/tasks/"
+
+
+def test_sign_out_is_a_post(client: Client, alice: User) -> None:
+    client.force_login(alice)
+    assert client.get("/logout/").status_code == 405
+    assert signed_in_as(client) == "alice"
+    response = client.post("/logout/")
+    assert response["Location"] == "/login/"
+    assert signed_in_as(client) is None
+
+
+def test_the_nav_links_admin_for_staff_only(client: Client, alice: User, admin: User) -> None:
+    client.force_login(alice)
+    assert 'href="/admin/"' not in client.get("/tasks/").content.decode()
+    client.force_login(admin)
+    assert 'href="/admin/"' in client.get("/tasks/").content.decode()
+
+
+def test_the_nav_marks_the_current_page(client: Client, alice: User) -> None:
+    client.force_login(alice)
+    page = client.get("/tasks/new/").content.decode()
+    assert '<a href="/tasks/new/" aria-current="page">' in page
+    assert '<a href="/tasks/" aria-current="page">' not in page
