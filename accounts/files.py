@@ -18,6 +18,8 @@ import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -77,6 +79,16 @@ class TooLarge(FileAreaError):
     code = "too_large"
 
 
+class AccessDenied(FileAreaError):
+    """The storage itself refuses (a file written by a job as another user, say)."""
+
+    code = "access_denied"
+
+
+class NoSpace(FileAreaError):
+    code = "no_space"
+
+
 @dataclass(frozen=True)
 class Location:
     """A path the user named, checked: ``path`` is the real parent folder plus the last part.
@@ -104,10 +116,6 @@ class Location:
         return spec_path(self.area, self.rel)
 
     @property
-    def parent_rel(self) -> str:
-        return "/".join(self.parts[:-1])
-
-    @property
     def writable(self) -> bool:
         return self.area == HOME
 
@@ -124,7 +132,7 @@ class Location:
     def real(self) -> Path:
         """The file or folder this names, symlinks followed; it must exist and be readable."""
         if not os.path.lexists(self.path):
-            raise NotFound(f"{self.rel or '/'} does not exist.")
+            raise NotFound(f"{self.rel or AREA_LABELS[self.area]} does not exist.")
         real = self.path.resolve()
         if not os.path.exists(real):
             raise NotFound(f"{self.rel} is a broken link.")
@@ -203,6 +211,8 @@ def split_path(rel: str) -> tuple[str, ...]:
     parts = tuple(part for part in rel.split("/") if part not in ("", "."))
     if ".." in parts:
         raise InvalidPath("'..' is not allowed in paths.")
+    if any(len(part.encode(errors="surrogateescape")) > MAX_NAME_BYTES for part in parts):
+        raise InvalidPath(f"A name in the path is longer than {MAX_NAME_BYTES} bytes.")
     return parts
 
 
@@ -227,6 +237,22 @@ def _check_writable(location: Location, real_folder: Path) -> None:
         raise ReadOnly(f"{location.rel or '/'} is a link to a shared, read-only folder.")
 
 
+@contextmanager
+def _storage(location: Location) -> Iterator[None]:
+    """The storage's own refusals, as errors that say what went wrong rather than a crash."""
+    what = location.rel or AREA_LABELS[location.area]
+    try:
+        yield
+    except PermissionError:
+        raise AccessDenied(f"The storage refuses access to {what} (permission denied).") from None
+    except NotADirectoryError:
+        raise InvalidPath(f"A part of {what} is a file, not a folder.") from None
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise NoSpace(f"The storage is full: {what} could not be written.") from None
+        raise
+
+
 def _real_folder(location: Location) -> Path:
     real = location.real()
     if not real.is_dir():
@@ -238,8 +264,10 @@ def list_folder(location: Location) -> Listing:
     """Folders first, then files, by name; at most MAX_LISTING entries."""
     folder = _real_folder(location)
     readable = _readable_roots(location.username)
-    with os.scandir(folder) as scan:
-        dirents = sorted(scan, key=lambda d: (not d.is_dir(), d.name.lower(), d.name))
+    with _storage(location), os.scandir(folder) as scan:
+        # An upload still being written is not a file yet.
+        visible = (d for d in scan if not d.name.startswith(UPLOAD_TEMP_PREFIX))
+        dirents = sorted(visible, key=lambda d: (not d.is_dir(), d.name.lower(), d.name))
     entries = [_entry(location, d, readable) for d in dirents[:MAX_LISTING]]
     return Listing(location, entries, truncated=len(dirents) > MAX_LISTING)
 
@@ -272,7 +300,8 @@ def open_file(location: Location) -> BinaryIO:
     if real.is_dir():
         raise InvalidPath(f"{location.rel or '/'} is a folder: only files can be downloaded.")
     # O_NOFOLLOW: if the file was swapped for a link since it was checked, refuse it.
-    fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW)
+    with _storage(location):
+        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW)
     return os.fdopen(fd, "rb")
 
 
@@ -298,20 +327,22 @@ def save_upload(folder: Location, upload: UploadedFile, *, name: str = "", overw
         if target.path.is_dir() and not target.path.is_symlink():
             raise AlreadyExists(f"{target.rel} is a folder: a file cannot replace it.", "file")
 
-    fd, temp = tempfile.mkstemp(prefix=UPLOAD_TEMP_PREFIX, dir=real_folder)
+    with _storage(folder):
+        fd, temp = tempfile.mkstemp(prefix=UPLOAD_TEMP_PREFIX, dir=real_folder)
     try:
-        with os.fdopen(fd, "wb") as out:
+        with _storage(target), os.fdopen(fd, "wb") as out:
             for chunk in upload.chunks():
                 out.write(chunk)
-        os.chmod(temp, 0o644)  # mkstemp makes 0600; training jobs must be able to read it
-        if overwrite:
-            os.replace(temp, target.path)  # replaces a link itself, never what it points to
-        else:
-            # A hard link fails if the name appeared meanwhile, where a rename would clobber it.
-            try:
-                os.link(temp, target.path)
-            except FileExistsError:
-                raise AlreadyExists(f"{target.rel} already exists.", "file") from None
+        with _storage(target):
+            os.chmod(temp, 0o644)  # mkstemp makes 0600; training jobs must be able to read it
+            if overwrite:
+                os.replace(temp, target.path)  # replaces a link itself, never what it points to
+            else:
+                # A hard link fails if the name appeared meanwhile, where a rename would clobber it.
+                try:
+                    os.link(temp, target.path)
+                except FileExistsError:
+                    raise AlreadyExists(f"{target.rel} already exists.", "file") from None
     finally:
         if os.path.lexists(temp):
             os.unlink(temp)
@@ -325,21 +356,24 @@ def delete(location: Location, *, recursive: bool = False) -> None:
     _check_writable(location, location.path.parent)
     if location.area == HOME and len(location.parts) == 1 and location.parts[0] in HOME_SUBDIRS:
         raise ReadOnly(f"{location.rel}/ is part of every home and cannot be deleted.")
-    try:
-        mode = os.lstat(location.path).st_mode
-    except FileNotFoundError:
-        raise NotFound(f"{location.rel} does not exist.") from None
-    if not stat.S_ISDIR(mode):
-        os.unlink(location.path)
-    elif recursive:
-        shutil.rmtree(location.path)  # removes links inside, never follows them
-    else:
+    with _storage(location):
         try:
-            os.rmdir(location.path)
-        except OSError as exc:
-            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
-                raise NotEmpty(f"{location.rel} is not empty: empty it first, or ask for a recursive delete.") from None
-            raise
+            mode = os.lstat(location.path).st_mode
+        except FileNotFoundError:
+            raise NotFound(f"{location.rel} does not exist.") from None
+        if not stat.S_ISDIR(mode):
+            os.unlink(location.path)
+        elif recursive:
+            shutil.rmtree(location.path)  # removes links inside, never follows them
+        else:
+            try:
+                os.rmdir(location.path)
+            except OSError as exc:
+                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise NotEmpty(
+                        f"{location.rel} is not empty: empty it first, or ask for a recursive delete."
+                    ) from None
+                raise
 
 
 def make_folder(location: Location) -> None:
@@ -347,6 +381,8 @@ def make_folder(location: Location) -> None:
     if not location.parts:
         raise InvalidPath("Give the new folder's name.")
     _check_writable(location, location.path.parent)
-    if os.path.lexists(location.path):
-        raise AlreadyExists(f"{location.rel} already exists.")
-    location.path.mkdir(parents=True)
+    with _storage(location):
+        try:
+            location.path.mkdir(parents=True)
+        except FileExistsError:
+            raise AlreadyExists(f"{location.rel} already exists.") from None

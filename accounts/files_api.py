@@ -22,6 +22,8 @@ STATUS_FOR = {
     files.AlreadyExists: status.HTTP_409_CONFLICT,
     files.NotEmpty: status.HTTP_409_CONFLICT,
     files.TooLarge: status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+    files.AccessDenied: status.HTTP_403_FORBIDDEN,
+    files.NoSpace: status.HTTP_507_INSUFFICIENT_STORAGE,
 }
 # What a multipart body adds around the file itself (boundaries, headers, the small fields),
 # so that a body plainly over the limit is refused before it is read.

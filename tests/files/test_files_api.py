@@ -385,3 +385,29 @@ def test_the_schema_describes_the_files_routes(api: APIClient) -> None:
     download = schema["paths"]["/api/v2/files/download"]["get"]
     assert "application/octet-stream" in download["responses"]["200"]["content"]
     assert "/api/v2/files/mkdir" in schema["paths"]
+
+
+# --- what the storage itself refuses ----------------------------------------------------------
+
+
+def test_a_path_through_a_file_is_an_error_not_a_crash(api: APIClient, alice_home: Path) -> None:
+    (alice_home / "code" / "reward.py").write_text("")
+    assert_error(api.get(FILES, {"path": "code/reward.py/x"}), 404, fields=("path",))
+    assert_error(api.delete(f"{FILES}?path=code/reward.py/x"), 400, "is a file", fields=("path",))
+    assert_error(api.post(f"{FILES}/mkdir?path=code/reward.py/x"), 400, "is a file", fields=("path",))
+    assert_error(upload(api, "code/reward.py"), 400, "not a folder", fields=("path",))
+
+
+def test_a_name_too_long_for_the_storage_is_refused(api: APIClient) -> None:
+    assert_error(api.post(f"{FILES}/mkdir?path=models/{'x' * 300}"), 400, "longer than", fields=("path",))
+
+
+def test_the_storage_refusing_access_is_a_403(api: APIClient, alice_home: Path, monkeypatch) -> None:
+    # Files a job wrote as another Unix user; the tests run as root, so the refusal is simulated.
+    (alice_home / "jobs" / "out.log").write_text("x")
+
+    def refuse(path: object) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(os, "unlink", refuse)
+    assert_error(api.delete(f"{FILES}?path=jobs/out.log"), 403, "permission denied", fields=("path",))

@@ -149,17 +149,3 @@ def test_sign_out_is_a_post(client: Client, alice: User) -> None:
     response = client.post("/logout/")
     assert response["Location"] == "/login/"
     assert signed_in_as(client) is None
-
-
-def test_the_nav_links_admin_for_staff_only(client: Client, alice: User, admin: User) -> None:
-    client.force_login(alice)
-    assert 'href="/admin/"' not in client.get("/tasks/").content.decode()
-    client.force_login(admin)
-    assert 'href="/admin/"' in client.get("/tasks/").content.decode()
-
-
-def test_the_nav_marks_the_current_page(client: Client, alice: User) -> None:
-    client.force_login(alice)
-    page = client.get("/tasks/new/").content.decode()
-    assert '<a href="/tasks/new/" aria-current="page">' in page
-    assert '<a href="/tasks/" aria-current="page">' not in page
