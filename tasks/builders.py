@@ -20,7 +20,8 @@ SFT_MODULE = "verl.trainer.sft_trainer_ray"
 def build_argv(resolved: dict[str, Any], *, username: str, job_root: Path) -> list[str]:
     """The argv that runs ``resolved`` (from ParsedSpec.resolved), writing under ``job_root``.
 
-    Advanced: ``["bash", "-lc", resolved["command"]]``.
+    Advanced: ``["bash", "-c", resolved["command"]]`` (not a login shell: /etc/profile would
+    reset PATH, and the node's python3 is found through it).
 
     PPO and GRPO (`verl.trainer.main_ppo`; GRPO is PPO's trainer with the GRPO estimator and
     no critic)::
@@ -57,7 +58,7 @@ def build_argv(resolved: dict[str, Any], *, username: str, job_root: Path) -> li
     if ".." in Path(job_root).parts or jobs not in Path(job_root).parents:
         raise ValueError(f"{job_root} is not a job directory of {username} (under {jobs})")
     if resolved["kind"] == TaskKind.ADVANCED:
-        return ["bash", "-lc", resolved["command"]]
+        return ["bash", "-c", resolved["command"]]
 
     workload = resolved["workload"]
     model = resolved["model_id"]

@@ -22,7 +22,7 @@ import socket
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
@@ -191,7 +191,7 @@ def sync(ray: RayJobs, jobs: dict[str, JobDetails]) -> list[str]:
 
 
 def _ms(value: int | None) -> datetime | None:
-    return timezone.datetime.fromtimestamp(value / 1000, tz=timezone.UTC) if value else None
+    return datetime.fromtimestamp(value / 1000, tz=UTC) if value else None
 
 
 def _apply_status(task: Task, attempt: Attempt, job: JobDetails) -> bool:

@@ -383,7 +383,7 @@ class _Checker:
 
 # --- Advanced commands -----------------------------------------------------------------------------
 #
-# What a malicious user could try, and what closes it. The command runs as `bash -lc <command>`,
+# What a malicious user could try, and what closes it. The command runs as `bash -c <command>`,
 # so the threat is shell syntax that runs a second program, or builds a word the checks cannot
 # see. The rules below are deliberately blunt (refused even inside quotes, where some would be
 # harmless): a shell parser of our own that disagreed with bash in one corner would be a hole.

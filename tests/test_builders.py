@@ -115,7 +115,7 @@ def test_it_runs_advanced_commands_through_bash(job_root: Path) -> None:
     spec["command"] = "python3 -m verl.trainer.main_ppo \\\n  trainer.nnodes=1"
     assert build_argv(spec, username="alice", job_root=job_root) == [
         "bash",
-        "-lc",
+        "-c",
         "python3 -m verl.trainer.main_ppo \\\n  trainer.nnodes=1",
     ]
 

@@ -31,9 +31,7 @@ class TaskRunner:
         total_available = sum(node.get("GPU", 0) for node in available.values())
         total_required = nnodes * per_node
         if total_available < total_required:
-            raise ValueError(
-                f"Total available GPUs {total_available} is less than total desired GPUs {total_required}"
-            )
+            raise ValueError(f"Total available GPUs {total_available} is less than total desired GPUs {total_required}")
         # Then one STRICT_PACK placement group per node, waited on with no timeout: on a
         # fragmented cluster this hangs, as verl does.
         groups = [placement_group([{"GPU": 1}] * per_node, strategy="STRICT_PACK") for _ in range(nnodes)]

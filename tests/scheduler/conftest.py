@@ -1,0 +1,100 @@
+"""A real Ray cluster for the scheduler's tests: a head with no CPUs or GPUs for work and two
+workers declaring 4 GPUs each, shared by the tests of a session (starting one takes ~10 s)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from django.contrib.auth.models import User
+from ray.job_submission import JobStatus, JobSubmissionClient
+
+from tasks.models import Task
+from tasks.scheduler import tick
+from tests.ray_cluster import LocalRayCluster
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[LocalRayCluster]:
+    cluster = LocalRayCluster()
+    try:
+        cluster.start_head()
+        for _ in range(2):
+            cluster.add_worker(gpus=4, cpus=4)
+            cluster.wait_for_gpus(4 * len(cluster.workers))
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def on_ray(ray_cluster: LocalRayCluster, settings) -> Iterator[LocalRayCluster]:
+    """Settings pointing at the cluster; every job left running is stopped afterwards, so one
+    test's jobs never hold another's GPUs."""
+    settings.ARGUS_RAY_JOB_SERVER_URL = ray_cluster.job_server_url
+    settings.ARGUS_RAY_GCS_ADDRESS = ray_cluster.gcs_address
+    settings.ARGUS_RETRY_INTERVAL_S = 1
+    settings.ARGUS_RETRY_MAX_INTERVAL_S = 2
+    yield ray_cluster
+    client = JobSubmissionClient(ray_cluster.job_server_url)
+    for job in client.list_jobs():
+        if not job.status.is_terminal():
+            client.stop_job(job.submission_id)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if all(job.status.is_terminal() for job in client.list_jobs()) and ray_cluster.total_gpus() == 8:
+            free = _free_gpus(ray_cluster)
+            if free == 8:
+                return
+        time.sleep(0.3)
+
+
+def _free_gpus(cluster: LocalRayCluster) -> float:
+    from ray.autoscaler.v2.sdk import get_cluster_status
+
+    status = get_cluster_status(cluster.gcs_address, timeout=5)
+    return sum(u.total - u.used for u in status.cluster_resource_usage if u.resource_name == "GPU")
+
+
+def standin_spec(nnodes: int = 1, gpus: int = 4, *, steps: int = 3, step_s: float = 0.2, extra: str = "") -> str:
+    """An advanced spec running the stand-in trainer (tests/standin) with these knobs."""
+    return (
+        "kind: advanced\nworkload: ppo\n"
+        f"nnodes: {nnodes}\nn_gpus_per_node: {gpus}\n"
+        f"command: python3 -m verl.trainer.main_ppo trainer.nnodes={nnodes} trainer.n_gpus_per_node={gpus}"
+        f" +standin.steps={steps} +standin.step_s={step_s} {extra}\n"
+    )
+
+
+@pytest.fixture
+def submit(client_for) -> Callable[..., Task]:
+    def make(user: User, spec: str) -> Task:
+        response = client_for(user).post("/api/v2/tasks", spec, content_type="application/yaml")
+        assert response.status_code == 201, response.content
+        return Task.objects.get(task_id=response.json()["task_id"])
+
+    return make
+
+
+def tick_until(predicate: Callable[[], object], timeout: float = 90, every: float = 0.3, on_tick=None) -> object:
+    """Run the scheduler's tick until ``predicate()`` holds, as qcluster would."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        tick()
+        if on_tick is not None:
+            on_tick()
+        result = predicate()
+        if result:
+            return result
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout}s")
+
+
+def state_of(task: Task) -> str:
+    task.refresh_from_db()
+    return task.state
+
+
+def ray_status(cluster: LocalRayCluster, submission_id: str) -> JobStatus:
+    return JobSubmissionClient(cluster.job_server_url).get_job_status(submission_id)
