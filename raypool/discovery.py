@@ -89,6 +89,8 @@ class HeadRecord:
     ) -> HeadRecord:
         """A record published ``now`` and believed for ``ttl_s`` seconds."""
         now = now or datetime.now(UTC)
+        # Milliseconds, as the file stores them, so a record reads back equal to itself.
+        now = now.replace(microsecond=now.microsecond // 1000 * 1000)
         return cls(
             cluster_name=cluster_name,
             head_ip=head_ip,

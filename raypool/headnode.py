@@ -9,20 +9,17 @@ the head answers, so workers never join a head that is not up, and it goes stale
 from __future__ import annotations
 
 import logging
-import socket
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 
 from raypool.config import NodeConfig
 from raypool.discovery import HeadRecord, host_port, read_head, write_head
+from raypool.probe import job_server_answers, port_open
 from raypool.rayproc import RayProcess
 
 logger = logging.getLogger(__name__)
 
 # While the head comes up, look again this often; once published, every ARGUS_REFRESH_S.
 READY_RETRY_S = 0.5
-PROBE_TIMEOUT_S = 2.0
 
 
 def head_args(config: NodeConfig, node_ip: str) -> list[str]:
@@ -44,13 +41,7 @@ def head_args(config: NodeConfig, node_ip: str) -> list[str]:
 def head_answers(record: HeadRecord) -> bool:
     """The GCS accepts connections and the job server answers: what workers and the
     scheduler need from the head."""
-    try:
-        with socket.create_connection((record.head_ip, record.gcs_port), timeout=PROBE_TIMEOUT_S):
-            pass
-        with urllib.request.urlopen(f"{record.job_server_url}/api/version", timeout=PROBE_TIMEOUT_S) as r:
-            return r.status == 200
-    except (OSError, urllib.error.URLError, ValueError):
-        return False
+    return port_open(record.head_ip, record.gcs_port) and job_server_answers(record.job_server_url)
 
 
 class HeadNode:

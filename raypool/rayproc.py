@@ -8,6 +8,7 @@ group instead can leave it hanging.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import logging
@@ -16,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -23,6 +25,8 @@ logger = logging.getLogger(__name__)
 
 # Ray drains a node for up to 30 s on SIGTERM before it stops it; give it that and a little more.
 STOP_TIMEOUT_S = 35.0
+# How long the rest of a node's processes get to follow `ray start` out before SIGKILL.
+GROUP_EXIT_WAIT_S = 5.0
 PR_SET_PDEATHSIG = 1
 
 
@@ -72,7 +76,8 @@ class RayProcess:
         return self.popen.poll()
 
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> int:
-        """SIGTERM to this ``ray start`` alone, and wait; SIGKILL its whole session if it hangs."""
+        """SIGTERM to this ``ray start`` alone and wait while it drains the node; SIGKILL its
+        session if it hangs. Also after Ray exited by itself: clears what it left behind."""
         if self.popen.poll() is None:
             logger.info("stopping ray start (pid %d)", self.pid)
             self.popen.send_signal(signal.SIGTERM)
@@ -80,10 +85,44 @@ class RayProcess:
                 self.popen.wait(timeout)
             except subprocess.TimeoutExpired:
                 logger.warning("ray start (pid %d) did not stop in %.0f s; killing it", self.pid, timeout)
-                # Its own session, so this group holds only this node's processes.
-                try:
-                    os.killpg(self.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                self._kill_group()
                 self.popen.wait()
+        self._clear_group()
         return self.popen.returncode
+
+    def kill(self) -> int:
+        """SIGKILL the node at once. Only for a node whose head is gone: draining it would wait
+        ~30 s for a GCS that will never answer, and there is no cluster left to drain it from."""
+        logger.info("killing ray start (pid %d) and its processes", self.pid)
+        self._kill_group()
+        self.popen.wait()
+        self._clear_group()
+        return self.popen.returncode
+
+    def _kill_group(self) -> None:
+        # start_new_session made ray start a session and group leader: the group holds this
+        # node's processes (raylet, agents, workers) and nothing else.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, signal.SIGKILL)
+
+    def _group_alive(self) -> bool:
+        try:
+            os.killpg(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+    def _clear_group(self) -> None:
+        """Ray's agents can outlive ``ray start`` by a moment and hold the node's ports; a rejoin
+        would then fail on them ("Failed to bind"). Wait for them, SIGKILL the stragglers."""
+        deadline = time.monotonic() + GROUP_EXIT_WAIT_S
+        while self._group_alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if self._group_alive():
+            logger.warning("processes of ray start (pid %d) outlived it; killing them", self.pid)
+            self._kill_group()
+            deadline = time.monotonic() + GROUP_EXIT_WAIT_S
+            while self._group_alive() and time.monotonic() < deadline:
+                time.sleep(0.1)

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from raypool.config import NodeConfig
 from raypool.discovery import HeadRecord, read_fresh_head
+from raypool.probe import port_open
 from raypool.rayproc import RayProcess
 
 logger = logging.getLogger(__name__)
@@ -40,6 +42,10 @@ def backoff_s(failures: int) -> float:
     return min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** max(0, failures - 1))
 
 
+def gcs_answers(head: HeadRecord) -> bool:
+    return port_open(head.head_ip, head.gcs_port)
+
+
 class WorkerWatchdog:
     def __init__(
         self,
@@ -48,13 +54,17 @@ class WorkerWatchdog:
         *,
         launch: Callable[[Sequence[str]], RayProcess] = RayProcess.start,
         read_head: Callable[[Path], HeadRecord | None] = read_fresh_head,
+        head_alive: Callable[[HeadRecord], bool] = gcs_answers,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
         self.node_ip = node_ip
         self.launch = launch
         self.read_head = read_head
+        self.head_alive = head_alive
+        self.clock = clock
         self.node: RayProcess | None = None
-        self.joined: str | None = None  # the head address the running node joined
+        self.joined: HeadRecord | None = None  # the head the running node joined
         self.head: HeadRecord | None = None  # the last fresh record read
         self.failures = 0
         self.started_at = 0.0
@@ -62,50 +72,61 @@ class WorkerWatchdog:
         self.next_poll_at = 0.0
         self.waiting = False
 
-    def tick(self, now: float) -> None:
+    def tick(self) -> None:
         """One pass: notice a Ray exit, read the record when due, leave a head that moved,
         join when there is a fresh head and no node."""
         if self.node is not None and (code := self.node.exit_code()) is not None:
-            self._ray_exited(code, now)
-        if now >= self.next_poll_at:
-            self._poll(now)
-        if self.node is not None and self.head is not None and self.head.gcs_address != self.joined:
-            logger.info("head moved from %s to %s: leaving to rejoin", self.joined, self.head.gcs_address)
-            self.node.stop()
-            self.node = None
+            self._ray_exited(code)
+        if self.clock() >= self.next_poll_at:
+            self._poll()
+        if (moved_to := self._head_moved()) is not None:
+            logger.info("head moved to %s: leaving to rejoin", moved_to)
+            self.stop()
             # Our node was fine; the head moved. Rejoin now, not after a backoff.
             self.failures = 0
-            self.retry_at = now
-        if self.node is None and self.head is not None and now >= self.retry_at:
+            self.retry_at = self.clock()
+        if self.node is None and self.head is not None and self.clock() >= self.retry_at:
             self.node = self.launch(worker_args(self.config, self.node_ip, self.head))
-            self.joined = self.head.gcs_address
-            self.started_at = now
+            self.joined = self.head
+            self.started_at = self.clock()
 
     def stop(self) -> None:
-        """This node only; other nodes on the machine are none of our business."""
-        if self.node is not None:
+        """Stop this node only; other nodes on the machine are none of our business."""
+        if self.node is None:
+            return
+        if self.joined is not None and not self.head_alive(self.joined):
+            self.node.kill()
+        else:
             self.node.stop()
-            self.node = None
+        self.node = None
 
-    def _ray_exited(self, code: int, now: float) -> None:
-        if now - self.started_at >= HEALTHY_RUN_S:
+    def _head_moved(self) -> str | None:
+        """The new head's address when the fresh record names another head than our node's."""
+        if self.node is None or self.joined is None or self.head is None:
+            return None
+        if self.head.gcs_address == self.joined.gcs_address:
+            return None
+        return self.head.gcs_address
+
+    def _ray_exited(self, code: int) -> None:
+        assert self.node is not None
+        # Ray is gone, but its agents may still hold the node's ports for a moment.
+        self.node.stop()
+        self.node = None
+        now = self.clock()
+        ran = now - self.started_at
+        if ran >= HEALTHY_RUN_S:
             self.failures = 0
         self.failures += 1
         delay = backoff_s(self.failures)
-        logger.warning(
-            "ray exited (code %s) after %.0f s on %s; rejoining in %.0f s",
-            code,
-            now - self.started_at,
-            self.joined,
-            delay,
-        )
-        self.node = None
+        joined = self.joined.gcs_address if self.joined else None
+        logger.warning("ray exited (code %s) after %.0f s on %s; rejoining in %.0f s", code, ran, joined, delay)
         self.retry_at = now + delay
         # The exit may be the head going away: look at the record again before rejoining.
         self.next_poll_at = now
 
-    def _poll(self, now: float) -> None:
-        self.next_poll_at = now + self.config.poll_s
+    def _poll(self) -> None:
+        self.next_poll_at = self.clock() + self.config.poll_s
         head = self.read_head(self.config.head_file)
         # Log the changes between "waiting" and "a head is there", not every poll.
         if head is None and not self.waiting:

@@ -97,7 +97,7 @@ class Command(BaseCommand):
         logger.info("worker watchdog: head record %s, polled every %.0f s", config.head_file, config.poll_s)
         try:
             while not self.shutdown:
-                watchdog.tick(time.monotonic())
+                watchdog.tick()
                 time.sleep(SLICE_S)
         finally:
             watchdog.stop()

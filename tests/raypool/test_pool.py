@@ -1,0 +1,164 @@
+"""The node pool as an operator runs it: a head and two workers, each a "container" (entrypoint,
+supervisord, raynode) on this host with declared GPUs, no database, and faults injected by pid.
+
+One pool serves the whole module (starting Ray is the slow part on this 2-core machine); every
+test first waits for the healthy state it starts from, and the head-moving test runs last.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+
+from raypool.discovery import read_fresh_head, read_head
+from tests.raypool.pool import Container, Pool, alive, alive_nodes, descendants, wait_for, worker_nodes
+
+pytestmark = pytest.mark.ray
+
+# Fast loops for the tests; bench/raypool_times.py measures with the defaults (5 s / 10 s).
+SETTINGS = {"ARGUS_REFRESH_S": "1", "ARGUS_TTL_S": "10", "ARGUS_POLL_S": "1"}
+
+
+@pytest.fixture(scope="module")
+def pool(request: pytest.FixtureRequest, timings: dict[str, float]) -> Iterator[Pool]:
+    pool = Pool.create(**SETTINGS)
+    failed_before = request.session.testsfailed
+    broken = True
+    try:
+        pool.add_head("h1").start()
+        timings["head published after start"] = pool.wait_for_head()
+        workers = [pool.add_worker("w1"), pool.add_worker("w2")]
+        for worker in workers:
+            worker.start()
+        wait_for("both workers to join", lambda: len(worker_nodes(pool.head_address())) == 2, 90)
+        timings["worker join after start"] = time.monotonic() - workers[0].started_at
+        broken = False
+        yield pool
+    finally:
+        pool.stop()
+        left = pool.leftovers()
+        if not broken and request.session.testsfailed == failed_before and not left:
+            pool.remove()
+        else:
+            print(f"\nkept the pool's logs for a look: {pool.base_dir}")
+        assert not left, f"processes left behind: {left}"
+
+
+def workers(pool: Pool) -> list[Container]:
+    return [c for c in pool.containers if c.role == "worker"]
+
+
+def wait_for_two_workers(pool: Pool, timeout: float = 60) -> dict[str, dict[str, float]]:
+    return wait_for("two worker nodes", lambda: (n := worker_nodes(pool.head_address())) and len(n) == 2 and n, timeout)
+
+
+def test_head_publishes_and_refreshes_head_json(pool: Pool) -> None:
+    assert pool.head is not None
+    record = read_fresh_head(pool.head_file)
+    assert record is not None
+    assert record.cluster_name == "argus-test"
+    assert record.gcs_port == int(pool.head.env["ARGUS_RAY_PORT"])
+    assert record.dashboard_port == int(pool.head.env["ARGUS_DASHBOARD_PORT"])
+    assert record.job_server_url == f"http://{record.head_ip}:{record.dashboard_port}"
+    assert (record.expires_at - record.updated_at).total_seconds() == 10
+    with urllib.request.urlopen(f"{record.job_server_url}/api/version", timeout=5) as response:
+        assert response.status == 200
+
+    def refreshed() -> bool:
+        later = read_head(pool.head_file)
+        return later is not None and later.updated_at > record.updated_at
+
+    wait_for("head.json to be refreshed", refreshed, timeout=5, interval=0.2)
+    # Atomic writes: nothing but the record itself in the discovery directory.
+    assert sorted(p.name for p in pool.head_file.parent.iterdir()) == ["head.json"]
+
+
+def test_workers_join_with_their_gpus_and_the_worker_node_resource(pool: Pool) -> None:
+    nodes = wait_for_two_workers(pool)
+    assert sum(res.get("GPU", 0) for res in nodes.values()) == 8
+    assert all(res["GPU"] == 4 and res["worker_node"] == 100 for res in nodes.values())
+    head_nodes = [res for res in alive_nodes(pool.head_address()).values() if "worker_node" not in res]
+    assert len(head_nodes) == 1
+    # The head takes no work: no GPUs, no CPUs, no worker_node.
+    assert head_nodes[0].get("GPU", 0) == 0 and head_nodes[0].get("CPU", 0) == 0
+
+
+def test_a_sigkilled_raylet_is_brought_back_by_its_watchdog(pool: Pool, timings: dict[str, float]) -> None:
+    before = set(wait_for_two_workers(pool))
+    worker = workers(pool)[0]
+    watchdog, raylet = worker.program_pid(), worker.raylet_pid()
+    assert watchdog and raylet
+
+    started = time.monotonic()
+    os.kill(raylet, signal.SIGKILL)
+    wait_for("the node to come back", lambda: set(worker_nodes(pool.head_address())) - before, 60)
+    timings["recovery after a killed raylet"] = time.monotonic() - started
+
+    assert worker.program_pid() == watchdog, "the watchdog healed its node itself, without a restart"
+    wait_for_two_workers(pool)
+
+
+def test_a_sigkilled_watchdog_is_restarted_and_its_node_comes_back(pool: Pool) -> None:
+    before = set(wait_for_two_workers(pool))
+    worker = workers(pool)[1]
+    watchdog, ray_start = worker.program_pid(), worker.ray_start_pid()
+    assert watchdog and ray_start
+
+    os.kill(watchdog, signal.SIGKILL)
+    # The orphaned node stops itself (parent-death signal), so the new watchdog's node is the only one.
+    wait_for("the orphaned node to stop", lambda: not alive(ray_start), 45)
+    wait_for("supervisord to restart the watchdog", lambda: worker.program_pid() not in (0, watchdog), 30)
+    wait_for("the node to come back", lambda: set(worker_nodes(pool.head_address())) - before, 60)
+    wait_for_two_workers(pool)
+
+
+def test_sigterm_to_a_worker_takes_its_node_out(pool: Pool) -> None:
+    wait_for_two_workers(pool)
+    worker = workers(pool)[1]
+    ray_start = worker.ray_start_pid()
+    assert ray_start
+
+    # What `docker stop` or an operator does: supervisord sends SIGTERM to the watchdog alone.
+    assert "stopped" in worker.ctl("stop", worker.program)
+    assert not alive(ray_start)
+    assert worker.process is not None
+    supervisord = worker.process.pid
+    wait_for("the node's processes to end", lambda: descendants(supervisord) == [], 10)
+    wait_for("the node to leave the cluster", lambda: len(worker_nodes(pool.head_address())) == 1, 30)
+    assert "SIGTERM: stopping this node" in worker.log_file.read_text()
+
+    worker.ctl("start", worker.program)
+    wait_for_two_workers(pool)
+
+
+def test_workers_follow_the_head_to_other_ports(pool: Pool, timings: dict[str, float]) -> None:
+    wait_for_two_workers(pool)
+    watchdogs = [w.program_pid() for w in workers(pool)]
+    old_head = pool.head
+    assert old_head is not None and old_head.process is not None
+    supervisord = old_head.process.pid
+
+    stopped_at = time.monotonic()
+    old_head.stop()
+    assert not alive(supervisord)
+    # A head that stops withdraws its record: workers wait instead of rejoining a dead head.
+    assert read_head(pool.head_file) is not None and read_fresh_head(pool.head_file) is None
+    time.sleep(3)  # several polls with no fresh head: the watchdogs wait, they do not crash
+    assert [w.program_pid() for w in workers(pool)] == watchdogs
+
+    new_head = pool.add_head("h2")
+    assert new_head.env["ARGUS_RAY_PORT"] != old_head.env["ARGUS_RAY_PORT"]
+    new_head.start()
+    pool.wait_for_head()
+    published_at = time.monotonic()
+    nodes = wait_for_two_workers(pool, timeout=90)
+    timings["rejoin after the head moved (from the new head.json)"] = time.monotonic() - published_at
+    timings["head moved: old head stopped to both workers back"] = time.monotonic() - stopped_at
+
+    assert sum(res["GPU"] for res in nodes.values()) == 8
+    assert [w.program_pid() for w in workers(pool)] == watchdogs, "the watchdogs rejoined without restarting"
