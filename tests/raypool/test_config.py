@@ -14,7 +14,7 @@ def test_the_defaults_are_those_of_seed_002_with_the_checkout_shared_root() -> N
     config = NodeConfig.from_env({})
     assert config.role == ""
     assert config.shared_root == DEFAULT_SHARED_ROOT
-    assert DEFAULT_SHARED_ROOT == Path(__file__).resolve().parents[2] / "var" / "private"
+    assert Path(__file__).resolve().parents[2] / "var" / "private" == DEFAULT_SHARED_ROOT
     assert config.cluster_name == "argus-ray"
     assert config.head_file == DEFAULT_SHARED_ROOT / "ray" / "discovery" / "argus-ray" / "head.json"
     assert (config.ray_port, config.dashboard_port) == (6379, 8265)

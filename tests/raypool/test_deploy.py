@@ -62,9 +62,7 @@ def fake_supervisord(tmp_path: Path) -> str:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     script = bin_dir / "supervisord"
-    script.write_text(
-        '#!/bin/sh\necho "args=$*"\necho "node_ip=$ARGUS_NODE_IP"\necho "secret=$ARGUS_SECRET_KEY"\n'
-    )
+    script.write_text('#!/bin/sh\necho "args=$*"\necho "node_ip=$ARGUS_NODE_IP"\necho "secret=$ARGUS_SECRET_KEY"\n')
     script.chmod(0o755)
     return f"{bin_dir}:{VENV_BIN}:/usr/bin:/bin"
 

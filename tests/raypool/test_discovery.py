@@ -69,9 +69,7 @@ def test_a_rewrite_replaces_the_record_and_leaves_no_temp_file(tmp_path: Path) -
     assert os.listdir(path.parent) == ["head.json"]
 
 
-def test_a_failed_write_leaves_the_old_record_and_no_temp_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_failed_write_leaves_the_old_record_and_no_temp_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "d" / "head.json"
     write_head(path, record())
 

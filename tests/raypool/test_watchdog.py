@@ -4,6 +4,7 @@ processes are exercised in test_pool.py."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -162,7 +163,7 @@ def test_when_ray_exits_it_rejoins_with_a_growing_bounded_backoff(h: Harness) ->
         while len(h.launched) == before:
             h.run(0.5)
         starts.append(h.clock.now - 0.5)
-    gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
     assert gaps == sorted(gaps), gaps
     assert gaps[0] <= 1.5
     assert max(gaps) <= BACKOFF_MAX_S + 0.5
@@ -302,9 +303,7 @@ def test_a_stopping_head_withdraws_its_record_and_stops_ray(head_config: NodeCon
 def test_a_stopping_head_leaves_another_heads_record_alone(head_config: NodeConfig) -> None:
     node, _ = make_head(head_config, [True])
     node.tick(0.0)
-    other = HeadRecord.new(
-        cluster_name="c", head_ip="10.0.0.2", gcs_port=6401, dashboard_port=8300, ttl_s=60
-    )
+    other = HeadRecord.new(cluster_name="c", head_ip="10.0.0.2", gcs_port=6401, dashboard_port=8300, ttl_s=60)
     write_head(head_config.head_file, other)
     node.stop()
     assert read_head(head_config.head_file) == other
