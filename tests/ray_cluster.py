@@ -4,7 +4,6 @@ stopped by process id: never `ray stop`, which would stop every Ray on the machi
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -138,22 +137,18 @@ class LocalRayCluster:
             self.stop_node(self.head)
             self.head = None
 
-    def write_head_json(self, path: Path, ttl: float = 60) -> None:
-        now = time.time()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(
-            json.dumps(
-                {
-                    "cluster_name": "argus-ray",
-                    "head_ip": "127.0.0.1",
-                    "gcs_port": self.gcs_port,
-                    "dashboard_port": self.dashboard_port,
-                    "job_server_url": self.job_server_url,
-                    "updated_at": now,
-                    "expires_at": now + ttl,
-                }
-            )
+    def publish(self, path: Path, ttl: float = 60) -> None:
+        """Write head.json for this cluster, as `raynode head` does."""
+        from raypool.discovery import HeadRecord, write_head
+
+        record = HeadRecord.new(
+            cluster_name="argus-ray",
+            head_ip="127.0.0.1",
+            gcs_port=self.gcs_port,
+            dashboard_port=self.dashboard_port,
+            ttl_s=ttl,
         )
+        write_head(path, record)
 
 
 def _http_ok(url: str) -> bool:

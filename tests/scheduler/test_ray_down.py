@@ -1,0 +1,65 @@
+"""Ray down and back: tasks wait, nothing fails, and jobs the old head forgot are requeued."""
+
+from __future__ import annotations
+
+import pytest
+
+from raypool.discovery import head_file_from_settings
+from tasks import scheduler
+from tasks.models import EventKind, FailureKind, TaskState
+from tests.ray_cluster import LocalRayCluster
+from tests.scheduler.conftest import standin_spec, state_of, tick_until
+
+pytestmark = [pytest.mark.ray, pytest.mark.django_db]
+S = TaskState
+
+
+@pytest.fixture
+def own_cluster(settings):
+    """A cluster of our own to take down: head + one 4-GPU worker, found through head.json."""
+    settings.ARGUS_RAY_JOB_SERVER_URL = ""
+    settings.ARGUS_RAY_GCS_ADDRESS = ""
+    settings.ARGUS_RETRY_INTERVAL_S = 1
+    clusters: list[LocalRayCluster] = []
+
+    def start() -> LocalRayCluster:
+        cluster = LocalRayCluster()
+        clusters.append(cluster)
+        cluster.start_head()
+        cluster.add_worker(gpus=4, cpus=4)
+        cluster.wait_for_gpus(4)
+        cluster.publish(head_file_from_settings())
+        return cluster
+
+    yield start
+    for cluster in clusters:
+        cluster.stop()
+
+
+def test_tasks_wait_while_ray_is_down_and_lost_jobs_are_requeued(alice, client_for, submit, own_cluster):
+    first = own_cluster()
+    running = submit(alice, standin_spec(gpus=4, steps=400, step_s=0.1))
+    tick_until(lambda: state_of(running) == S.RUNNING)
+
+    first.stop()  # the head and its worker are gone; head.json still names them
+    waiting = submit(alice, standin_spec(gpus=4))
+    report = scheduler.tick()
+    assert report.reachable is False
+    assert state_of(running) == S.RUNNING  # unreachable is a condition, not a verdict
+    assert state_of(waiting) == S.QUEUED
+    waiting.refresh_from_db()
+    assert waiting.pending_reason.startswith("Ray is unreachable")
+    cluster = client_for(alice).get("/api/v2/cluster").json()
+    assert cluster["reachable"] is False and cluster["error"]
+    assert client_for(alice).get(f"/api/v2/tasks/{running.task_id}").status_code == 200
+
+    own_cluster()  # a new head (new ports) publishes itself; it knows none of the old jobs
+    tick_until(lambda: state_of(running) != S.RUNNING, timeout=60)
+    lost = running.attempts.get(attempt_no=1)
+    assert lost.failure_kind == FailureKind.LOST
+    assert running.events.filter(kind=EventKind.RETRY_SCHEDULED).exists()
+    # The requeued task is first in line on the new node (FIFO); it runs 400 steps, so cancel it
+    # once it is running again, and the one that waited behind it runs to the end.
+    tick_until(lambda: state_of(running) == S.RUNNING and running.attempts.count() == 2, timeout=90)
+    running.cancel(actor="api:alice")
+    tick_until(lambda: state_of(running) == S.CANCELED and state_of(waiting) == S.SUCCEEDED, timeout=120)
