@@ -105,7 +105,7 @@ def test_a_fail_fast_race_is_retried_as_a_new_attempt(alice, submit, on_ray):
     tick_until(lambda: state_of(task) == S.PENDING_RESOURCES, timeout=60)
     first = task.attempts.get(attempt_no=1)
     assert first.failure_kind == FailureKind.INSUFFICIENT_RESOURCES
-    assert "Total available GPUs" in first.message or "Total available GPUs" in (on_ray and open(first.log_path).read())
+    assert "Total available GPUs" in first.message + Path(first.log_path).read_text()
     assert task.events.filter(kind=EventKind.RETRY_SCHEDULED).exists()
 
     tick_until(lambda: state_of(task) == S.SUCCEEDED, timeout=120)
