@@ -112,6 +112,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "timeout": 20,
     }
+    # A file, not memory, so that tests can run a real qcluster against the test database.
+    DATABASES["default"]["TEST"] = {"NAME": f"/tmp/argus-test-{os.getpid()}.sqlite3"}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
