@@ -13,22 +13,6 @@ from accounts.homes import home_dir
 from accounts.models import ApiToken, TokenState
 
 
-class ErrorBodySerializer(serializers.Serializer):
-    code = serializers.CharField()
-    message = serializers.CharField()
-    fields = serializers.DictField(
-        child=serializers.ListField(child=serializers.CharField()),
-        required=False,
-        help_text="The wrong fields, each with its messages.",
-    )
-
-
-class ErrorSerializer(serializers.Serializer):
-    """The one shape of every error (argus_site.api.exception_handler), for the schema."""
-
-    error = ErrorBodySerializer()
-
-
 class UserSerializer(serializers.ModelSerializer):
     is_admin = serializers.BooleanField(source="is_staff", read_only=True)
     home = serializers.SerializerMethodField(help_text="The user's home directory on the shared storage.")

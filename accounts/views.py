@@ -6,7 +6,7 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import generics, mixins, permissions, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -17,7 +17,6 @@ from rest_framework.serializers import BaseSerializer
 from accounts import users
 from accounts.models import ApiToken
 from accounts.serializers import (
-    ErrorSerializer,
     IssuedTokenSerializer,
     TokenCreateSerializer,
     TokenSerializer,
@@ -25,11 +24,7 @@ from accounts.serializers import (
     UserSerializer,
 )
 from argus_site.api import Conflict
-
-
-def errors(*codes: int) -> dict[int, OpenApiResponse]:
-    """The error responses of an operation, for the schema; every route can answer 401."""
-    return {code: OpenApiResponse(ErrorSerializer) for code in sorted({401, *codes})}
+from argus_site.api import error_responses as errors
 
 
 @extend_schema_view(

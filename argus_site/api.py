@@ -6,7 +6,10 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, JsonResponse
-from rest_framework import exceptions, status
+from django.http.response import HttpResponseBase
+from django.views import defaults
+from drf_spectacular.utils import OpenApiResponse
+from rest_framework import exceptions, serializers, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -86,9 +89,35 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     return response
 
 
-def json_not_found(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
-    return JsonResponse(error_body("not_found", "Not found."), status=404)
+class ErrorBodySerializer(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+    fields = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        required=False,
+        help_text="The wrong fields, each with its messages.",
+    )
 
 
-def json_server_error(request: HttpRequest) -> JsonResponse:
-    return JsonResponse(error_body("server_error", "Internal server error."), status=500)
+class ErrorSerializer(serializers.Serializer):
+    """The one shape of every error (exception_handler above), for the schema."""
+
+    error = ErrorBodySerializer()
+
+
+def error_responses(*codes: int) -> dict[int, OpenApiResponse]:
+    """Schema entries for a view's error answers (401 always: every route needs a token)."""
+    return {code: OpenApiResponse(ErrorSerializer) for code in sorted({401, *codes})}
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponseBase:
+    """404 for an unknown URL: the API's error shape under /api/, the web page elsewhere."""
+    if request.path.startswith("/api/"):
+        return JsonResponse(error_body("not_found", f"No API route {request.path}."), status=404)
+    return defaults.page_not_found(request, exception or Http404())
+
+
+def server_error(request: HttpRequest) -> HttpResponseBase:
+    if request.path.startswith("/api/"):
+        return JsonResponse(error_body("server_error", "Internal server error."), status=500)
+    return defaults.server_error(request)

@@ -172,6 +172,13 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Tasks and tokens both have a `state`: name their enums instead of "State39eEnum".
+    "ENUM_NAME_OVERRIDES": {
+        "TaskStateEnum": "tasks.models.TaskState",
+        "TokenStateEnum": "accounts.models.TokenState",
+        "TaskKindEnum": "tasks.models.TaskKind",
+        "EventKindEnum": "tasks.models.EventKind",
+    },
 }
 
 # --- Argus --------------------------------------------------------------------------------

@@ -17,6 +17,9 @@ def healthz(request: HttpRequest) -> HttpResponse:
     return HttpResponse("ok\n", content_type="text/plain")
 
 
+handler404 = "argus_site.api.not_found"
+handler500 = "argus_site.api.server_error"
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),

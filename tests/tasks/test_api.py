@@ -368,3 +368,19 @@ def test_it_rejects_a_request_over_the_gpu_limit(alice, client_for, datasets, se
     response = client_for(alice).post("/api/v2/tasks", PPO_SPEC, content_type="application/yaml")
     assert response.status_code == 400
     assert "limit is 2" in _error(response)["fields"]["nnodes"][0]
+
+
+def test_an_unknown_api_route_answers_in_the_error_shape(alice, client_for):
+    response = client_for(alice).get("/api/v2/nowhere/")
+    assert response.status_code == 404
+    assert _error(response)["code"] == "not_found"
+
+
+def test_the_schema_generates_without_warnings():
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out = StringIO()
+    call_command("spectacular", "--fail-on-warn", "--validate", stdout=out)
+    assert "/api/v2/tasks/{task_id}/logs" in out.getvalue()
