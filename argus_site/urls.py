@@ -6,6 +6,8 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from tasks.prometheus import metrics_view
+
 
 def healthz(request: HttpRequest) -> HttpResponse:
     """Up, and the database answers."""
@@ -23,6 +25,7 @@ handler500 = "argus_site.api.server_error"
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
+    path("metrics", metrics_view, name="metrics"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("api/v2/", include("accounts.urls")),

@@ -387,6 +387,7 @@ class ClusterState(models.Model):
     error = models.TextField(blank=True)
     nodes = models.JSONField(default=list, blank=True)
     checked_at = models.DateTimeField(null=True, blank=True)
+    tick_seconds = models.FloatField(default=0.0, help_text="How long the last tick took.")
 
     def __str__(self) -> str:
         return f"{self.name}: {'reachable' if self.reachable else 'unreachable'}"

@@ -129,6 +129,15 @@ def tick() -> TickReport:
     report.submitted = admit(ray, cluster)
     report.idle = not Task.objects.filter(state__in=[*ACTIVE_STATES, S.QUEUED, S.PENDING_RESOURCES]).exists()
     report.seconds = time.monotonic() - started
+    ClusterState.objects.filter(name="default").update(tick_seconds=report.seconds)
+    if report.submitted or report.ended:
+        logger.info(
+            "tick: submitted %d, ended %d in %.3f s",
+            len(report.submitted),
+            len(report.ended),
+            report.seconds,
+            extra={"submitted": report.submitted, "ended": report.ended},
+        )
     return report
 
 
