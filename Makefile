@@ -29,7 +29,7 @@ test: venv
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 run: venv
-	bash scripts/run-local.sh
+	$(PY) scripts/run_local.py
 
 clean-venv:
 	rm -rf $(VENV)

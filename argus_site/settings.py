@@ -233,9 +233,11 @@ LOGGING = {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
     },
     "handlers": {
+        # stderr by default, so that commands whose output is data (argus_token issue) keep
+        # stdout clean; the web service and the scheduler run with ARGUS_LOG_STREAM=stdout.
         "console": {
             "class": "logging.StreamHandler",
-            "stream": "ext://sys.stdout",
+            "stream": "ext://sys.stdout" if envstr("ARGUS_LOG_STREAM", "stderr") == "stdout" else "ext://sys.stderr",
             "formatter": envstr("ARGUS_LOG_FORMAT", "json"),
         }
     },

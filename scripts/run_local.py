@@ -1,0 +1,215 @@
+"""`make run`: the whole system on this machine, in the foreground.
+
+A Ray head (`raynode head`) and ARGUS_DEV_WORKERS workers (`raynode worker`) declaring
+ARGUS_DEV_GPUS GPUs each, the scheduler (`qcluster`) and the web service (gunicorn on
+127.0.0.1:ARGUS_PORT). A first admin is made once; its password and token are kept under var/
+(mode 600) so a second run can say them again. Ctrl-C stops everything this started, and only
+that: each child gets SIGTERM on its main process (qcluster stops its workers between tasks,
+raynode stops its own Ray node), then SIGKILL to its group if it lingers.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VAR = ROOT / "var"
+VENV_BIN = Path(sys.executable).parent
+PYTHON = str(VENV_BIN / "python")
+
+
+def env_int(name: str, default: int) -> int:
+    value = os.environ.get(name, "").strip()
+    return int(value) if value else default
+
+
+def secret(path: Path, make: callable) -> str:
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(make())
+    return path.read_text().strip()
+
+
+def base_env() -> dict[str, str]:
+    env = dict(os.environ)
+    if not env.get("ARGUS_SECRET_KEY"):
+        env["ARGUS_SECRET_KEY"] = secret(VAR / "secret-key", lambda: secrets.token_urlsafe(50))
+    env.setdefault("ARGUS_SHARED_ROOT", str(VAR / "private"))
+    env.setdefault("ARGUS_LOG_FORMAT", "plain")
+    # The demo's trainer lives in examples/: allowed here, in the development setup only.
+    env.setdefault("ARGUS_ADVANCED_ALLOWED_MODULES", "verl.trainer.,examples.")
+    # Job drivers run `python3 -m raypool.driver …`: this venv's python3, this checkout importable.
+    env["PATH"] = f"{VENV_BIN}:{env.get('PATH', '')}"
+    env["PYTHONPATH"] = str(ROOT)
+    env["RAY_USAGE_STATS_ENABLED"] = "0"
+    return env
+
+
+def manage(
+    env: dict[str, str], *args: str, stdin: str | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    argv = [PYTHON, "manage.py", *args]
+    return subprocess.run(argv, cwd=ROOT, env=env, input=stdin, text=True, capture_output=True, check=check)
+
+
+def first_admin(env: dict[str, str]) -> tuple[str, str]:
+    password_file, token_file = VAR / "admin-password", VAR / "admin-token"
+    if manage(env, "argus_user", "exists", "admin", check=False).returncode != 0:
+        password_file.unlink(missing_ok=True)
+        token_file.unlink(missing_ok=True)
+        password = secret(password_file, lambda: secrets.token_urlsafe(12))
+        manage(env, "argus_user", "create", "admin", "--admin", "--password-stdin", stdin=password)
+    password = password_file.read_text().strip() if password_file.exists() else "(set before; see var/admin-password)"
+    issue = ("argus_token", "issue", "admin", "--name", "make-run")
+    token = secret(token_file, lambda: manage(env, *issue).stdout.strip())
+    return password, token
+
+
+class Stack:
+    def __init__(self) -> None:
+        self.children: list[tuple[str, subprocess.Popen]] = []
+        VAR.joinpath("log").mkdir(parents=True, exist_ok=True)
+
+    def start(self, name: str, argv: list[str], env: dict[str, str]) -> subprocess.Popen:
+        log = (VAR / "log" / f"{name}.log").open("ab")
+        # Its own session: Ctrl-C in this terminal reaches us alone, and we stop each child in order.
+        child = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.children.append((name, child))
+        return child
+
+    def dead(self) -> list[str]:
+        return [name for name, child in self.children if child.poll() is not None]
+
+    def stop(self) -> None:
+        for name, child in reversed(self.children):
+            if child.poll() is None:
+                print(f"  stopping {name} (pid {child.pid})", flush=True)
+                child.send_signal(signal.SIGTERM)
+                try:
+                    child.wait(40)
+                except subprocess.TimeoutExpired:
+                    os.killpg(child.pid, signal.SIGKILL)
+                    child.wait(10)
+
+
+def cluster_gpus(gcs_address: str) -> float:
+    from ray.autoscaler.v2.sdk import get_cluster_status
+
+    try:
+        status = get_cluster_status(gcs_address, timeout=3)
+    except Exception:
+        return -1.0
+    return sum(u.total for u in status.cluster_resource_usage if u.resource_name == "GPU")
+
+
+def wait(what: str, predicate, timeout: float, stack: Stack) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        if stack.dead():
+            raise SystemExit(f"{', '.join(stack.dead())} exited while waiting for {what}: see var/log/")
+        time.sleep(0.5)
+    raise SystemExit(f"timed out waiting for {what}: see var/log/")
+
+
+def main() -> int:
+    started = time.monotonic()
+    env = base_env()
+    sys.path.insert(0, str(ROOT))
+    print("Migrating the database…", flush=True)
+    manage(env, "migrate", "--noinput")
+    password, token = first_admin(env)
+
+    workers, gpus = env_int("ARGUS_DEV_WORKERS", 2), env_int("ARGUS_DEV_GPUS", 4)
+    ray_port, dashboard_port = env_int("ARGUS_RAY_PORT", 6379), env_int("ARGUS_DASHBOARD_PORT", 8265)
+    port = env_int("ARGUS_PORT", 8000)
+    stack = Stack()
+    interrupted = False
+
+    def on_signal(signum: int, frame: object) -> None:
+        nonlocal interrupted
+        interrupted = True
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        head_env = {
+            **env,
+            "ARGUS_RAY_PORT": str(ray_port),
+            "ARGUS_DASHBOARD_PORT": str(dashboard_port),
+            "ARGUS_RAY_EXTRA_ARGS": f"--temp-dir=/tmp/argus-ray-{port} --object-store-memory=100000000",
+        }
+        print(f"Starting the Ray head (GCS :{ray_port}, dashboard :{dashboard_port})…", flush=True)
+        stack.start("ray-head", [PYTHON, "manage.py", "raynode", "head"], head_env)
+        gcs = f"127.0.0.1:{ray_port}"
+        wait("head.json", lambda: manage(env, "raynode", "status", check=False).returncode == 0, 90, stack)
+        for index in range(workers):
+            base = 53100 + 10 * index + 100 * (port % 50)
+            ports = (
+                f"--dashboard-agent-listen-port={base} --dashboard-agent-grpc-port={base + 1} "
+                f"--metrics-export-port={base + 2} --runtime-env-agent-port={base + 3}"
+            )
+            worker_env = {
+                **env,
+                "ARGUS_RAY_EXTRA_ARGS": f"--num-gpus={gpus} --num-cpus=4 --object-store-memory=200000000 {ports}",
+            }
+            print(f"Starting worker {index + 1} of {workers} ({gpus} declared GPUs)…", flush=True)
+            stack.start(f"ray-worker{index + 1}", [PYTHON, "manage.py", "raynode", "worker"], worker_env)
+            # One at a time: two raylets starting together on one host collide on a socket.
+            want = gpus * (index + 1)
+            wait(f"{want} GPUs in the cluster", lambda w=want: cluster_gpus(gcs) >= w, 120, stack)
+        servers = {**env, "ARGUS_LOG_STREAM": "stdout"}
+        stack.start("scheduler", [PYTHON, "manage.py", "qcluster"], servers)
+        stack.start(
+            "web",
+            [str(VENV_BIN / "gunicorn"), "argus_site.wsgi", "-c", "deploy/gunicorn.conf.py", "-b", f"127.0.0.1:{port}"],
+            servers,
+        )
+        manage(env, "shell", "-c", "from tasks.lease import enqueue_run; enqueue_run()")
+        url = f"http://127.0.0.1:{port}"
+        wait("the web service", lambda: _http_ok(f"{url}/healthz"), 60, stack)
+        print(
+            f"""
+Argus is up in {time.monotonic() - started:.0f} s: {url}/
+  sign in:   admin / {password}
+  API token: {token}   (also in var/admin-token)
+  cluster:   {workers} workers x {gpus} declared GPUs; Ray dashboard http://127.0.0.1:{dashboard_port}
+  logs:      var/log/
+  the demo:  curl -H "Authorization: Bearer $(cat var/admin-token)" -H "Content-Type: application/yaml" \\
+               --data-binary @examples/demo.yaml {url}/api/v2/tasks
+Ctrl-C stops everything.""",
+            flush=True,
+        )
+        while not stack.dead():
+            time.sleep(1)
+        print(f"{', '.join(stack.dead())} exited: see var/log/. Stopping the rest.", flush=True)
+        return 1
+    except KeyboardInterrupt:
+        print("\nStopping…", flush=True)
+        return 0
+    finally:
+        stack.stop()
+        print("Stopped.", flush=True)
+
+
+def _http_ok(url: str) -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+if __name__ == "__main__":
+    sys.exit(main())
