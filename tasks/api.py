@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.db.models import QuerySet
 from django.http import HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
@@ -35,7 +34,8 @@ from tasks.serializers import (
     TaskSerializer,
     TaskSpecSerializer,
 )
-from tasks.specs import SpecError, parse_spec
+from tasks.specs import SpecError
+from tasks.submit import submit_spec
 
 TEXT = "text/plain; charset=utf-8"
 ERRORS = error_responses(400, 404)
@@ -90,16 +90,11 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
     )
     def create(self, request: Request) -> Response:
         try:
-            parsed = parse_spec(spec_source(request.data), username=request.user.username)
+            task = submit_spec(request.user, spec_source(request.data), actor=actor_of(request))
         except SpecError as error:
             if error.code == "too_large":
                 raise PayloadTooLarge(str(error)) from error
             raise exceptions.ValidationError(error.fields) from error
-        limit = settings.ARGUS_MAX_TASK_GPUS
-        if limit and parsed.nnodes * parsed.n_gpus_per_node > limit:
-            too_many = f"asks for {parsed.nnodes * parsed.n_gpus_per_node} GPUs in all; the limit is {limit}"
-            raise exceptions.ValidationError({"nnodes": [too_many], "n_gpus_per_node": [too_many]})
-        task = Task.create_from_spec(user=request.user, parsed=parsed, actor=actor_of(request))
         body = TaskDetailSerializer(task, context=self.get_serializer_context()).data
         location = f"/api/v2/tasks/{task.task_id}"
         return Response(body, status=status.HTTP_201_CREATED, headers={"Location": location})
