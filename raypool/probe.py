@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import socket
 import urllib.error
 import urllib.request
@@ -24,3 +25,16 @@ def job_server_answers(job_server_url: str, timeout: float = PROBE_TIMEOUT_S) ->
             return response.status == 200
     except (OSError, urllib.error.URLError, ValueError):
         return False
+
+
+def nobody_listens(host: str, port: int, timeout: float = PROBE_TIMEOUT_S) -> bool:
+    """True only when the connection is refused outright or the host is unreachable: the
+    process (or its container) is gone. A timeout proves nothing (a slow network, a busy host)
+    and reads as False, so callers leave those cases to Ray's own reconnect logic."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return False
+    except ConnectionRefusedError:
+        return True
+    except OSError as e:
+        return e.errno == errno.EHOSTUNREACH

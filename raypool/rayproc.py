@@ -26,7 +26,7 @@ logger = logging.getLogger(__name__)
 # Ray drains a node for up to 30 s on SIGTERM before it stops it; give it that and a little more.
 STOP_TIMEOUT_S = 35.0
 # How long the rest of a node's processes get to follow `ray start` out before SIGKILL.
-GROUP_EXIT_WAIT_S = 5.0
+GROUP_EXIT_WAIT_S = 3.0
 PR_SET_PDEATHSIG = 1
 
 

@@ -1,9 +1,15 @@
 """The worker watchdog (``manage.py raynode worker``): find the head, join it, follow it, heal.
 
-One ``ray start --address=<head> --block`` child at a time. The watchdog acts on two events:
-Ray exited (rejoin, with backoff) and the fresh record names another head (leave, rejoin at
-once). A stale or missing record alone changes nothing for a running node (a slow shared
-filesystem must not take the pool down); it only keeps a stopped node from starting.
+One ``ray start --address=<head> --block`` child at a time. The watchdog acts on three events:
+
+1. Ray exited: rejoin, with a bounded backoff.
+2. The fresh record names another head: leave, rejoin at once.
+3. Nobody listens any more at our head's GCS port, two polls in a row: the head is dead (a GCS
+   without fault tolerance never comes back with the same cluster), so leave now rather than
+   after the raylet's own reconnect timeout, and rejoin whatever head the record names next.
+
+A stale or missing record alone changes nothing for a running node (a slow shared filesystem
+must not take the pool down); it only keeps a stopped node from starting.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from pathlib import Path
 
 from raypool.config import NodeConfig
 from raypool.discovery import HeadRecord, read_fresh_head
-from raypool.probe import port_open
+from raypool.probe import nobody_listens
 from raypool.rayproc import RayProcess
 
 logger = logging.getLogger(__name__)
@@ -26,6 +32,8 @@ logger = logging.getLogger(__name__)
 BACKOFF_BASE_S = 1.0
 BACKOFF_MAX_S = 30.0
 HEALTHY_RUN_S = 60.0
+# Consecutive polls that must find the head's GCS gone before the node leaves it.
+GONE_POLLS = 2
 
 
 def worker_args(config: NodeConfig, node_ip: str, head: HeadRecord) -> list[str]:
@@ -42,8 +50,8 @@ def backoff_s(failures: int) -> float:
     return min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** max(0, failures - 1))
 
 
-def gcs_answers(head: HeadRecord) -> bool:
-    return port_open(head.head_ip, head.gcs_port)
+def gcs_gone(head: HeadRecord) -> bool:
+    return nobody_listens(head.head_ip, head.gcs_port)
 
 
 class WorkerWatchdog:
@@ -54,18 +62,19 @@ class WorkerWatchdog:
         *,
         launch: Callable[[Sequence[str]], RayProcess] = RayProcess.start,
         read_head: Callable[[Path], HeadRecord | None] = read_fresh_head,
-        head_alive: Callable[[HeadRecord], bool] = gcs_answers,
+        head_gone: Callable[[HeadRecord], bool] = gcs_gone,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
         self.node_ip = node_ip
         self.launch = launch
         self.read_head = read_head
-        self.head_alive = head_alive
+        self.head_gone = head_gone
         self.clock = clock
         self.node: RayProcess | None = None
         self.joined: HeadRecord | None = None  # the head the running node joined
         self.head: HeadRecord | None = None  # the last fresh record read
+        self.gone_polls = 0
         self.failures = 0
         self.started_at = 0.0
         self.retry_at = 0.0
@@ -73,32 +82,37 @@ class WorkerWatchdog:
         self.waiting = False
 
     def tick(self) -> None:
-        """One pass: notice a Ray exit, read the record when due, leave a head that moved,
-        join when there is a fresh head and no node."""
+        """One pass: notice a Ray exit, poll when due, leave a head that moved or died, join
+        when there is a fresh head and no node."""
         if self.node is not None and (code := self.node.exit_code()) is not None:
             self._ray_exited(code)
         if self.clock() >= self.next_poll_at:
             self._poll()
         if (moved_to := self._head_moved()) is not None:
             logger.info("head moved to %s: leaving to rejoin", moved_to)
-            self.stop()
-            # Our node was fine; the head moved. Rejoin now, not after a backoff.
-            self.failures = 0
-            self.retry_at = self.clock()
+            self._leave()
         if self.node is None and self.head is not None and self.clock() >= self.retry_at:
             self.node = self.launch(worker_args(self.config, self.node_ip, self.head))
             self.joined = self.head
+            self.gone_polls = 0
             self.started_at = self.clock()
 
     def stop(self) -> None:
         """Stop this node only; other nodes on the machine are none of our business."""
         if self.node is None:
             return
-        if self.joined is not None and not self.head_alive(self.joined):
+        if self.joined is not None and self.head_gone(self.joined):
+            # Draining asks the GCS, and there is none: it would wait ~30 s for nothing.
             self.node.kill()
         else:
             self.node.stop()
         self.node = None
+
+    def _leave(self) -> None:
+        self.stop()
+        # Our node was fine; its head moved or died. Rejoin as soon as a head is there.
+        self.failures = 0
+        self.retry_at = self.clock()
 
     def _head_moved(self) -> str | None:
         """The new head's address when the fresh record names another head than our node's."""
@@ -127,10 +141,18 @@ class WorkerWatchdog:
 
     def _poll(self) -> None:
         self.next_poll_at = self.clock() + self.config.poll_s
+        if self.node is not None and self.joined is not None:
+            self.gone_polls = self.gone_polls + 1 if self.head_gone(self.joined) else 0
+            if self.gone_polls >= GONE_POLLS:
+                logger.warning("nobody listens at %s any more: leaving the dead head", self.joined.gcs_address)
+                self._leave()
         head = self.read_head(self.config.head_file)
+        if head is not None and self.node is None and self.head_gone(head):
+            # A head that died without withdrawing its record: joining it would only fail.
+            head = None
         # Log the changes between "waiting" and "a head is there", not every poll.
         if head is None and not self.waiting:
-            logger.warning("no fresh head record in %s; waiting for one", self.config.head_file)
+            logger.warning("no fresh record of a live head in %s; waiting for one", self.config.head_file)
         elif head is not None and self.waiting:
             logger.info("fresh head record: %s", head.gcs_address)
         self.waiting = head is None

@@ -16,7 +16,16 @@ from collections.abc import Iterator
 import pytest
 
 from raypool.discovery import read_fresh_head, read_head
-from tests.raypool.pool import Container, Pool, alive, alive_nodes, descendants, wait_for, worker_nodes
+from tests.raypool.pool import (
+    Container,
+    Pool,
+    alive,
+    alive_nodes,
+    command_line,
+    descendants,
+    wait_for,
+    worker_nodes,
+)
 
 pytestmark = pytest.mark.ray
 
@@ -134,6 +143,29 @@ def test_sigterm_to_a_worker_takes_its_node_out(pool: Pool) -> None:
 
     worker.ctl("start", worker.program)
     wait_for_two_workers(pool)
+
+
+def test_a_crashed_head_is_restarted_in_place_and_the_workers_rejoin_it(pool: Pool, timings: dict[str, float]) -> None:
+    before = set(wait_for_two_workers(pool))
+    head = pool.head
+    assert head is not None
+    watchdogs = [w.program_pid() for w in workers(pool)]
+    raynode_head = head.program_pid()
+    ray_start = next(pid for pid in descendants(raynode_head) if " start --head" in command_line(pid))
+
+    crashed = time.monotonic()
+    os.kill(ray_start, signal.SIGKILL)
+    # raynode head exits non-zero; supervisord starts it again, on the same ports.
+    wait_for("supervisord to restart the head", lambda: head.program_pid() not in (0, raynode_head), 60)
+    pool.wait_for_head()
+
+    def rejoined() -> bool:
+        nodes = worker_nodes(pool.head_address())
+        return len(nodes) == 2 and not set(nodes) & before
+
+    wait_for("both workers on the restarted head", rejoined, 120)
+    timings["rejoin after the head crashed and restarted in place"] = time.monotonic() - crashed
+    assert [w.program_pid() for w in workers(pool)] == watchdogs
 
 
 def test_workers_follow_the_head_to_other_ports(pool: Pool, timings: dict[str, float]) -> None:

@@ -67,14 +67,14 @@ class Harness:
     def __init__(self, config: NodeConfig) -> None:
         self.clock = Clock()
         self.record: HeadRecord | None = None
-        self.head_alive = True
+        self.dead_ports: set[int] = set()
         self.launched: list[FakeRay] = []
         self.watchdog = WorkerWatchdog(
             config,
             "10.0.0.9",
             launch=self.launch,
             read_head=lambda path: self.record,
-            head_alive=lambda record: self.head_alive,
+            head_gone=lambda record: record.gcs_port in self.dead_ports,
             clock=self.clock,
         )
 
@@ -146,11 +146,44 @@ def test_a_node_whose_head_is_gone_is_killed_not_drained(h: Harness) -> None:
     h.record = head(6400)
     h.run(1)
     first = h.node
-    h.head_alive = False
+    h.dead_ports.add(6400)
     h.record = head(6401)
     h.run(5.5)
     assert first.killed and not first.stopped
     assert len(h.launched) == 2
+
+
+def test_a_node_leaves_a_head_nobody_listens_at_after_two_polls(h: Harness) -> None:
+    h.record = head(6400)
+    h.run(1)
+    first = h.node
+    h.dead_ports.add(6400)  # the head died; its record is still fresh
+    h.run(5)
+    assert not first.killed, "one failed look is not enough"
+    h.run(5.5)
+    assert first.killed
+    h.run(30)
+    assert len(h.launched) == 1, "no rejoining a head nobody listens at"
+    h.dead_ports.clear()  # the head is back at the same address
+    h.run(5.5)
+    assert len(h.launched) == 2
+
+
+def test_a_head_that_answers_again_in_time_keeps_the_node(h: Harness) -> None:
+    h.record = head(6400)
+    h.run(1)
+    h.dead_ports.add(6400)
+    h.run(5)
+    h.dead_ports.clear()
+    h.run(30)
+    assert len(h.launched) == 1 and not h.node.killed and not h.node.stopped
+
+
+def test_it_does_not_join_a_fresh_record_of_a_dead_head(h: Harness) -> None:
+    h.dead_ports.add(6400)
+    h.record = head(6400)
+    h.run(30)
+    assert h.launched == []
 
 
 def test_when_ray_exits_it_rejoins_with_a_growing_bounded_backoff(h: Harness) -> None:
