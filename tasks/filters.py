@@ -6,7 +6,9 @@ from tasks.models import Task, TaskState, Workload
 
 
 class TaskFilter(django_filters.FilterSet):
-    state = django_filters.MultipleChoiceFilter(choices=TaskState.choices)
+    # No DISTINCT: the filter joins nothing, so rows cannot repeat, and DISTINCT over every
+    # column makes the paginator's COUNT(*) scan the whole table (bench/api_intake.py).
+    state = django_filters.MultipleChoiceFilter(choices=TaskState.choices, distinct=False)
     workload = django_filters.ChoiceFilter(choices=Workload.choices)
     user = django_filters.CharFilter(field_name="user__username")
 

@@ -154,6 +154,10 @@ class Task(models.Model):
             # The task list: a user's tasks, newest first.
             models.Index(fields=["user", "-created_at", "-id"], name="task_user_recent"),
             models.Index(fields=["-created_at", "-id"], name="task_recent"),
+            # The task list filtered by ?state= (its page and the paginator's COUNT), for a
+            # user and for an admin: without them each COUNT scans the table.
+            models.Index(fields=["user", "state", "-created_at", "-id"], name="task_user_state_recent"),
+            models.Index(fields=["state", "-created_at", "-id"], name="task_state_recent"),
         ]
 
     def __str__(self) -> str:
