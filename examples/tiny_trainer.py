@@ -1,12 +1,12 @@
 """The demo's trainer: a small, real training loop that runs on a CPU-only machine.
 
 A linear model fitted by gradient descent with numpy, data-parallel over Ray: one placement
-group per node (STRICT_PACK, one bundle per declared GPU, as verl does), one Ray task per GPU
-computing the gradient of its shard each step. It prints verl's console format
+group per node (STRICT_PACK, one bundle per declared GPU, as verl does), one worker actor per
+GPU holding a shard of the data and computing its gradient each step. It prints verl's console format
 (``step:N - key:value - …``) so Argus draws its curves, and takes Hydra-style overrides:
 
     python3 -m examples.tiny_trainer trainer.nnodes=2 trainer.n_gpus_per_node=2 \
-        trainer.total_training_steps=40 [+demo.lr=0.1] [+demo.step_s=0.25]
+        trainer.total_training_steps=30 [+demo.lr=0.05] [+demo.step_s=0.3]
 """
 
 from __future__ import annotations
@@ -35,10 +35,16 @@ def make_data(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return x, y, true_w
 
 
-@ray.remote(num_gpus=1)
-def shard_gradient(w: np.ndarray, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
-    error = x @ w - y
-    return 2 * x.T @ error / len(y), float(np.mean(error**2))
+@ray.remote(num_gpus=1, num_cpus=1)
+class ShardWorker:
+    """One data-parallel rank: its shard stays in the actor, only the weights travel."""
+
+    def __init__(self, x: np.ndarray, y: np.ndarray) -> None:
+        self.x, self.y = x, y
+
+    def gradient(self, w: np.ndarray) -> tuple[np.ndarray, float]:
+        error = self.x @ w - self.y
+        return 2 * self.x.T @ error / len(self.y), float(np.mean(error**2))
 
 
 def main(argv: list[str]) -> int:
@@ -47,31 +53,29 @@ def main(argv: list[str]) -> int:
     per_node = int(config.get("trainer.n_gpus_per_node", 1))
     steps = int(config.get("trainer.total_training_steps", 40))
     lr = float(config.get("demo.lr", 0.05))
-    pause = float(config.get("demo.step_s", 0.25))
+    pause = float(config.get("demo.step_s", 0.3))
 
     ray.init()
-    groups = [placement_group([{"GPU": 1}] * per_node, strategy="STRICT_PACK") for _ in range(nnodes)]
+    groups = [placement_group([{"GPU": 1, "CPU": 1}] * per_node, strategy="STRICT_PACK") for _ in range(nnodes)]
     ray.get([group.ready() for group in groups])
     slots = [(group, index) for group in groups for index in range(per_node)]
 
     x, y, true_w = make_data()
     split = int(0.9 * SAMPLES)
     x_train, y_train, x_val, y_val = x[:split], y[:split], x[split:], y[split:]
-    shards = list(zip(np.array_split(x_train, len(slots)), np.array_split(y_train, len(slots)), strict=True))
-    refs = [(ray.put(sx), ray.put(sy)) for sx, sy in shards]
+    shards = zip(np.array_split(x_train, len(slots)), np.array_split(y_train, len(slots)), strict=True)
+    workers = [
+        ShardWorker.options(
+            scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=index)
+        ).remote(sx, sy)
+        for (group, index), (sx, sy) in zip(slots, shards, strict=True)
+    ]
     w = np.zeros(FEATURES)
     print(f"Total training steps: {steps}", flush=True)
     print(f"training on {nnodes} node(s) x {per_node} GPU(s): {len(slots)} data-parallel shards", flush=True)
     for step in range(1, steps + 1):
         started = time.monotonic()
-        results = ray.get(
-            [
-                shard_gradient.options(
-                    scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=index)
-                ).remote(w, sx, sy)
-                for (group, index), (sx, sy) in zip(slots, refs, strict=True)
-            ]
-        )
+        results = ray.get([worker.gradient.remote(w) for worker in workers])
         grad = np.mean([g for g, _ in results], axis=0)
         train_loss = float(np.mean([loss for _, loss in results]))
         w -= lr * grad
