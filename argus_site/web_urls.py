@@ -1,22 +1,12 @@
-"""Every web page's route. The task pages (/tasks/, /queue/, /cluster/) are placeholders until
-the task API lands; the nav links to them by plain path, so their views can change freely."""
+"""Every web page's route. The nav links to pages by plain path (/tasks/, /queue/, …)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from django.contrib.auth.decorators import login_required
-from django.http import HttpResponse
 from django.urls import path
-from django.views.generic import RedirectView, TemplateView
+from django.views.generic import RedirectView
 
 from accounts import web_views
-
-
-def placeholder(title: str) -> Callable[..., HttpResponse]:
-    view = TemplateView.as_view(template_name="tasks/placeholder.html", extra_context={"title": title})
-    return login_required(view)
-
+from tasks import web_views as task_views
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/tasks/"), name="home"),
@@ -29,8 +19,10 @@ urlpatterns = [
     path("data/upload/", web_views.data_upload_view, name="data-upload"),
     path("data/mkdir/", web_views.data_mkdir_view, name="data-mkdir"),
     path("data/delete/", web_views.data_delete_view, name="data-delete"),
-    path("tasks/", placeholder("Tasks"), name="tasks"),
-    path("tasks/new/", placeholder("New task"), name="task-new"),
-    path("queue/", placeholder("Queue"), name="queue"),
-    path("cluster/", placeholder("Cluster"), name="cluster"),
+    path("tasks/", task_views.task_list_view, name="tasks"),
+    path("tasks/new/", task_views.task_new_view, name="task-new"),
+    path("tasks/<str:task_id>/", task_views.task_detail_view, name="task-detail"),
+    path("tasks/<str:task_id>/cancel/", task_views.task_cancel_view, name="task-cancel"),
+    path("queue/", task_views.queue_view, name="queue"),
+    path("cluster/", task_views.cluster_view, name="cluster"),
 ]

@@ -3,10 +3,11 @@ scheduler records what it sees (ClusterState) and these views read the database.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Case, IntegerField, Value, When
+from django.db.models import Case, IntegerField, QuerySet, Value, When
 from drf_spectacular.utils import extend_schema
 from rest_framework.generics import GenericAPIView
 from rest_framework.request import Request
@@ -17,10 +18,48 @@ from tasks.models import ACTIVE_STATES, WAITING_STATES, ClusterState, Task
 from tasks.serializers import ClusterSerializer, QueueEntrySerializer
 
 
-def _reason(task: Task) -> str:
+def waiting_reason(task: Task) -> str:
+    """Why a waiting or running task is where it is, in words."""
     if task.state in ACTIVE_STATES:
         return "stop requested" if task.cancel_requested_at else f"{task.state.lower()} on Ray"
     return task.pending_reason or "waiting for the scheduler"
+
+
+def queue_tasks() -> QuerySet[Task]:
+    """Tasks on Ray first, then the waiting ones in scheduling order."""
+    on_ray = Case(When(state__in=ACTIVE_STATES, then=Value(0)), default=Value(1), output_field=IntegerField())
+    return (
+        Task.objects.filter(state__in=[*ACTIVE_STATES, *WAITING_STATES])
+        .select_related("user")
+        .annotate(on_ray=on_ray)
+        .order_by("on_ray", "-priority_rank", "created_at", "id")
+    )
+
+
+def queue_entries(tasks: Iterable[Task], viewer: Any, *, offset: int = 0) -> list[dict[str, Any]]:
+    """Queue rows as ``viewer`` may see them: another user's task keeps its place and size but
+    not its id nor its owner. ``tasks`` is a slice of queue_tasks() starting at ``offset``."""
+    on_ray = Task.objects.filter(state__in=ACTIVE_STATES).count()
+    rows = []
+    for index, task in enumerate(tasks):
+        mine = viewer.is_staff or task.user_id == viewer.pk
+        position = offset + index + 1 - on_ray
+        rows.append(
+            {
+                "position": position if task.state in WAITING_STATES else None,
+                "task_id": task.task_id if mine else None,
+                "user": task.user.username if mine else None,
+                "state": task.state,
+                "priority": task.priority,
+                "nnodes": task.nnodes,
+                "n_gpus_per_node": task.n_gpus_per_node,
+                "gpus": task.total_gpus,
+                "reason": waiting_reason(task),
+                "created_at": task.created_at,
+                "next_run_at": task.next_run_at,
+            }
+        )
+    return rows
 
 
 class QueueView(GenericAPIView):
@@ -28,39 +67,14 @@ class QueueView(GenericAPIView):
 
     serializer_class = QueueEntrySerializer
 
-    def get_queryset(self) -> Any:
-        on_ray = Case(When(state__in=ACTIVE_STATES, then=Value(0)), default=Value(1), output_field=IntegerField())
-        return (
-            Task.objects.filter(state__in=[*ACTIVE_STATES, *WAITING_STATES])
-            .select_related("user")
-            .annotate(on_ray=on_ray)
-            .order_by("on_ray", "-priority_rank", "created_at", "id")
-        )
+    def get_queryset(self) -> QuerySet[Task]:
+        return queue_tasks()
 
     @extend_schema(summary="The queue: each task's position and why it waits")
     def get(self, request: Request) -> Response:
         page = self.paginate_queryset(self.get_queryset())
-        on_ray = Task.objects.filter(state__in=ACTIVE_STATES).count()
         offset = self.paginator.page.start_index() - 1 if page is not None else 0
-        rows = []
-        for index, task in enumerate(page or []):
-            mine = request.user.is_staff or task.user_id == request.user.pk
-            position = offset + index + 1 - on_ray
-            rows.append(
-                {
-                    "position": position if task.state in WAITING_STATES else None,
-                    "task_id": task.task_id if mine else None,
-                    "user": task.user.username if mine else None,
-                    "state": task.state,
-                    "priority": task.priority,
-                    "nnodes": task.nnodes,
-                    "n_gpus_per_node": task.n_gpus_per_node,
-                    "gpus": task.total_gpus,
-                    "reason": _reason(task),
-                    "created_at": task.created_at,
-                    "next_run_at": task.next_run_at,
-                }
-            )
+        rows = queue_entries(page or [], request.user, offset=offset)
         return self.get_paginated_response(QueueEntrySerializer(rows, many=True).data)
 
 

@@ -1,0 +1,214 @@
+// A task's page: the log tail and the training curves, read from the task API with the session
+// cookie. Both poll while the task is unfinished and read once more when it ends; htmx keeps
+// #task-status current (static/js/live.js), and its data-terminal and data-attempts say when
+// the task has ended and which attempts exist.
+"use strict";
+
+const TAIL_LINES = 200;
+const LOG_EVERY_MS = 2000;
+const METRICS_EVERY_MS = 5000;
+// verl colours its console output; the log is shown as plain text.
+const ANSI = /\x1b\[[0-9;?]*[A-Za-z]/g;
+
+const root = document.querySelector("[data-task-id]");
+const api = `/api/v2/tasks/${encodeURIComponent(root.dataset.taskId)}`;
+const logText = document.getElementById("log-text");
+const logState = root.querySelector("[data-log-state]");
+const picker = root.querySelector("[data-attempt-picker]");
+const select = document.getElementById("attempt-select");
+
+const status = () => document.getElementById("task-status");
+const finished = () => status().dataset.terminal === "true";
+const attemptNumbers = () => status().dataset.attempts.split(",").filter(Boolean);
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// "" follows the latest attempt (the API's default); a number pins one.
+function query(extra = {}) {
+  const params = new URLSearchParams(extra);
+  if (select.value) params.set("attempt", select.value);
+  return params.toString();
+}
+
+async function get(path) {
+  const response = await fetch(path, { credentials: "same-origin" });
+  if (response.redirected || response.status === 401 || response.status === 403) {
+    location.reload(); // signed out meanwhile: the reload lands on the sign-in page
+    throw new Error("signed out");
+  }
+  if (!response.ok) throw new Error(`HTTP ${response.status}`);
+  return response;
+}
+
+// ---- The attempt selector: shown once there are several attempts.
+function syncAttempts() {
+  const numbers = attemptNumbers();
+  const wanted = ["", ...numbers];
+  const have = [...select.options].map((option) => option.value);
+  if (wanted.join() !== have.join()) {
+    const chosen = select.value;
+    select.replaceChildren(
+      new Option(`Latest (#${numbers.at(-1) ?? "-"})`, ""),
+      ...numbers.map((number) => new Option(`#${number}`, number)),
+    );
+    select.value = wanted.includes(chosen) ? chosen : "";
+  }
+  picker.hidden = numbers.length < 2;
+  for (const link of root.querySelectorAll("[data-log-link], [data-metrics-link]")) {
+    link.search = query();
+  }
+}
+
+// ---- The log tail, kept scrolled to the end unless the reader scrolled up.
+async function refreshLog() {
+  if (attemptNumbers().length === 0) return;
+  const text = (await (await get(`${api}/logs?${query({ tail: TAIL_LINES })}`)).text()).replace(ANSI, "");
+  const atEnd = logText.scrollHeight - logText.scrollTop - logText.clientHeight < 24;
+  const shown = text || "Nothing logged yet.";
+  if (logText.textContent !== shown) {
+    logText.textContent = shown;
+    if (atEnd) logText.scrollTop = logText.scrollHeight;
+  }
+}
+
+// ---- Training curves: one small uPlot chart per metric, and the step progress bar.
+const charts = new Map(); // metric -> { figure, plot }
+const chartBox = root.querySelector("[data-charts]");
+const chartTools = root.querySelector("[data-chart-tools]");
+const chartCount = root.querySelector("[data-chart-count]");
+const filter = document.getElementById("metric-filter");
+const progress = document.getElementById("step-progress");
+const stepText = root.querySelector("[data-step-text]");
+
+// What people look at first: rewards and scores, then losses, then the rest by name.
+function rank(metric) {
+  if (/score|reward/.test(metric)) return 0;
+  if (/loss/.test(metric)) return 1;
+  return 2;
+}
+
+function chartWidth(figure) {
+  return Math.max(figure.clientWidth - 8, 200);
+}
+
+function describe(metric, points) {
+  const [step, value] = points.at(-1);
+  return `${metric}: ${points.length} points, last ${value.toPrecision(4)} at step ${step}`;
+}
+
+function makeChart(metric, data) {
+  const figure = document.createElement("figure");
+  figure.dataset.metric = metric;
+  figure.setAttribute("role", "img");
+  chartBox.append(figure);
+  const plot = new uPlot(
+    {
+      title: metric,
+      width: chartWidth(figure),
+      height: 170,
+      scales: { x: { time: false } },
+      axes: [{ size: 30 }, { size: 56 }],
+      series: [{ label: "step" }, { label: "value", stroke: "#0172ad", width: 1.5, points: { size: 4 } }],
+      cursor: { drag: { x: false, y: false } },
+    },
+    data,
+    figure,
+  );
+  return { figure, plot };
+}
+
+function drawCharts(series) {
+  const metrics = Object.keys(series).sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
+  if (metrics.join() !== [...charts.keys()].join()) {
+    for (const { plot, figure } of charts.values()) {
+      plot.destroy();
+      figure.remove();
+    }
+    charts.clear();
+  }
+  for (const metric of metrics) {
+    const points = series[metric];
+    const data = [points.map(([step]) => step), points.map(([, value]) => value)];
+    let chart = charts.get(metric);
+    if (chart) chart.plot.setData(data);
+    else charts.set(metric, (chart = makeChart(metric, data)));
+    chart.figure.setAttribute("aria-label", describe(metric, points));
+  }
+  chartTools.hidden = metrics.length === 0;
+  root.querySelector("[data-charts-empty]").hidden = metrics.length > 0;
+  applyFilter();
+}
+
+function applyFilter() {
+  const words = filter.value.toLowerCase().split(/\s+/).filter(Boolean);
+  let shown = 0;
+  for (const [metric, { figure }] of charts) {
+    figure.hidden = words.length > 0 && !words.some((word) => metric.toLowerCase().includes(word));
+    shown += figure.hidden ? 0 : 1;
+  }
+  chartCount.textContent = `${shown} of ${charts.size} curves`;
+}
+
+function showProgress({ last_step: last, total_steps: total }) {
+  if (last === null) {
+    progress.value = 0;
+    progress.max = 1;
+    stepText.textContent = "No training step logged yet.";
+  } else if (total) {
+    progress.max = total;
+    progress.value = Math.min(last, total);
+    stepText.textContent = `Step ${last} of ${total}`;
+  } else {
+    progress.removeAttribute("value"); // indeterminate: the total is not known
+    stepText.textContent = `Step ${last} (total unknown)`;
+  }
+}
+
+async function refreshMetrics() {
+  if (attemptNumbers().length === 0) return;
+  const body = await (await get(`${api}/metrics?${query()}`)).json();
+  showProgress(body);
+  drawCharts(body.series);
+}
+
+// ---- Polling: each loop reads once more after the task has ended, then stops.
+async function poll(refresh, everyMs, what) {
+  for (;;) {
+    const done = finished();
+    if (!document.hidden || done) {
+      try {
+        await refresh();
+        const ended = done && what === "log" && attemptNumbers().length > 0;
+        if (what === "log") logState.textContent = ended ? "The task has ended: this is the end of its log." : "";
+      } catch (error) {
+        if (error.message === "signed out") return;
+        logState.textContent = `Could not read the ${what} (${error.message}); trying again.`;
+      }
+    }
+    if (done) return;
+    await sleep(everyMs);
+  }
+}
+
+syncAttempts();
+document.addEventListener("htmx:afterSettle", syncAttempts);
+select.addEventListener("change", () => {
+  syncAttempts();
+  for (const { plot, figure } of charts.values()) {
+    plot.destroy();
+    figure.remove();
+  }
+  charts.clear();
+  refreshLog().catch(() => {});
+  refreshMetrics().catch(() => {});
+});
+filter.addEventListener("input", applyFilter);
+let resizeTimer;
+window.addEventListener("resize", () => {
+  clearTimeout(resizeTimer);
+  resizeTimer = setTimeout(() => {
+    for (const { figure, plot } of charts.values()) plot.setSize({ width: chartWidth(figure), height: 170 });
+  }, 150);
+});
+
+poll(refreshLog, LOG_EVERY_MS, "log");
+poll(refreshMetrics, METRICS_EVERY_MS, "curves");

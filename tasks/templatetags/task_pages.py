@@ -1,0 +1,50 @@
+"""Filters for the task pages: relative times and state names in words."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django import template
+from django.utils import timezone
+from django.utils.timesince import timesince, timeuntil
+
+from tasks.models import TaskState
+
+register = template.Library()
+
+
+@register.filter
+def relative(value: datetime | None) -> str:
+    """``just now``, ``3 minutes ago``, ``in 40 s``: one unit. The past has no seconds, so a
+    live part polled every few seconds reads the same until something really changes; a retry
+    countdown keeps them."""
+    if value is None:
+        return ""
+    delta = timezone.now() - value
+    if abs(delta) < timedelta(minutes=1):
+        return "just now" if delta >= timedelta(0) else f"in {max(int(-delta.total_seconds()), 1)} s"
+    if delta >= timedelta(0):
+        return f"{timesince(value, depth=1)} ago"
+    return f"in {timeuntil(value, depth=1)}"
+
+
+@register.filter
+def duration(start: datetime | None, end: datetime | None = None) -> str:
+    """How long from ``start`` to ``end`` (or to now, for something still running): ``1 h 5 min``."""
+    if start is None:
+        return ""
+    seconds = int(((end or timezone.now()) - start).total_seconds())
+    if seconds < 60:
+        return f"{max(seconds, 0)} s"
+    minutes, _ = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min" if hours else f"{minutes} min"
+
+
+@register.filter
+def state_label(state: str) -> str:
+    """A task state in words: ``PENDING_RESOURCES`` → ``Pending resources``."""
+    try:
+        return str(TaskState(state).label).capitalize()
+    except ValueError:
+        return state
