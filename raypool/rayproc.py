@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -38,23 +38,31 @@ def ray_executable() -> str:
     return shutil.which("ray") or "ray"
 
 
+def _load_prctl() -> Callable[..., int] | None:
+    # Looked up once in the parent: the child between fork and exec should do as little as it can.
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None  # not Linux: the node outlives a killed raynode, as with plain `ray start`
+
+
+_prctl = _load_prctl()
+
+
 def _die_with_parent(parent_pid: int) -> None:
     """Runs in the child before exec: if raynode dies, even by SIGKILL, the kernel sends this
     ``ray start`` SIGTERM, so a restarted watchdog never finds an orphan node beside its new one."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    except (OSError, AttributeError):
-        return  # not Linux: the node outlives a killed raynode, as with plain `ray start`
+    if _prctl is None:
+        return
+    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     # The parent may have died before prctl took effect; then nobody would ever signal us.
     if os.getppid() != parent_pid:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
 class RayProcess:
-    def __init__(self, popen: subprocess.Popen[bytes], args: Sequence[str]) -> None:
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
         self.popen = popen
-        self.args = list(args)
 
     @classmethod
     def start(cls, args: Sequence[str]) -> RayProcess:
@@ -65,7 +73,7 @@ class RayProcess:
         popen = subprocess.Popen(
             command, start_new_session=True, preexec_fn=functools.partial(_die_with_parent, os.getpid())
         )
-        return cls(popen, command)
+        return cls(popen)
 
     @property
     def pid(self) -> int:

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -34,14 +34,19 @@ NOWHERE_DB = "postgres://nowhere.invalid:1/none"
 CLUSTER_NAME = "argus-test"
 
 # Port ranges this project's tests may use on the shared machine (others use other ranges).
-GCS_PORTS = range(6400, 6500)
-DASHBOARD_PORTS = range(8300, 8400)
-AGENT_PORTS = range(52500, 53000)
+# A node binds its agent ports again each time it rejoins. 52500-52999 is allotted to us too,
+# but it lies inside Linux's ephemeral range (32768-60999): between a node's stop and its
+# rejoin any outgoing connection on this busy machine may take one of those ports as its local
+# port, and the agent then fails to bind ("Address already in use"). So agents get the spare
+# ports of the two ranges outside it, which only explicit binds ever use.
+AGENT_PORTS = [*range(6450, 6500), *range(8350, 8400)]
+GCS_PORTS = range(6400, 6450)
+DASHBOARD_PORTS = range(8300, 8350)
 
 T = TypeVar("T")
 
 
-def free_port(ports: range, taken: set[int]) -> int:
+def free_port(ports: Sequence[int], taken: set[int]) -> int:
     """A port of ``ports`` nobody listens on now, not handed out before in this run."""
     candidates = [p for p in ports if p not in taken]
     random.shuffle(candidates)
@@ -53,7 +58,7 @@ def free_port(ports: range, taken: set[int]) -> int:
                 continue
         taken.add(port)
         return port
-    raise RuntimeError(f"no free port in {ports}")
+    raise RuntimeError(f"no free port in {ports[0]}-{ports[-1]}")
 
 
 def wait_for(what: str, check: Callable[[], T | None], timeout: float, interval: float = 0.5) -> T:

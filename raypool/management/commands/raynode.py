@@ -56,11 +56,10 @@ class Command(BaseCommand):
         if action == "status":
             self.status(config)
         elif action == "supervisor-config":
-            python = sys.executable
-            self.stdout.write(
-                program_section(options["role"], python=python, project_dir=settings.BASE_DIR, log_dir=config.log_dir),
-                ending="",
+            section = program_section(
+                options["role"], python=sys.executable, project_dir=settings.BASE_DIR, log_dir=config.log_dir
             )
+            self.stdout.write(section, ending="")
         elif action == "head":
             self.run_head(config)
         else:
@@ -94,7 +93,7 @@ class Command(BaseCommand):
     def run_worker(self, config: NodeConfig) -> None:
         self.install_signal_handlers()
         watchdog = WorkerWatchdog(config, config.node_ip or detect_node_ip())
-        logger.info("worker watchdog: head record %s, polled every %.0f s", config.head_file, config.poll_s)
+        logger.info("worker watchdog: head record %s, polled every %g s", config.head_file, config.poll_s)
         try:
             while not self.shutdown:
                 watchdog.tick()
