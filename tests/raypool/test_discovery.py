@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -11,6 +13,7 @@ import pytest
 
 from raypool import discovery
 from raypool.discovery import HeadRecord, head_path, read_fresh_head, read_head, write_head
+from tests.raypool.pool import PROJECT_DIR
 
 NOW = datetime(2025, 12, 25, 17, 0, tzinfo=UTC)
 
@@ -161,3 +164,15 @@ def test_head_file_from_settings_honours_argus_head_ip_file(
 ) -> None:
     monkeypatch.setenv("ARGUS_HEAD_IP_FILE", str(tmp_path / "elsewhere.json"))
     assert discovery.head_file_from_settings() == tmp_path / "elsewhere.json"
+
+
+def test_the_module_imports_no_django_and_no_process_management() -> None:
+    """The scheduler imports it on the web side, raynode images import it bare (SPEC §2)."""
+    code = (
+        "import sys, raypool.discovery; "
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('django', 'ray') "
+        "or m in ('raypool.rayproc', 'raypool.watchdog', 'raypool.headnode')]; "
+        "assert not bad, bad"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_DIR, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
