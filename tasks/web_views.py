@@ -139,7 +139,8 @@ def _spec_as_run(task: Task) -> dict[str, str]:
     resolved = resolved_spec(task)
     argv = resolved.pop("argv")
     if argv[:2] == ["bash", "-c"]:
-        command = argv[2]  # an advanced spec: the command as its author wrote it
+        # An advanced spec: its command, shown once, as its author wrote it (macros expanded).
+        command = resolved.pop("command")
     else:
         # `python3 -m <module>` on the first line, then one override a line.
         command = " \\\n    ".join([" ".join(argv[:3]), *map(_shell_word, argv[3:])])

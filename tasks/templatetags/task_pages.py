@@ -15,14 +15,14 @@ register = template.Library()
 
 @register.filter
 def relative(value: datetime | None) -> str:
-    """``just now``, ``3 minutes ago``, ``in 40 s``: one unit. The past has no seconds, so a
-    live part polled every few seconds reads the same until something really changes; a retry
-    countdown keeps them."""
+    """``just now``, ``3 minutes ago``, ``in under a minute``, ``in 2 minutes``: one unit, and
+    no seconds, so a live part polled every few seconds reads the same until something really
+    changes (static/js/live.js then leaves it alone)."""
     if value is None:
         return ""
     delta = timezone.now() - value
     if abs(delta) < timedelta(minutes=1):
-        return "just now" if delta >= timedelta(0) else f"in {max(int(-delta.total_seconds()), 1)} s"
+        return "just now" if delta >= timedelta(0) else "in under a minute"
     if delta >= timedelta(0):
         return f"{timesince(value, depth=1)} ago"
     return f"in {timeuntil(value, depth=1)}"

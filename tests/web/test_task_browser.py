@@ -115,6 +115,38 @@ def test_the_task_page_shows_the_log_the_curves_and_the_progress(
     expect(page.locator("#task-timeline")).to_contain_text("Ray reports the job SUCCEEDED")
 
 
+def test_a_poll_that_changes_nothing_leaves_the_page_alone(
+    signed_in_page: Page, alice: User, make_task: Callable[..., Task]
+) -> None:
+    page = signed_in_page
+    task = make_task(
+        alice,
+        state=TaskState.PENDING_RESOURCES,
+        pending_reason="needs 1 node with 4 free GPUs",
+        next_run_at=timezone.now() + timedelta(seconds=50),
+    )
+    run_attempt(
+        task,
+        ray_status="FAILED",
+        failure_kind=FailureKind.INSUFFICIENT_RESOURCES,
+        message="Total available GPUs 0 is less than total desired GPUs 4",
+        end_time=timezone.now(),
+    )
+    page.goto(f"/tasks/{task.task_id}/")
+    message = page.locator("tr[data-attempt='1'] details")
+    message.locator("summary").click()
+    expect(message).to_have_attribute("open", "")
+    for _ in range(2):  # two polls of the status come and go
+        with page.expect_response(lambda r: r.url.endswith(f"/tasks/{task.task_id}/") and r.request.method == "GET"):
+            pass
+    expect(message).to_have_attribute("open", "")
+
+    # A real change is swapped in, and the page goes on polling.
+    task.transition(TaskState.QUEUED, actor="scheduler", message="Retrying now.")
+    expect(page.locator("#task-status")).to_contain_text("Queued", timeout=8000)
+    expect(page.locator("#task-timeline")).to_contain_text("Retrying now.")
+
+
 def test_a_failed_task_says_why_with_its_attempts(
     signed_in_page: Page, alice: User, make_task: Callable[..., Task]
 ) -> None:
