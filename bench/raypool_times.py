@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.raypool.pool import Pool, wait_for, worker_nodes  # noqa: E402
+from tests.raypool.pool import Pool, wait_for, worker_nodes
 
 GOALS = {
     "worker join after start": 15,
