@@ -7,6 +7,8 @@
 const TAIL_LINES = 200;
 const LOG_EVERY_MS = 2000;
 const METRICS_EVERY_MS = 5000;
+const CHART_HEIGHT = 170;
+const STEP_INCREMENTS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000];
 // verl colours its console output; the log is shown as plain text.
 const ANSI = /\x1b\[[0-9;?]*[A-Za-z]/g;
 
@@ -55,6 +57,7 @@ function syncAttempts() {
   picker.hidden = numbers.length < 2;
   for (const link of root.querySelectorAll("[data-log-link], [data-metrics-link]")) {
     link.search = query();
+    link.hidden = numbers.length === 0; // nothing to read before the first attempt
   }
 }
 
@@ -76,6 +79,8 @@ const chartBox = root.querySelector("[data-charts]");
 const chartTools = root.querySelector("[data-chart-tools]");
 const chartCount = root.querySelector("[data-chart-count]");
 const filter = document.getElementById("metric-filter");
+const showAll = root.querySelector("[data-show-all]");
+const FIRST_CURVES = 6;
 const progress = document.getElementById("step-progress");
 const stepText = root.querySelector("[data-step-text]");
 
@@ -90,6 +95,12 @@ function chartWidth(figure) {
   return Math.max(figure.clientWidth - 8, 200);
 }
 
+function resize(figure) {
+  const width = chartWidth(figure);
+  figure.dataset.width = String(width);
+  charts.get(figure.dataset.metric).plot.setSize({ width, height: CHART_HEIGHT });
+}
+
 function describe(metric, points) {
   const [step, value] = points.at(-1);
   return `${metric}: ${points.length} points, last ${value.toPrecision(4)} at step ${step}`;
@@ -100,13 +111,15 @@ function makeChart(metric, data) {
   figure.dataset.metric = metric;
   figure.setAttribute("role", "img");
   chartBox.append(figure);
+  figure.dataset.width = String(chartWidth(figure));
   const plot = new uPlot(
     {
       title: metric,
-      width: chartWidth(figure),
-      height: 170,
+      width: Number(figure.dataset.width),
+      height: CHART_HEIGHT,
       scales: { x: { time: false } },
-      axes: [{ size: 30 }, { size: 56 }],
+      // Steps are whole numbers: no 1.5 on the axis.
+      axes: [{ size: 30, incrs: STEP_INCREMENTS }, { size: 56 }],
       series: [{ label: "step" }, { label: "value", stroke: "#0172ad", width: 1.5, points: { size: 4 } }],
       cursor: { drag: { x: false, y: false } },
     },
@@ -138,14 +151,23 @@ function drawCharts(series) {
   applyFilter();
 }
 
+// verl prints dozens of metrics: the first few (by rank) show until the reader asks for more,
+// so the log below stays in reach.
 function applyFilter() {
   const words = filter.value.toLowerCase().split(/\s+/).filter(Boolean);
+  const limit = words.length > 0 || showAll.getAttribute("aria-pressed") === "true" ? Infinity : FIRST_CURVES;
   let shown = 0;
   for (const [metric, { figure }] of charts) {
-    figure.hidden = words.length > 0 && !words.some((word) => metric.toLowerCase().includes(word));
-    shown += figure.hidden ? 0 : 1;
+    const matches = words.length === 0 || words.some((word) => metric.toLowerCase().includes(word));
+    figure.hidden = !matches || shown >= limit;
+    if (!figure.hidden) {
+      shown += 1;
+      // The window may have changed size while it was hidden (resizing skips hidden charts).
+      if (figure.dataset.width !== String(chartWidth(figure))) resize(figure);
+    }
   }
   chartCount.textContent = `${shown} of ${charts.size} curves`;
+  showAll.hidden = words.length > 0 || charts.size <= FIRST_CURVES;
 }
 
 function showProgress({ last_step: last, total_steps: total }) {
@@ -202,11 +224,17 @@ select.addEventListener("change", () => {
   refreshMetrics().catch(() => {});
 });
 filter.addEventListener("input", applyFilter);
+showAll.addEventListener("click", () => {
+  const pressed = showAll.getAttribute("aria-pressed") === "true";
+  showAll.setAttribute("aria-pressed", String(!pressed));
+  showAll.textContent = pressed ? "Show all curves" : "Show the first few";
+  applyFilter();
+});
 let resizeTimer;
 window.addEventListener("resize", () => {
   clearTimeout(resizeTimer);
   resizeTimer = setTimeout(() => {
-    for (const { figure, plot } of charts.values()) plot.setSize({ width: chartWidth(figure), height: 170 });
+    for (const { figure } of charts.values()) if (!figure.hidden) resize(figure);
   }, 150);
 });
 

@@ -45,6 +45,23 @@ def test_it_submits_the_ppo_template(signed_in_page: Page, datasets: Path) -> No
     shot(page, "task-queued")
 
 
+def test_a_task_can_be_submitted_with_the_keyboard_alone(signed_in_page: Page, datasets: Path) -> None:
+    page = signed_in_page
+    page.goto("/tasks/new/")
+    expect(page.get_by_label("Spec (YAML)")).to_be_focused()  # ready to type or paste
+    page.keyboard.press("Shift+Tab")
+    expect(page.get_by_role("button", name="Advanced", exact=True)).to_be_focused()
+    for _ in range(2):
+        page.keyboard.press("Shift+Tab")
+    expect(page.get_by_role("button", name="GRPO", exact=True)).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page.get_by_label("Spec (YAML)")).to_be_focused()
+    expect(page.get_by_label("Spec (YAML)")).to_have_value(re.compile(r"workload: grpo"))
+    page.keyboard.press("Control+Enter")
+    expect(page.locator(".message-success")).to_contain_text("is queued")
+    assert Task.objects.get().workload == "grpo"
+
+
 def test_a_template_replaces_the_text_and_undo_brings_it_back(signed_in_page: Page) -> None:
     page = signed_in_page
     page.goto("/tasks/new/")
@@ -113,6 +130,29 @@ def test_the_task_page_shows_the_log_the_curves_and_the_progress(
     expect(page.locator("#task-status")).to_have_attribute("data-terminal", "true")
     expect(page.get_by_role("button", name="Cancel task")).to_have_count(0)
     expect(page.locator("#task-timeline")).to_contain_text("Ray reports the job SUCCEEDED")
+
+
+def test_many_curves_show_the_first_few_until_asked(
+    signed_in_page: Page, alice: User, make_task: Callable[..., Task]
+) -> None:
+    page = signed_in_page
+    task = make_task(alice, state=TaskState.SUCCEEDED, finished_at=timezone.now())
+    keys = [f"perf/metric_{i:02d}" for i in range(10)] + ["critic/rewards/mean", "actor/entropy_loss"]
+    lines = [f"step:{step} - " + " - ".join(f"{key}:{step * 0.1}" for key in keys) for step in (1, 2)]
+    run_attempt(task, log="\n".join(lines) + "\n", ray_status="SUCCEEDED", end_time=timezone.now())
+    page.goto(f"/tasks/{task.task_id}/")
+    figures = page.locator("[data-charts] figure")
+    expect(figures).to_have_count(12)
+    expect(page.locator("[data-charts] figure:visible")).to_have_count(6)
+    expect(figures.nth(0)).to_have_attribute("data-metric", "critic/rewards/mean")
+    expect(figures.nth(1)).to_have_attribute("data-metric", "actor/entropy_loss")
+    expect(page.locator("[data-chart-count]")).to_have_text("6 of 12 curves")
+    page.get_by_role("button", name="Show all curves").click()
+    expect(page.locator("[data-charts] figure:visible")).to_have_count(12)
+    # Shown later, they are as wide as the first ones.
+    widths = {box["width"] for box in (f.locator("canvas").bounding_box() for f in figures.all()) if box}
+    assert len(widths) == 1
+    shot(page, "task-many-curves")
 
 
 def test_a_poll_that_changes_nothing_leaves_the_page_alone(

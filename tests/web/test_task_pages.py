@@ -392,6 +392,20 @@ def test_the_queue_is_in_order_with_positions_and_reasons(
     assert "<strong>1</strong> on Ray" in page and "<strong>3</strong> waiting" in page
 
 
+def test_the_queue_page_and_the_queue_api_agree(
+    as_alice: Client, alice: User, bob: User, make_task: MakeTask, client_for
+) -> None:
+    running_task(make_task, alice)
+    for user in (bob, alice, bob):
+        make_task(user, pending_reason="behind the head of the queue")
+    rows = client_for(alice).get("/api/v2/queue").json()["results"]
+    page = text_of(as_alice.get("/queue/"))
+    assert re.findall(r'<tr data-position="(\d*)"', page) == [str(row["position"] or "") for row in rows]
+    shown = re.findall(r'<tr data-position="\d*"(?: data-task="([^"]+)")?', page)
+    assert shown == [row["task_id"] or "" for row in rows]
+    assert [row["task_id"] is None for row in rows] == [False, True, False, True]
+
+
 def test_an_admin_sees_the_whole_queue(client: Client, admin: User, bob: User, make_task: MakeTask) -> None:
     task = make_task(bob)
     client.force_login(admin)
