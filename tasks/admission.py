@@ -108,7 +108,10 @@ def decide(
     free = dict(free)
     decision = Decision(admitted=[], waiting={}, short=set())
     blocker: Request | None = None
-    failed_shapes: list[tuple[int, int]] = []
+    failed_shapes: set[tuple[int, int]] = set()
+    # A shortfall depends only on the shape and the free room, which changes only when a task
+    # is admitted: computed once per shape in between, a long best-effort queue stays cheap.
+    reasons: dict[tuple[int, int], str] = {}
     for request in queue:
         if blocker is not None:
             decision.waiting[request.key] = f"waiting behind {blocker.label} (strict FIFO)"
@@ -123,9 +126,13 @@ def decide(
         if placement is not None:
             _subtract(free, placement)
             decision.admitted.append((request, placement))
+            reasons.clear()
             continue
-        failed_shapes.append((request.nnodes, request.gpus_per_node))
-        decision.waiting[request.key] = shortfall(request, free, totals)
+        shape = (request.nnodes, request.gpus_per_node)
+        failed_shapes.add(shape)
+        if shape not in reasons:
+            reasons[shape] = shortfall(request, free, totals)
+        decision.waiting[request.key] = reasons[shape]
         decision.short.add(request.key)
         if policy == STRICT_FIFO and can_ever_fit(request, totals):
             blocker = request

@@ -403,12 +403,14 @@ def admit(ray: RayJobs, cluster: ClusterView) -> list[str]:
     rows = (
         Task.objects.waiting()
         .filter(Q(next_run_at=None) | Q(next_run_at__lte=now))
-        .values_list("pk", "task_id", "nnodes", "n_gpus_per_node", "state")
+        .values_list("pk", "task_id", "nnodes", "n_gpus_per_node", "state", "pending_reason")
     )
     states = {}
+    written = {}
     queue = []
-    for pk, task_id, nnodes, gpus, state in rows:
+    for pk, task_id, nnodes, gpus, state, reason in rows:
         states[pk] = state
+        written[pk] = reason
         queue.append(admission.Request(pk, task_id, nnodes, gpus))
     if not queue:
         return []
@@ -418,7 +420,10 @@ def admit(ray: RayJobs, cluster: ClusterView) -> list[str]:
         max_new = max(0, settings.ARGUS_MAX_RUNNING_TASKS - running)
     decision = admission.decide(queue, free, totals, policy=settings.ARGUS_SCHEDULING_POLICY, max_new=max_new)
 
-    _write_reasons(decision.waiting, {pk for pk in decision.short if states[pk] == S.QUEUED})
+    # Only the reasons that changed: in a steady queue that is none, and no UPDATE naming every
+    # waiting task runs each tick (bench/tick.py).
+    changed = {pk: reason for pk, reason in decision.waiting.items() if written[pk] != reason[:500]}
+    _write_reasons(changed, {pk for pk in decision.short if states[pk] == S.QUEUED})
     submitted = []
     for request, placement in decision.admitted:
         task_id = start_attempt(ray, request.key, placement)
