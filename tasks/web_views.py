@@ -47,20 +47,18 @@ def _actor(request: HttpRequest) -> str:
     return f"web:{request.user.username}"
 
 
-def _page_or_part(
-    request: HttpRequest, page: str, part: str, context: dict[str, Any], status: int = 200
-) -> HttpResponse:
+def _page_or_part(request: HttpRequest, page: str, part: str, context: dict[str, Any]) -> HttpResponse:
     """The whole page, or only its live part when htmx polls for it."""
-    response = render(request, part if request.headers.get("HX-Request") else page, context, status=status)
+    response = render(request, part if request.headers.get("HX-Request") else page, context)
     # Same URL, two bodies: no cache may hand the part to a plain visit (the back button).
     patch_vary_headers(response, ["HX-Request"])
     return response
 
 
-def _ray(summary: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What the pages say about Ray: reachable, the scheduler's last look, and whether that is
-    too old to trust (the scheduler is not running)."""
-    summary = summary or cluster_summary()
+def _ray() -> dict[str, Any]:
+    """What the pages say about Ray: the cluster API's summary, and whether the scheduler's last
+    look is too old to trust (it is not running)."""
+    summary = cluster_summary()
     checked = summary["checked_at"]
     summary["silent"] = checked is None or timezone.now() - checked > SCHEDULER_SILENT_AFTER
     return summary
@@ -175,15 +173,16 @@ def task_cancel_view(request: HttpRequest, task_id: str) -> HttpResponse:
     except (IllegalTransition, StaleState):
         task.refresh_from_db()
         if task.is_terminal:
-            messages.info(request, f"Task {task.task_id} had already finished ({task.state}): nothing to cancel.")
+            finished = TaskState(task.state).label.lower()
+            messages.info(request, f"Task {task.task_id} had already finished ({finished}): nothing to cancel.")
         else:
-            messages.error(request, f"Task {task.task_id} changed state just then ({task.state}); try again.")
+            messages.error(request, f"Task {task.task_id} changed state just then; look again and retry.")
     else:
         if canceled_now:
             messages.success(request, f"Task {task.task_id} is canceled.")
         else:
             messages.success(
-                request, f"Stop requested: task {task.task_id} becomes CANCELED once Ray reports its job stopped."
+                request, f"Stop requested: task {task.task_id} becomes Canceled once Ray reports its job stopped."
             )
     return redirect("task-detail", task_id=task.task_id)
 

@@ -359,7 +359,7 @@ def test_cancel_of_a_finished_task_says_so(as_alice: Client, alice: User, make_t
     task = make_task(alice, state=state)
     response = as_alice.post(f"/tasks/{task.task_id}/cancel/", follow=True)
     assert response.status_code == 200
-    assert f"Task {task.task_id} had already finished ({state}): nothing to cancel." in messages_of(response)
+    assert f"Task {task.task_id} had already finished ({state.lower()}): nothing to cancel." in messages_of(response)
     task.refresh_from_db()
     assert task.state == state
 
