@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint venv clean-venv
+.PHONY: run test test-postgres lint venv clean-venv
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,11 @@ test: venv
 	bash scripts/ensure-test-deps.sh
 	$(MAKE) lint
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+# The same suite on a throwaway PostgreSQL (installed when missing). The node-pool tests
+# touch no database, so they run once, in `make test`.
+test-postgres: venv
+	bash scripts/with-postgres.sh $(VENV)/bin/pytest --ignore=tests/raypool $(PYTEST_ARGS)
 
 run: venv
 	$(PY) scripts/run_local.py

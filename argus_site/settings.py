@@ -193,6 +193,9 @@ ARGUS_TOKEN_TOUCH_S = envint("ARGUS_TOKEN_TOUCH_S", 60)
 ARGUS_RAY_JOB_SERVER_URL = envstr("ARGUS_RAY_JOB_SERVER_URL", "")
 ARGUS_RAY_GCS_ADDRESS = envstr("ARGUS_RAY_GCS_ADDRESS", "")
 ARGUS_RAY_TIMEOUT_S = envfloat("ARGUS_RAY_TIMEOUT_S", 5.0)
+# A submission can take longer than a status call on a busy head; a timeout there only leaves
+# the task SUBMITTING for the next sync to settle, but each one costs a tick.
+ARGUS_RAY_SUBMIT_TIMEOUT_S = envfloat("ARGUS_RAY_SUBMIT_TIMEOUT_S", 30.0)
 
 # Scheduler
 ARGUS_TICK_S = envfloat("ARGUS_TICK_S", 2.0)

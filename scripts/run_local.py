@@ -100,6 +100,16 @@ class Stack:
                     child.wait(10)
 
 
+def agent_ports(node: int) -> str:
+    """Each node on this host needs its own agent ports (RAY_NOTES.md). Below Linux's ephemeral
+    range (32768+), so that a port freed by a restarting node is not taken by a client meanwhile."""
+    base = env_int("ARGUS_DEV_AGENT_PORT_BASE", 20100) + 10 * node
+    return (
+        f"--dashboard-agent-listen-port={base} --dashboard-agent-grpc-port={base + 1} "
+        f"--metrics-export-port={base + 2} --runtime-env-agent-port={base + 3}"
+    )
+
+
 def cluster_gpus(gcs_address: str) -> float:
     from ray.autoscaler.v2.sdk import get_cluster_status
 
@@ -146,18 +156,15 @@ def main() -> int:
             **env,
             "ARGUS_RAY_PORT": str(ray_port),
             "ARGUS_DASHBOARD_PORT": str(dashboard_port),
-            "ARGUS_RAY_EXTRA_ARGS": f"--temp-dir=/tmp/argus-ray-{port} --object-store-memory=100000000",
+            "ARGUS_RAY_EXTRA_ARGS": f"--temp-dir=/tmp/argus-ray-{port} --object-store-memory=100000000 "
+            + agent_ports(0),
         }
         print(f"Starting the Ray head (GCS :{ray_port}, dashboard :{dashboard_port})…", flush=True)
         stack.start("ray-head", [PYTHON, "manage.py", "raynode", "head"], head_env)
         gcs = f"127.0.0.1:{ray_port}"
         wait("head.json", lambda: manage(env, "raynode", "status", check=False).returncode == 0, 90, stack)
         for index in range(workers):
-            base = 53100 + 10 * index + 100 * (port % 50)
-            ports = (
-                f"--dashboard-agent-listen-port={base} --dashboard-agent-grpc-port={base + 1} "
-                f"--metrics-export-port={base + 2} --runtime-env-agent-port={base + 3}"
-            )
+            ports = agent_ports(index + 1)
             worker_env = {
                 **env,
                 "ARGUS_RAY_EXTRA_ARGS": f"--num-gpus={gpus} --num-cpus=4 --object-store-memory=200000000 {ports}",

@@ -64,7 +64,8 @@ class _BoundedJobClient(JobSubmissionClient):
         super().__init__(address)
 
     def _do_request(self, method: str, endpoint: str, **kwargs: Any) -> Any:
-        kwargs.setdefault("timeout", self._argus_timeout)
+        is_submit = method == "POST" and endpoint.rstrip("/").endswith("/api/jobs")
+        kwargs.setdefault("timeout", settings.ARGUS_RAY_SUBMIT_TIMEOUT_S if is_submit else self._argus_timeout)
         return super()._do_request(method, endpoint, **kwargs)
 
 

@@ -69,6 +69,18 @@ class LocalRayCluster:
             start_new_session=True,
         )
 
+    @staticmethod
+    def _agent_ports() -> list[str]:
+        # Every node on one host needs its own agent ports, the head too: with the defaults, a
+        # second cluster's agents fail to bind and its job server answers "No available agent".
+        listen, grpc, metrics, runtime_env = (free_port() for _ in range(4))
+        return [
+            f"--dashboard-agent-listen-port={listen}",
+            f"--dashboard-agent-grpc-port={grpc}",
+            f"--metrics-export-port={metrics}",
+            f"--runtime-env-agent-port={runtime_env}",
+        ]
+
     def start_head(self) -> None:
         self.head = Node(
             "head",
@@ -80,6 +92,7 @@ class LocalRayCluster:
                 "--dashboard-host=127.0.0.1",
                 f"--dashboard-port={self.dashboard_port}",
                 f"--temp-dir={self.temp_dir}",
+                *self._agent_ports(),
                 log="head",
             ),
             0,
@@ -87,7 +100,6 @@ class LocalRayCluster:
         wait_for(lambda: _http_ok(self.job_server_url + "/api/version"), 60, "the Ray head")
 
     def add_worker(self, gpus: int = 4, cpus: int = 4) -> Node:
-        ports = [free_port() for _ in range(4)]
         name = f"worker{len(self.workers) + 1}"
         node = Node(
             name,
@@ -96,10 +108,7 @@ class LocalRayCluster:
                 f"--num-cpus={cpus}",
                 f"--num-gpus={gpus}",
                 '--resources={"worker_node": 100}',
-                f"--dashboard-agent-listen-port={ports[0]}",
-                f"--dashboard-agent-grpc-port={ports[1]}",
-                f"--metrics-export-port={ports[2]}",
-                f"--runtime-env-agent-port={ports[3]}",
+                *self._agent_ports(),
                 log=name,
             ),
             gpus,
@@ -118,6 +127,24 @@ class LocalRayCluster:
         except Exception:
             return -1
         return sum(u.total for u in status.cluster_resource_usage if u.resource_name == "GPU")
+
+    def warm_up(self, timeout: float = 120) -> None:
+        """Run one trivial job on the workers. Right after start the head answers submissions
+        with "No available agent to submit job" until the nodes' job agents have registered."""
+        from ray.job_submission import JobStatus, JobSubmissionClient
+
+        client = JobSubmissionClient(self.job_server_url)
+
+        def submitted() -> str | None:
+            try:
+                return client.submit_job(entrypoint="python3 -c pass", entrypoint_resources={"worker_node": 1})
+            except RuntimeError as error:
+                if "No available agent" in str(error):
+                    return None
+                raise
+
+        job = wait_for(submitted, timeout, "a job agent")
+        wait_for(lambda: client.get_job_status(job) == JobStatus.SUCCEEDED, timeout, "the warm-up job")
 
     def stop_node(self, node: Node, timeout: float = 30) -> None:
         # SIGTERM to the `ray start --block` process alone: it drains and stops its node.

@@ -23,6 +23,7 @@ def ray_cluster() -> Iterator[LocalRayCluster]:
         for _ in range(2):
             cluster.add_worker(gpus=4, cpus=4)
             cluster.wait_for_gpus(4 * len(cluster.workers))
+        cluster.warm_up()
         yield cluster
     finally:
         cluster.stop()

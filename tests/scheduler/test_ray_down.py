@@ -28,6 +28,7 @@ def own_cluster(settings):
         cluster.start_head()
         cluster.add_worker(gpus=4, cpus=4)
         cluster.wait_for_gpus(4)
+        cluster.warm_up()
         cluster.publish(head_file_from_settings())
         return cluster
 
