@@ -1,4 +1,4 @@
-"""What every page shares: the nav, the task pages' placeholders, the 404 page."""
+"""What every page shares: the nav, a title, the 404 page."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ pytestmark = pytest.mark.django_db
     ("url", "title"),
     [("/tasks/", "Tasks"), ("/tasks/new/", "New task"), ("/queue/", "Queue"), ("/cluster/", "Cluster")],
 )
-def test_the_task_pages_answer_until_they_are_built(client: Client, alice: User, url: str, title: str) -> None:
+def test_the_task_pages_answer_with_their_title(client: Client, alice: User, url: str, title: str) -> None:
     client.force_login(alice)
     response = client.get(url)
     assert response.status_code == 200
