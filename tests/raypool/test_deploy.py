@@ -54,7 +54,7 @@ def test_the_entrypoint_writes_a_supervisord_config_for_the_role(tmp_path: Path,
 def test_the_entrypoint_refuses_an_unknown_role(tmp_path: Path, role: str) -> None:
     result = entrypoint(tmp_path, ARGUS_ROLE=role)
     assert result.returncode == 2
-    assert "ARGUS_ROLE must be head or worker" in result.stderr
+    assert "ARGUS_ROLE must be head, worker, web or scheduler" in result.stderr
 
 
 def fake_supervisord(tmp_path: Path) -> str:
@@ -110,8 +110,23 @@ def test_compose_runs_a_head_and_two_workers_on_one_shared_volume() -> None:
     compose = yaml.safe_load((PROJECT_DIR / "deploy" / "docker-compose.yaml").read_text())
     services = compose["services"]
     roles = {name: service["environment"]["ARGUS_ROLE"] for name, service in services.items()}
-    assert roles == {"head": "head", "worker-1": "worker", "worker-2": "worker"}
+    assert roles == {
+        "head": "head",
+        "worker-1": "worker",
+        "worker-2": "worker",
+        "web": "web",
+        "scheduler": "scheduler",
+    }
     for service in services.values():
         assert "shared:/private" in service["volumes"]
         assert service["environment"]["ARGUS_SHARED_ROOT"] == "/private"
     assert "shared" in compose["volumes"]
+
+
+def test_compose_gives_the_control_plane_one_database_volume_and_a_required_key() -> None:
+    text = (PROJECT_DIR / "deploy" / "docker-compose.yaml").read_text()
+    services = yaml.safe_load(text)["services"]
+    for name in ("web", "scheduler"):
+        assert "db:/var/lib/argus" in services[name]["volumes"]
+        assert services[name]["environment"]["ARGUS_SECRET_KEY"].startswith("${ARGUS_SECRET_KEY:?")
+    assert services["web"]["ports"] == ["8000:8000"]

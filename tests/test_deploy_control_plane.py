@@ -1,0 +1,94 @@
+"""deploy/entrypoint.sh for the control plane, run outside a container with real supervisord:
+the web role migrates and serves, the scheduler role runs qcluster, SIGTERM stops each."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV_BIN = Path(sys.executable).parent
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _start(tmp_path: Path, role: str, **env: str) -> subprocess.Popen:
+    base = {
+        "PATH": f"{VENV_BIN}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "ARGUS_ROLE": role,
+        "ARGUS_PYTHON": str(VENV_BIN / "python"),
+        "ARGUS_RUN_DIR": str(tmp_path / f"run-{role}"),
+        "ARGUS_SECRET_KEY": "deploy-test",
+        "ARGUS_SHARED_ROOT": str(tmp_path / "private"),
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'argus.sqlite3'}",
+    }
+    log = (tmp_path / f"{role}.log").open("wb")
+    return subprocess.Popen(
+        [str(ROOT / "deploy" / "entrypoint.sh")], env={**base, **env}, stdout=log, stderr=subprocess.STDOUT
+    )
+
+
+def _stop(process: subprocess.Popen) -> int:
+    process.send_signal(signal.SIGTERM)  # what `docker stop` sends to the container's PID 1
+    return process.wait(90)
+
+
+def _children(pid: int) -> list[str]:
+    out = subprocess.run(["ps", "-o", "args=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    return out.splitlines()
+
+
+@pytest.mark.timeout(240)
+def test_the_web_role_migrates_serves_and_stops(tmp_path: Path) -> None:
+    port = _free_port()
+    web = _start(tmp_path, "web", ARGUS_BIND=f"127.0.0.1:{port}")
+    try:
+        deadline = time.monotonic() + 120
+        body = b""
+        while time.monotonic() < deadline and not body:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as response:
+                    body = response.read()
+            except OSError:
+                time.sleep(0.5)
+        assert body == b"ok\n", (tmp_path / "web.log").read_text()[-3000:]
+        # collectstatic ran: hashed names from the manifest are served.
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/login/", timeout=5) as response:
+            assert response.status == 200
+    finally:
+        code = _stop(web)
+    assert code == 0
+    assert (tmp_path / "argus.sqlite3").exists()
+
+
+@pytest.mark.timeout(240)
+def test_the_scheduler_role_runs_qcluster_and_stops_it(tmp_path: Path) -> None:
+    subprocess.run(
+        [str(VENV_BIN / "python"), "manage.py", "migrate", "--noinput"],
+        cwd=ROOT,
+        env={**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'argus.sqlite3'}", "ARGUS_SECRET_KEY": "x"},
+        check=True,
+        capture_output=True,
+    )
+    scheduler = _start(tmp_path, "scheduler")
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any("qcluster" in c for c in _children(scheduler.pid)):
+            time.sleep(0.5)
+        assert any("manage.py qcluster" in c for c in _children(scheduler.pid))
+    finally:
+        code = _stop(scheduler)
+    assert code == 0
