@@ -89,9 +89,7 @@ def test_it_answers_413_to_a_huge_spec(alice, client_for):
 
 
 def test_it_rejects_non_utf8_bytes(alice, client_for):
-    response = client_for(alice).post(
-        "/api/v2/tasks", b"workload: \xff\xfe\n", content_type="application/yaml"
-    )
+    response = client_for(alice).post("/api/v2/tasks", b"workload: \xff\xfe\n", content_type="application/yaml")
     assert response.status_code == 400
     assert _error(response)["fields"]
 
@@ -158,9 +156,7 @@ def test_list_pages(alice, client_for, make_task):
     assert body["next"]
 
 
-def test_list_query_count_does_not_grow_with_tasks(
-    alice, client_for, make_task, django_assert_max_num_queries
-):
+def test_list_query_count_does_not_grow_with_tasks(alice, client_for, make_task, django_assert_max_num_queries):
     for _ in range(10):
         make_task(alice)
     client = client_for(alice)
@@ -301,9 +297,7 @@ def _client_as(kind: str, alice: User, bob: User, admin: User, client_for):
 EXPECTED = {"owner": 200, "admin": 200, "other": 404}
 
 
-@pytest.mark.parametrize(
-    "who", ["owner", "other", "admin", "no_token", "bad_token", "revoked", "expired", "disabled"]
-)
+@pytest.mark.parametrize("who", ["owner", "other", "admin", "no_token", "bad_token", "revoked", "expired", "disabled"])
 @pytest.mark.parametrize(("method", "route"), TASK_ROUTES)
 def test_isolation_matrix(alice, bob, admin, client_for, make_task, who, method, route):
     task = make_task(alice)

@@ -23,10 +23,7 @@ def test_task_ids_are_readable():
 
 
 def test_submission_ids_number_attempts():
-    assert (
-        Attempt.submission_id_for("alice-ppo-20261121-101500-ab12", 3)
-        == "alice-ppo-20261121-101500-ab12--a03"
-    )
+    assert Attempt.submission_id_for("alice-ppo-20261121-101500-ab12", 3) == "alice-ppo-20261121-101500-ab12--a03"
 
 
 def test_it_records_creation(alice, make_task):
