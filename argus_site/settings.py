@@ -224,7 +224,6 @@ Q_CLUSTER = {
     "catch_up": False,
     "ack_failures": True,
     "save_limit": 200,
-    "sync": envbool("ARGUS_Q_SYNC", False),
     "label": "Scheduler queue",
 }
 

@@ -1,0 +1,58 @@
+"""The example specs are valid for a user with the files they name (the demo's run on Ray is
+in tests/scheduler/test_demo.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tasks.specs import parse_spec
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+@pytest.fixture
+def example_files(shared_root: Path, alice) -> None:
+    for relative in ("datasets/gsm8k/train.parquet", "datasets/gsm8k/test.parquet"):
+        (shared_root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (shared_root / relative).write_bytes(b"PAR1")
+    home = shared_root / "users" / "alice"
+    (home / "datasets" / "sft").mkdir(parents=True)
+    for name in ("train.parquet", "val.parquet"):
+        (home / "datasets" / "sft" / name).write_bytes(b"PAR1")
+    (home / "code" / "reward.py").write_text((EXAMPLES / "gpu" / "reward.py").read_text())
+
+
+@pytest.mark.parametrize("name", ["ppo", "grpo", "sft", "advanced-reward"])
+def test_the_gpu_examples_are_valid_specs(example_files, name: str) -> None:
+    parsed = parse_spec((EXAMPLES / "gpu" / f"{name}.yaml").read_text(), username="alice")
+    assert parsed.nnodes >= 1
+    if name == "advanced-reward":
+        assert parsed.warnings == []  # it names data.train_files and the ray address
+
+
+def test_the_demo_is_valid_where_make_run_allows_its_module(settings, alice) -> None:
+    settings.ARGUS_ADVANCED_ALLOWED_MODULES = ["verl.trainer.", "examples."]
+    parsed = parse_spec((EXAMPLES / "demo.yaml").read_text(), username="alice")
+    assert (parsed.nnodes, parsed.n_gpus_per_node) == (2, 2)
+
+
+def test_the_demo_module_is_refused_in_production(alice) -> None:
+    from tasks.specs import SpecError
+
+    with pytest.raises(SpecError) as refused:
+        parse_spec((EXAMPLES / "demo.yaml").read_text(), username="alice")
+    assert "command" in refused.value.fields
+
+
+def test_the_reward_example_scores_gsm8k_answers() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("reward", EXAMPLES / "gpu" / "reward.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    score = module.compute_score
+    assert score(data_source="gsm8k", solution_str="so #### 1,234", ground_truth="1234") == 1.0
+    assert score(data_source="gsm8k", solution_str="#### 7", ground_truth="8") == 0.1
+    assert score(data_source="gsm8k", solution_str="no answer", ground_truth="8") == 0.0
