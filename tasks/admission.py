@@ -71,14 +71,14 @@ def _plural(count: int, word: str) -> str:
 
 def shortfall(request: Request, free: Mapping[str, float], totals: Mapping[str, float]) -> str:
     """Why it cannot start now, in words: "needs 2 nodes with 3 free GPUs; 1 node has them"."""
-    need = f"needs {_plural(request.nnodes, 'node')} with {request.gpus_per_node} free GPUs"
+    need = f"needs {_plural(request.nnodes, 'node')} with {_plural(request.gpus_per_node, 'free GPU')}"
     if not totals:
         return f"{need}; no worker node has joined the cluster"
     if not can_ever_fit(request, totals):
         big = sum(1 for total in totals.values() if total >= request.gpus_per_node)
         return (
             f"{need}; the cluster has {_plural(len(totals), 'worker node')}, {big} with "
-            f"{request.gpus_per_node} GPUs or more: it can start only when more nodes join"
+            f"{_plural(request.gpus_per_node, 'GPU')} or more: it can start only when more nodes join"
         )
     have = sum(1 for gpus in free.values() if gpus >= request.gpus_per_node)
     verb = "has" if have == 1 else "have"
