@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+
+from tasks.logs import follow, tail_lines
+from tasks.models import TaskState
+
+pytestmark = pytest.mark.django_db
+
+
+def test_tail_reads_the_last_lines_of_a_big_log(tmp_path: Path):
+    path = tmp_path / "driver.log"
+    path.write_bytes(b"".join(b"line %d\n" % i for i in range(200_000)))
+    assert tail_lines(path, 3) == b"line 199997\nline 199998\nline 199999\n"
+    assert tail_lines(path, 0) == b""
+    assert tail_lines(tmp_path / "missing.log", 5) == b""
+
+
+def test_follow_streams_new_lines_until_the_attempt_ends(tmp_path: Path):
+    path = tmp_path / "driver.log"
+    path.write_bytes(b"first\n")
+    done = threading.Event()
+
+    def writer() -> None:
+        for i in range(3):
+            time.sleep(0.1)
+            with path.open("ab") as handle:
+                handle.write(b"more %d\n" % i)
+        done.set()
+
+    threading.Thread(target=writer).start()
+    received = b"".join(follow(path, start=0, finished=done.is_set, poll_s=0.05, max_s=10))
+    assert received == b"first\nmore 0\nmore 1\nmore 2\n"
+
+
+def _task_with_log(make_task, user, tmp_path: Path, text: str, **attempt_fields):
+    task = make_task(user, state=TaskState.RUNNING)
+    log = tmp_path / "driver.log"
+    log.write_text(text)
+    task.attempts.create(attempt_no=1, ray_submission_id=f"{task.task_id}--a01", log_path=str(log), **attempt_fields)
+    return task
+
+
+def test_the_logs_api_gives_the_whole_log_or_its_tail(alice, client_for, make_task, tmp_path):
+    task = _task_with_log(make_task, alice, tmp_path, "a\nb\nc\n")
+    client = client_for(alice)
+    whole = client.get(f"/api/v2/tasks/{task.task_id}/logs")
+    assert whole["Content-Type"].startswith("text/plain")
+    assert b"".join(whole.streaming_content) == b"a\nb\nc\n"
+    assert client.get(f"/api/v2/tasks/{task.task_id}/logs?tail=2").content == b"b\nc\n"
+
+
+def test_follow_of_an_ended_attempt_returns_the_rest_and_stops(alice, client_for, make_task, tmp_path):
+    task = _task_with_log(make_task, alice, tmp_path, "x\ny\n", end_time=timezone.now())
+    response = client_for(alice).get(f"/api/v2/tasks/{task.task_id}/logs?follow=1&tail=1")
+    assert b"".join(response.streaming_content) == b"y\n"
+
+
+@pytest.mark.parametrize("query", ["attempt=0", "attempt=x", "tail=-1", "follow=maybe"])
+def test_bad_log_parameters_are_named(alice, client_for, make_task, tmp_path, query):
+    task = _task_with_log(make_task, alice, tmp_path, "")
+    response = client_for(alice).get(f"/api/v2/tasks/{task.task_id}/logs?{query}")
+    assert response.status_code == 400
+    assert query.split("=")[0] in response.json()["error"]["fields"]
+
+
+def test_an_unknown_attempt_is_404(alice, client_for, make_task, tmp_path):
+    task = _task_with_log(make_task, alice, tmp_path, "")
+    assert client_for(alice).get(f"/api/v2/tasks/{task.task_id}/logs?attempt=7").status_code == 404
+    assert client_for(alice).get(f"/api/v2/tasks/{task.task_id}/metrics?attempt=7").status_code == 404
