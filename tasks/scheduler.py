@@ -218,8 +218,9 @@ def _apply_status(task: Task, attempt: Attempt, job: JobDetails) -> bool:
         if value is not None and getattr(attempt, name) != value:
             setattr(attempt, name, value)
             changed.append(name)
-    if "ray_status" in changed:
+    if changed:
         attempt.save(update_fields=changed)
+    if "ray_status" in changed:
         task.record(
             EventKind.RAY_STATUS_SYNC,
             actor=ACTOR,
@@ -227,8 +228,6 @@ def _apply_status(task: Task, attempt: Attempt, job: JobDetails) -> bool:
             message=f"Ray reports {status}.",
             data={"ray_status": status},
         )
-    elif changed:
-        attempt.save(update_fields=changed)
 
     if status == JobStatus.PENDING:
         return False
