@@ -89,6 +89,10 @@ class Stack:
         return [name for name, child in self.children if child.poll() is not None]
 
     def stop(self) -> None:
+        # A second Ctrl-C (or make passing the first one on) must not cut the shutdown short and
+        # leave nodes behind: from here on, signals are ignored until every child is gone.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         for name, child in reversed(self.children):
             if child.poll() is None:
                 print(f"  stopping {name} (pid {child.pid})", flush=True)
