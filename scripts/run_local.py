@@ -154,6 +154,8 @@ def main() -> int:
         interrupted = True
         raise KeyboardInterrupt
 
+    # Installed explicitly: a shell that starts us in the background leaves SIGINT ignored.
+    signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     try:
         head_env = {
