@@ -61,4 +61,8 @@ def _request_tick_now() -> None:
 def enqueue_run() -> None:
     from django_q.tasks import async_task
 
-    async_task("tasks.scheduler.run", task_name=f"tick-{uuid.uuid4().hex[:8]}", group="argus-tick")
+    # In a transaction: in autocommit, django-q2's ORM broker calls close_old_connections(), which
+    # with CONN_MAX_AGE=0 closes our connection twice per enqueue (two reconnects: ~2 ms of CPU
+    # per task submitted, bench/api_intake.py). The row is committed as the block ends.
+    with transaction.atomic():
+        async_task("tasks.scheduler.run", task_name=f"tick-{uuid.uuid4().hex[:8]}", group="argus-tick")
