@@ -19,7 +19,6 @@ POLICIES = (STRICT_FIFO, BEST_EFFORT_FIFO)
 @dataclass(frozen=True)
 class Request:
     key: int  # the task's primary key
-    label: str  # the task id, for reasons
     nnodes: int
     gpus_per_node: int
 
@@ -107,14 +106,16 @@ def decide(
     """
     free = dict(free)
     decision = Decision(admitted=[], waiting={}, short=set())
-    blocker: Request | None = None
+    blocked = False
     failed_shapes: set[tuple[int, int]] = set()
     # A shortfall depends only on the shape and the free room, which changes only when a task
     # is admitted: computed once per shape in between, a long best-effort queue stays cheap.
     reasons: dict[tuple[int, int], str] = {}
     for request in queue:
-        if blocker is not None:
-            decision.waiting[request.key] = f"waiting behind {blocker.label} (strict FIFO)"
+        if blocked:
+            # Not naming the head task: when it starts, every reason behind it would change,
+            # and a long queue would be rewritten on each admission. Its position says where.
+            decision.waiting[request.key] = "waiting its turn: the head of the queue goes first (strict FIFO)"
             continue
         if max_new is not None and len(decision.admitted) >= max_new:
             decision.waiting[request.key] = "the limit of running tasks is reached (ARGUS_MAX_RUNNING_TASKS)"
@@ -135,5 +136,5 @@ def decide(
         decision.waiting[request.key] = reasons[shape]
         decision.short.add(request.key)
         if policy == STRICT_FIFO and can_ever_fit(request, totals):
-            blocker = request
+            blocked = True
     return decision

@@ -35,7 +35,7 @@ from tasks import admission
 from tasks.builders import build_argv
 from tasks.failures import classify, key_error_line, trim
 from tasks.jobfiles import driver_log_path, job_root
-from tasks.lease import claim_lease, enqueue_run, release_lease, requested_at, tick_lease
+from tasks.lease import claim_lease, enqueue_run, release_lease, requested_at
 from tasks.models import (
     ACTIVE_STATES,
     Attempt,
@@ -54,6 +54,7 @@ logger = logging.getLogger(__name__)
 S = TaskState
 ACTOR = "scheduler"
 RUN_SECONDS = 50.0
+FOLLOW_UP_S = 0.5
 LOG_TAIL_BYTES = 64 * 1024
 
 
@@ -75,7 +76,10 @@ def run(max_seconds: float = RUN_SECONDS) -> int:
             ticks += 1
             if time.monotonic() >= deadline or (report.idle and requested_at() == seen):
                 break
-            _wait_for_request(seen, settings.ARGUS_TICK_S, deadline)
+            # A job just ended: its GPUs are free, but Ray may count them as used for a moment
+            # more, so look again soon rather than a whole ARGUS_TICK_S later.
+            pause = min(FOLLOW_UP_S, settings.ARGUS_TICK_S) if report.ended else settings.ARGUS_TICK_S
+            _wait_for_request(seen, pause, deadline)
             if not claim_lease(holder):  # renews; False only if it was taken over after expiry
                 return ticks
     finally:
@@ -237,25 +241,17 @@ def _apply_status(task: Task, attempt: Attempt, job: JobDetails) -> bool:
         return False
     if status == JobStatus.SUCCEEDED:
         task.transition(S.SUCCEEDED, actor=ACTOR, attempt=attempt, message="The Ray job succeeded.")
-        _request_successor()
         return True
     if status == JobStatus.STOPPED:
         if task.cancel_requested_at is not None:
             task.transition(S.CANCELED, actor=ACTOR, attempt=attempt, message="Stopped on Ray as requested.")
         else:
             _finish(task, attempt, FailureKind.UNKNOWN, "The Ray job was stopped outside Argus.")
-        _request_successor()
         return True
     if status == JobStatus.FAILED:
         _failed(task, attempt, job)
-        _request_successor()
         return True
     return False
-
-
-def _request_successor() -> None:
-    # A job ended: GPUs are free, so the next tick should come now, not in ARGUS_TICK_S.
-    tick_lease().update(requested_at=timezone.now())
 
 
 def _log_tail(task: Task, attempt: Attempt) -> str:
@@ -402,15 +398,15 @@ def admit(ray: RayJobs, cluster: ClusterView) -> list[str]:
     rows = (
         Task.objects.waiting()
         .filter(Q(next_run_at=None) | Q(next_run_at__lte=now))
-        .values_list("pk", "task_id", "nnodes", "n_gpus_per_node", "state", "pending_reason")
+        .values_list("pk", "nnodes", "n_gpus_per_node", "state", "pending_reason")
     )
     states = {}
     written = {}
     queue = []
-    for pk, task_id, nnodes, gpus, state, reason in rows:
+    for pk, nnodes, gpus, state, reason in rows:
         states[pk] = state
         written[pk] = reason
-        queue.append(admission.Request(pk, task_id, nnodes, gpus))
+        queue.append(admission.Request(pk, nnodes, gpus))
     if not queue:
         return []
     max_new = None
