@@ -40,6 +40,7 @@ from tasks.models import (
     ACTIVE_STATES,
     Attempt,
     ClusterState,
+    Event,
     EventKind,
     FailureKind,
     IllegalTransition,
@@ -427,6 +428,15 @@ def admit(ray: RayJobs, cluster: ClusterView) -> list[str]:
     return submitted
 
 
+# SQLite builds with the default limit take 32,766 variables a statement: a very long queue is
+# written in slices, still a number of statements that does not depend on its order.
+BATCH = 5000
+
+
+def _batches(pks: list[int]) -> list[list[int]]:
+    return [pks[start : start + BATCH] for start in range(0, len(pks), BATCH)]
+
+
 def _write_reasons(reasons: dict[int, str], to_pending: set[int]) -> None:
     """Reasons and QUEUED -> PENDING_RESOURCES moves in a few statements, whatever the queue's
     length: one UPDATE per distinct reason, one for the moves, one bulk insert of their events."""
@@ -434,33 +444,33 @@ def _write_reasons(reasons: dict[int, str], to_pending: set[int]) -> None:
     for pk, reason in reasons.items():
         by_reason.setdefault(reason[:500], []).append(pk)
     for reason, pks in by_reason.items():
-        Task.objects.filter(pk__in=pks).exclude(pending_reason=reason).update(pending_reason=reason)
+        for batch in _batches(pks):
+            Task.objects.filter(pk__in=batch).exclude(pending_reason=reason).update(pending_reason=reason)
     if not to_pending:
         return
     now = timezone.now()
-    with transaction.atomic():
-        moving = list(
-            Task.objects.select_for_update()
-            .filter(pk__in=to_pending, state=S.QUEUED)
-            .values_list("pk", "pending_reason")
-        )
-        Task.objects.filter(pk__in=[pk for pk, _ in moving], state=S.QUEUED).update(
-            state=S.PENDING_RESOURCES, updated_at=now
-        )
-        from tasks.models import Event
-
-        Event.objects.bulk_create(
-            Event(
-                task_id=pk,
-                kind=EventKind.STATE_TRANSITION,
-                from_state=S.QUEUED,
-                to_state=S.PENDING_RESOURCES,
-                actor=ACTOR,
-                message=f"Waiting for resources: {reason}",
-                created_at=now,
+    for batch in _batches(sorted(to_pending)):
+        with transaction.atomic():
+            moving = list(
+                Task.objects.select_for_update()
+                .filter(pk__in=batch, state=S.QUEUED)
+                .values_list("pk", "pending_reason")
             )
-            for pk, reason in moving
-        )
+            Task.objects.filter(pk__in=[pk for pk, _ in moving], state=S.QUEUED).update(
+                state=S.PENDING_RESOURCES, updated_at=now
+            )
+            Event.objects.bulk_create(
+                Event(
+                    task_id=pk,
+                    kind=EventKind.STATE_TRANSITION,
+                    from_state=S.QUEUED,
+                    to_state=S.PENDING_RESOURCES,
+                    actor=ACTOR,
+                    message=f"Waiting for resources: {reason}",
+                    created_at=now,
+                )
+                for pk, reason in moving
+            )
 
 
 def start_attempt(ray: RayJobs, task_pk: int, placement: dict[str, int]) -> str | None:

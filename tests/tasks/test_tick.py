@@ -1,0 +1,105 @@
+"""The tick's decisions with a fake Ray (the real one is in tests/scheduler): what is admitted,
+what waits and why, and which events are written."""
+
+from __future__ import annotations
+
+import pytest
+from ray.dashboard.modules.job.pydantic_models import JobDetails, JobType
+from ray.job_submission import JobStatus
+
+from tasks import scheduler
+from tasks.models import Event, EventKind, Task, TaskState
+from tasks.rayjobs import ClusterView, NodeView, RayAddress, RayUnavailable
+from tests.conftest import PPO_SPEC
+
+pytestmark = pytest.mark.django_db
+S = TaskState
+
+
+class FakeRay:
+    address = RayAddress("http://ray.invalid:8265", "ray.invalid:6379", "settings")
+
+    def __init__(self, gpus_per_node: list[int]) -> None:
+        self.nodes = [
+            NodeView(f"n{i}", "10.0.0.1", True, False, True, float(g), float(g)) for i, g in enumerate(gpus_per_node)
+        ]
+        self.submitted: list[str] = []
+
+    def cluster(self) -> ClusterView:
+        return ClusterView(self.nodes)
+
+    def jobs(self) -> dict[str, JobDetails]:
+        # What Ray says of what we submitted: accepted, not started yet.
+        return {
+            sid: JobDetails(type=JobType.SUBMISSION, entrypoint="x", submission_id=sid, status=JobStatus.PENDING)
+            for sid in self.submitted
+        }
+
+    def submit(self, *, submission_id: str, **kwargs: object) -> None:
+        self.submitted.append(submission_id)
+
+
+@pytest.fixture
+def fake_ray(monkeypatch):
+    def install(gpus_per_node: list[int]) -> FakeRay:
+        ray = FakeRay(gpus_per_node)
+        monkeypatch.setattr(scheduler.RayJobs, "connect", classmethod(lambda cls: ray))
+        return ray
+
+    return install
+
+
+def test_the_first_that_fits_goes_the_next_waits_with_a_reason(alice, make_task, fake_ray):
+    ray = fake_ray([4])
+    first, second, third = (make_task(alice) for _ in range(3))
+    report = scheduler.tick()
+    assert report.submitted == [first.task_id]
+    assert ray.submitted == [f"{first.task_id}--a01"]
+    first.refresh_from_db()
+    second.refresh_from_db()
+    third.refresh_from_db()
+    assert first.state == S.SUBMITTED
+    assert (second.state, second.pending_reason) == (
+        S.PENDING_RESOURCES,
+        "needs 1 node with 4 free GPUs; 0 nodes have them now",
+    )
+    assert third.state == S.QUEUED and "strict FIFO" in third.pending_reason
+    assert second.events.filter(kind=EventKind.STATE_TRANSITION, to_state=S.PENDING_RESOURCES).count() == 1
+
+
+def test_a_promise_holds_the_gpus_until_the_attempt_ends(alice, make_task, fake_ray):
+    ray = fake_ray([4])
+    make_task(alice)
+    scheduler.tick()
+    waiting = make_task(alice)
+    # Ray still shows all 4 GPUs free (the first job has not allocated yet): the promise counts.
+    scheduler.tick()
+    assert len(ray.submitted) == 1
+    assert Task.objects.get(pk=waiting.pk).state == S.PENDING_RESOURCES
+
+
+def test_ray_unreachable_leaves_tasks_queued_with_the_reason(alice, make_task, monkeypatch):
+    def down(cls):
+        raise RayUnavailable("connection refused")
+
+    monkeypatch.setattr(scheduler.RayJobs, "connect", classmethod(down))
+    task = make_task(alice)
+    report = scheduler.tick()
+    assert report.reachable is False
+    task.refresh_from_db()
+    assert task.state == S.QUEUED
+    assert task.pending_reason.startswith("Ray is unreachable")
+
+
+def test_a_long_queue_is_written_in_batches(alice, make_task, fake_ray, monkeypatch):
+    monkeypatch.setattr(scheduler, "BATCH", 2)
+    fake_ray([])  # no worker node: nobody fits, everyone gets the reason
+    tasks = [make_task(alice, spec=PPO_SPEC) for _ in range(5)]
+    scheduler.tick()
+    rows = Task.objects.filter(pk__in=[t.pk for t in tasks])
+    # A task that cannot fit the cluster as it stands does not block the others: each waits
+    # for nodes to join, with that reason, all moved to PENDING_RESOURCES across the batches.
+    assert set(rows.values_list("state", "pending_reason")) == {
+        (S.PENDING_RESOURCES, "needs 1 node with 4 free GPUs; no worker node has joined the cluster")
+    }
+    assert Event.objects.filter(task__in=rows, to_state=S.PENDING_RESOURCES).count() == 5
