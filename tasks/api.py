@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from django.db.models import QuerySet
@@ -20,7 +19,7 @@ from rest_framework.response import Response
 from argus_site.api import Conflict, PayloadTooLarge, actor_of, error_responses
 from tasks.curves import parse_log
 from tasks.filters import TaskFilter
-from tasks.jobfiles import driver_log_path, resolved_spec
+from tasks.jobfiles import attempt_log, resolved_spec
 from tasks.logs import follow, read_all, tail_lines
 from tasks.models import TERMINAL_STATES, Attempt, IllegalTransition, StaleState, Task
 from tasks.parsers import PlainTextParser, TextYamlParser, YamlTextParser
@@ -164,7 +163,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         attempt = self._attempt(task, query.validated_data.get("attempt"))
         if attempt is None:
             return HttpResponse(b"", content_type=TEXT)
-        path = Path(attempt.log_path or driver_log_path(task.user.username, attempt.ray_submission_id))
+        path = attempt_log(task, attempt)
         tail = query.validated_data.get("tail")
         if not query.validated_data["follow"]:
             if tail is not None:
@@ -198,7 +197,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         attempt = self._attempt(task, query.validated_data.get("attempt"))
         if attempt is None:
             return Response({"attempt": None, "last_step": None, "total_steps": None, "series": {}})
-        path = Path(attempt.log_path or driver_log_path(task.user.username, attempt.ray_submission_id))
+        path = attempt_log(task, attempt)
         curves = parse_log(path)
         body = {"attempt": attempt.attempt_no, **curves.to_json()}
         if body["total_steps"] is None:

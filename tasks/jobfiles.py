@@ -21,6 +21,11 @@ def driver_log_path(username: str, submission_id: str) -> Path:
     return job_root(username, submission_id) / "driver.log"
 
 
+def attempt_log(task: Task, attempt: Attempt) -> Path:
+    """The attempt's driver.log: where it was recorded, or where it belongs."""
+    return Path(attempt.log_path or driver_log_path(task.user.username, attempt.ray_submission_id))
+
+
 def resolved_spec(task: Task, attempt_no: int | None = None) -> dict[str, Any]:
     """The spec as Ray will run it: macros expanded, plus the argv and the job root of an
     attempt (the latest one, or the first when none exists yet)."""

@@ -23,7 +23,6 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from django.conf import settings
 from django.db import close_old_connections, models, transaction
@@ -34,7 +33,7 @@ from ray.job_submission import JobDetails, JobStatus
 from tasks import admission
 from tasks.builders import build_argv
 from tasks.failures import classify, key_error_line, trim
-from tasks.jobfiles import driver_log_path, job_root
+from tasks.jobfiles import attempt_log, driver_log_path, job_root
 from tasks.lease import claim_lease, enqueue_run, release_lease, requested_at
 from tasks.models import (
     ACTIVE_STATES,
@@ -256,7 +255,7 @@ def _apply_status(task: Task, attempt: Attempt, job: JobDetails) -> bool:
 
 
 def _log_tail(task: Task, attempt: Attempt) -> str:
-    path = Path(attempt.log_path or driver_log_path(task.user.username, attempt.ray_submission_id))
+    path = attempt_log(task, attempt)
     try:
         with path.open("rb") as handle:
             handle.seek(0, os.SEEK_END)
