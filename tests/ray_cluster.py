@@ -5,6 +5,7 @@ stopped by process id: never `ray stop`, which would stop every Ray on the machi
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -163,6 +164,7 @@ class LocalRayCluster:
         if self.head is not None:
             self.stop_node(self.head)
             self.head = None
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
 
     def publish(self, path: Path, ttl: float = 60) -> None:
         """Write head.json for this cluster, as `raynode head` does."""
