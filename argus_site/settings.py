@@ -199,6 +199,8 @@ ARGUS_RAY_SUBMIT_TIMEOUT_S = envfloat("ARGUS_RAY_SUBMIT_TIMEOUT_S", 30.0)
 
 # Scheduler
 ARGUS_TICK_S = envfloat("ARGUS_TICK_S", 2.0)
+# The ticker renews its lease every pass; a crashed one blocks the next for at most this long.
+ARGUS_TICK_LEASE_S = envint("ARGUS_TICK_LEASE_S", 90)
 ARGUS_RETRY_INTERVAL_S = envint("ARGUS_RETRY_INTERVAL_S", 60)
 ARGUS_RETRY_MAX_INTERVAL_S = envint("ARGUS_RETRY_MAX_INTERVAL_S", 600)
 ARGUS_LOST_RETRIES = envint("ARGUS_LOST_RETRIES", 3)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -17,7 +18,6 @@ from django.utils import timezone
 from tasks.models import Lease
 
 TICK_LEASE = "tick"
-LEASE_TTL_S = 90
 
 
 def tick_lease() -> models.QuerySet[Lease]:
@@ -25,7 +25,10 @@ def tick_lease() -> models.QuerySet[Lease]:
     return Lease.objects.filter(name=TICK_LEASE)
 
 
-def claim_lease(holder: str, ttl: float = LEASE_TTL_S) -> bool:
+def claim_lease(holder: str, ttl: float | None = None) -> bool:
+    """Take or renew the lease for ``ttl`` seconds (ARGUS_TICK_LEASE_S): after a crash, the
+    next ticker waits at most that long."""
+    ttl = settings.ARGUS_TICK_LEASE_S if ttl is None else ttl
     now = timezone.now()
     free = Q(expires_at=None) | Q(expires_at__lt=now) | Q(holder=holder)
     if tick_lease().filter(free).update(holder=holder, expires_at=now + timedelta(seconds=ttl)) == 1:

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 from django.db import connection
+from django_q.models import Schedule
 from ray.job_submission import JobSubmissionClient
 
-from tasks.models import TaskState
+from tasks.models import Attempt, TaskState
 from tests.scheduler.conftest import standin_spec, state_of
 
 pytestmark = [pytest.mark.ray, pytest.mark.django_db(transaction=True)]
@@ -29,7 +30,8 @@ def database_url() -> str:
 
 
 @pytest.fixture
-def qcluster(on_ray, shared_root, tmp_path):
+def start_qcluster(on_ray, shared_root, tmp_path):
+    """Start `manage.py qcluster` processes against the test database; all stopped at the end."""
     env = {
         **os.environ,
         "DATABASE_URL": database_url(),
@@ -37,19 +39,38 @@ def qcluster(on_ray, shared_root, tmp_path):
         "ARGUS_RAY_JOB_SERVER_URL": on_ray.job_server_url,
         "ARGUS_RAY_GCS_ADDRESS": on_ray.gcs_address,
         "ARGUS_TICK_S": "1",
+        "ARGUS_TICK_LEASE_S": "10",
     }
-    log = (tmp_path / "qcluster.log").open("wb")
-    process = subprocess.Popen(
-        [sys.executable, "manage.py", "qcluster"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
-    )
-    yield process
-    # SIGTERM to the main process only: qcluster then stops its workers between tasks.
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(10)
+    started: list[subprocess.Popen] = []
+
+    def start() -> subprocess.Popen:
+        log = (tmp_path / f"qcluster-{len(started)}.log").open("wb")
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "qcluster"],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own group, so a test can kill it whole, like a crash
+        )
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        if process.poll() is None:
+            # SIGTERM to the main process only: qcluster then stops its workers between tasks.
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(10)
+
+
+@pytest.fixture
+def qcluster(start_qcluster):
+    return start_qcluster()
 
 
 def wait(predicate, timeout: float) -> None:
@@ -74,3 +95,32 @@ def test_qcluster_dispatches_on_submit_and_hands_gpus_over(alice, submit, on_ray
     jobs = {job.submission_id: job for job in client.list_jobs()}
     a, b = jobs[f"{first.task_id}--a01"], jobs[f"{second.task_id}--a01"]
     assert b.start_time >= a.end_time  # never both at once
+
+
+def test_a_scheduler_killed_mid_submission_loses_nothing_and_submits_nothing_twice(
+    alice, submit, on_ray, start_qcluster
+):
+    client = JobSubmissionClient(on_ray.job_server_url)
+    first = start_qcluster()
+    time.sleep(3)
+    tasks = [submit(alice, standin_spec(gpus=1, steps=2, step_s=0.1)) for _ in range(6)]
+    # The moment the first attempt row exists, the scheduler is in the middle of submitting:
+    # kill it whole, as a crashed container would be.
+    wait(lambda: Attempt.objects.exists(), 30)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait(10)
+
+    # A new scheduler, with the once-a-minute safety net the migration installs in production
+    # (tests flush the database between transactional tests), takes over once the lease expires.
+    Schedule.objects.update_or_create(
+        name="argus-tick-safety-net",
+        defaults={"func": "tasks.scheduler.run", "schedule_type": Schedule.MINUTES, "minutes": 1, "repeats": -1},
+    )
+    start_qcluster()
+    wait(lambda: all(state_of(task) == TaskState.SUCCEEDED for task in tasks), 180)
+
+    ids = [job.submission_id for job in client.list_jobs() if job.submission_id.startswith("alice-")]
+    for task in tasks:
+        mine = [sid for sid in ids if sid.startswith(task.task_id)]
+        assert mine == [f"{task.task_id}--a01"], mine  # exactly one job, the first attempt's
+        assert task.attempts.count() == 1
