@@ -21,6 +21,7 @@ venv: $(STAMP)
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	@mkdir -p var  # the default SQLite file lives there; makemigrations opens it
 	ARGUS_DEBUG=1 $(PY) manage.py makemigrations --check --dry-run >/dev/null
 
 test: venv
