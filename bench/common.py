@@ -12,7 +12,6 @@ import math
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -20,7 +19,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,6 +29,9 @@ ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+# The same helpers the test suite's local Ray cluster uses (no Django import behind them).
+from tests.ray_cluster import free_port, http_ok, wait_for  # noqa: E402
 
 PPO_SPEC = """\
 workload: ppo
@@ -114,30 +116,6 @@ def make_user(username: str, *, admin: bool = False) -> tuple[Any, str]:
 
 
 # --- processes --------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(interval)
-    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
-
-
-def http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return response.status == 200
-    except (OSError, urllib.error.URLError):
-        return False
 
 
 class Gunicorn:

@@ -9,6 +9,7 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
+from accounts.homes import home_dir
 from accounts.models import ApiToken
 from tasks.models import Task
 
@@ -51,6 +52,18 @@ def bob(make_user) -> User:
 @pytest.fixture
 def admin(make_user) -> User:
     return make_user("admin", admin=True)
+
+
+@pytest.fixture
+def alice_home(alice: User) -> Path:
+    return home_dir(alice.username)
+
+
+@pytest.fixture
+def bob_home(bob: User) -> Path:
+    home = home_dir(bob.username)
+    (home / "datasets" / "secret.txt").write_text("bob's secret\n")
+    return home
 
 
 @pytest.fixture

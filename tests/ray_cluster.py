@@ -98,7 +98,7 @@ class LocalRayCluster:
             ),
             0,
         )
-        wait_for(lambda: _http_ok(self.job_server_url + "/api/version"), 60, "the Ray head")
+        wait_for(lambda: http_ok(self.job_server_url + "/api/version"), 60, "the Ray head")
 
     def add_worker(self, gpus: int = 4, cpus: int = 4) -> Node:
         name = f"worker{len(self.workers) + 1}"
@@ -180,7 +180,7 @@ class LocalRayCluster:
         write_head(path, record)
 
 
-def _http_ok(url: str) -> bool:
+def http_ok(url: str) -> bool:
     import urllib.request
 
     try:
@@ -190,7 +190,7 @@ def _http_ok(url: str) -> bool:
         return False
 
 
-def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.1):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         result = predicate()

@@ -12,7 +12,6 @@ from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
-from accounts.homes import home_dir
 from tests.accounts.helpers import assert_error
 
 pytestmark = pytest.mark.django_db
@@ -23,18 +22,6 @@ FILES = "/api/v2/files"
 @pytest.fixture
 def api(client_for: Callable[[User | None], APIClient], alice: User) -> APIClient:
     return client_for(alice)
-
-
-@pytest.fixture
-def alice_home(alice: User) -> Path:
-    return home_dir(alice.username)
-
-
-@pytest.fixture
-def bob_home(bob: User) -> Path:
-    home = home_dir(bob.username)
-    (home / "datasets" / "secret.txt").write_text("bob's secret\n")
-    return home
 
 
 def upload(api: APIClient, path: str, name: str = "train.jsonl", data: bytes = b"{}\n", **extra: str):

@@ -9,8 +9,6 @@ from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
-from accounts.homes import home_dir
-
 pytestmark = pytest.mark.django_db
 
 
@@ -18,18 +16,6 @@ pytestmark = pytest.mark.django_db
 def as_alice(client: Client, alice: User) -> Client:
     client.force_login(alice)
     return client
-
-
-@pytest.fixture
-def alice_home(alice: User) -> Path:
-    return home_dir(alice.username)
-
-
-@pytest.fixture
-def bob_home(bob: User) -> Path:
-    home = home_dir(bob.username)
-    (home / "datasets" / "secret.txt").write_text("bob's secret\n")
-    return home
 
 
 def messages_of(response) -> list[str]:
