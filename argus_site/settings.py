@@ -201,6 +201,15 @@ ARGUS_RAY_SUBMIT_TIMEOUT_S = envfloat("ARGUS_RAY_SUBMIT_TIMEOUT_S", 30.0)
 ARGUS_TICK_S = envfloat("ARGUS_TICK_S", 2.0)
 # The ticker renews its lease every pass; a crashed one blocks the next for at most this long.
 ARGUS_TICK_LEASE_S = envint("ARGUS_TICK_LEASE_S", 90)
+# A tick stops starting work after this long (each submission may wait on Ray), well under the
+# lease and django-q2's timeout; what it did not reach waits for the next tick.
+ARGUS_TICK_BUDGET_S = envfloat("ARGUS_TICK_BUDGET_S", 30.0)
+# A task whose scheduling step raises this many times in a row fails alone (tasks/scheduler/steps.py).
+ARGUS_SCHEDULER_ERROR_LIMIT = envint("ARGUS_SCHEDULER_ERROR_LIMIT", 3)
+# How often the scheduler reads Ray's whole job table (orphans, retention, foreign jobs).
+ARGUS_RAY_SWEEP_S = envfloat("ARGUS_RAY_SWEEP_S", 5.0)
+# Finished jobs are deleted from Ray this long after their end (their logs are on shared storage).
+ARGUS_RAY_JOB_RETENTION_S = envint("ARGUS_RAY_JOB_RETENTION_S", 3600)
 ARGUS_RETRY_INTERVAL_S = envint("ARGUS_RETRY_INTERVAL_S", 60)
 ARGUS_RETRY_MAX_INTERVAL_S = envint("ARGUS_RETRY_MAX_INTERVAL_S", 600)
 ARGUS_LOST_RETRIES = envint("ARGUS_LOST_RETRIES", 3)

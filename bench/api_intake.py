@@ -120,7 +120,7 @@ def hold_tick_lease(held: bool) -> None:
     """Pretend a ticker is running (the lease held far into the future), or let it go."""
     from django.utils import timezone
 
-    from tasks.lease import tick_lease
+    from tasks.scheduler.lease import tick_lease
 
     if held:
         tick_lease().update(holder="bench:busy-ticker", expires_at=timezone.now() + timedelta(hours=1))

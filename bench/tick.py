@@ -4,7 +4,7 @@
 
 Ray is replaced by a fake (``RayJobs.connect`` patched): 100 worker nodes of 8 GPUs, every GPU
 busy at first, ``jobs()`` answering RUNNING for whatever was submitted, ``submit()`` recording the
-id. Everything else is the real tick (tasks.scheduler.tick) on a real SQLite database of its own:
+id. Everything else is the real tick (tasks.scheduler.tick.tick) on a real SQLite database of its own:
 sync, stop, admission, the reasons written on waiting tasks, attempts and job files for the
 admitted ones.
 
@@ -48,7 +48,7 @@ class FakeRay:
     """What the tick asks of Ray, answered from memory: a cluster of ``nodes`` workers."""
 
     def __init__(self, nodes: int, gpus: int = 8) -> None:
-        from tasks.rayjobs import RayAddress
+        from tasks.scheduler.rayjobs import RayAddress
 
         self.address = RayAddress("http://fake-ray:8265", "fake-ray:6379", "settings")
         self.nodes = nodes
@@ -60,7 +60,7 @@ class FakeRay:
         return [f"node{i:03d}" for i in range(self.nodes)]
 
     def cluster(self) -> Any:
-        from tasks.rayjobs import ClusterView, NodeView
+        from tasks.scheduler.rayjobs import ClusterView, NodeView
 
         views = [NodeView("head", "10.0.0.1", True, True, False, 0.0, 0.0, 0.0, 0.0)]
         for i, node in enumerate(self.node_ids()):
@@ -80,20 +80,23 @@ class FakeRay:
             driver_exit_code=None,
             driver_node_id="node000",
             message="Job is currently running.",
+            metadata={"argus_task_id": submission_id.rpartition("--")[0]},
+            job_id=None,
+            entrypoint="python3 -m raypool.driver",
         )
 
-    def jobs(self) -> dict[str, Any]:
-        return {sid: self._job(sid) for sid in self.submitted}
+    def jobs(self) -> list[Any]:
+        return [self._job(sid) for sid in self.submitted]
 
     def job(self, submission_id: str) -> Any:
-        from tasks.rayjobs import JobNotFound
+        from tasks.scheduler.rayjobs import JobNotFound
 
         if submission_id not in self.submitted:
             raise JobNotFound(submission_id)
         return self._job(submission_id)
 
-    def submit(self, *, submission_id: str, **kwargs: Any) -> None:
-        self.submitted[submission_id] = time.time()
+    def submit(self, payload: dict[str, Any]) -> None:
+        self.submitted[payload["submission_id"]] = time.time()
 
     def stop(self, submission_id: str) -> None:
         pass
@@ -157,7 +160,7 @@ def timed_tick() -> tuple[tuple[float, float], int, Any]:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from tasks.scheduler import tick
+    from tasks.scheduler.tick import tick
 
     with CaptureQueriesContext(connection) as queries:
         started, cpu = time.perf_counter(), time.process_time()

@@ -21,6 +21,9 @@ from raypool.discovery import head_path
 CHECKOUT_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_SHARED_ROOT = CHECKOUT_DIR / "var" / "private"
 ROLES = ("head", "worker")
+# The custom resource every worker declares and every Argus job's driver asks for (the head has
+# no CPUs for work); the scheduler counts a node as a worker by it. One name, here.
+WORKER_RESOURCE = "worker_node"
 
 
 class ConfigError(ValueError):
@@ -66,7 +69,11 @@ class NodeConfig:
             refresh_s=env.seconds("ARGUS_REFRESH_S", 10),
             poll_s=env.seconds("ARGUS_POLL_S", 5),
             node_ip=env.text("ARGUS_NODE_IP", ""),
-            worker_resources=parse_resources_kv(env.text("ARGUS_WORKER_RESOURCES_KV", "worker_node=100")),
+            # Extra resources add to the worker resource; they never replace it.
+            worker_resources={
+                WORKER_RESOURCE: 100,
+                **parse_resources_kv(env.text("ARGUS_WORKER_RESOURCES_KV", "")),
+            },
             ray_extra_args=tuple(_split_args(env.text("ARGUS_RAY_EXTRA_ARGS", ""))),
             log_dir=Path(log_dir) if (log_dir := env.text("ARGUS_LOG_DIR", "")) else None,
         )

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tasks.failures import strip_ansi
+from tasks.scheduler.failures import strip_ansi
 
 STEP = re.compile(r"(?:^|[\s)])step:(?P<step>\d+)\s+-\s+(?P<rest>.+)$")
 NUMPY_WRAPPED = re.compile(r"^np\.\w+\((?P<value>.*)\)$")

@@ -30,19 +30,45 @@ WAITING_STATES = (S.QUEUED, S.PENDING_RESOURCES)
 ACTIVE_STATES = (S.SUBMITTING, S.SUBMITTED, S.RUNNING)
 TERMINAL_STATES = (S.SUCCEEDED, S.FAILED, S.CANCELED)
 
-# Every legal move of the state machine. Anything else is refused.
-TRANSITIONS: dict[str, frozenset[str]] = {
-    S.QUEUED: frozenset({S.PENDING_RESOURCES, S.SUBMITTING, S.CANCELED}),
-    S.PENDING_RESOURCES: frozenset({S.QUEUED, S.SUBMITTING, S.CANCELED}),
-    # Back to QUEUED / PENDING_RESOURCES when Ray could not be reached while submitting.
-    S.SUBMITTING: frozenset({S.SUBMITTED, S.QUEUED, S.PENDING_RESOURCES, S.FAILED, S.CANCELED, S.RUNNING, S.SUCCEEDED}),
-    S.SUBMITTED: frozenset({S.RUNNING, S.SUCCEEDED, S.FAILED, S.CANCELED, S.PENDING_RESOURCES, S.QUEUED}),
-    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.CANCELED, S.PENDING_RESOURCES, S.QUEUED}),
-    # An operator's requeue.
-    S.SUCCEEDED: frozenset(),
-    S.FAILED: frozenset({S.QUEUED}),
-    S.CANCELED: frozenset({S.QUEUED}),
+
+class Role(models.TextChoices):
+    """Who makes a move: the scheduler follows Ray; people act through the API, the web UI and
+    the admin site."""
+
+    SCHEDULER = "scheduler"
+    PERSON = "person"
+
+
+# Every legal move of the state machine, by who may make it. Anything else is refused: a
+# person can requeue only what has ended, since requeuing an active task would start a second
+# attempt while the first Ray job runs on with nobody following it.
+MOVES: dict[str, dict[str, frozenset[str]]] = {
+    Role.SCHEDULER: {
+        # FAILED from a waiting state: a task the scheduler cannot handle at all (see tick.py).
+        S.QUEUED: frozenset({S.PENDING_RESOURCES, S.SUBMITTING, S.CANCELED, S.FAILED}),
+        S.PENDING_RESOURCES: frozenset({S.QUEUED, S.SUBMITTING, S.CANCELED, S.FAILED}),
+        # Back to QUEUED / PENDING_RESOURCES: a retry, a lost job, a storage hiccup.
+        S.SUBMITTING: frozenset(
+            {S.SUBMITTED, S.QUEUED, S.PENDING_RESOURCES, S.FAILED, S.CANCELED, S.RUNNING, S.SUCCEEDED}
+        ),
+        S.SUBMITTED: frozenset({S.RUNNING, S.SUCCEEDED, S.FAILED, S.CANCELED, S.PENDING_RESOURCES, S.QUEUED}),
+        S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.CANCELED, S.PENDING_RESOURCES, S.QUEUED}),
+        S.SUCCEEDED: frozenset(),
+        S.FAILED: frozenset(),
+        S.CANCELED: frozenset(),
+    },
+    Role.PERSON: {
+        # Cancel what has not reached Ray; an active task is stopped through cancel_requested_at.
+        S.QUEUED: frozenset({S.CANCELED}),
+        S.PENDING_RESOURCES: frozenset({S.CANCELED}),
+        # Requeue what has ended (not SUCCEEDED: submit it again instead).
+        S.FAILED: frozenset({S.QUEUED}),
+        S.CANCELED: frozenset({S.QUEUED}),
+    },
 }
+# The scheduler's moves that start or schedule more work: refused while a cancel is pending,
+# in the same conditional UPDATE, so that a cancel landing mid-tick is never lost.
+NOT_WHILE_CANCELING = frozenset({S.QUEUED, S.PENDING_RESOURCES, S.SUBMITTING})
 
 
 class Workload(models.TextChoices):
@@ -70,6 +96,8 @@ class FailureKind(models.TextChoices):
     USER_ERROR = "USER_ERROR"
     RUNTIME_ERROR = "RUNTIME_ERROR"
     UNKNOWN = "UNKNOWN"
+    # The job folder could not be written: storage is unwell, the task waits and retries.
+    STORAGE_ERROR = "STORAGE_ERROR"
 
 
 class EventKind(models.TextChoices):
@@ -81,7 +109,10 @@ class EventKind(models.TextChoices):
     RETRY_SCHEDULED = "RETRY_SCHEDULED"
     CANCEL_REQUESTED = "CANCEL_REQUESTED"
     STOP_REQUESTED = "STOP_REQUESTED"
-    REQUEUED = "REQUEUED"
+    # The scheduler's step for this task raised: recorded, and after a few the task fails.
+    SCHEDULER_ERROR = "SCHEDULER_ERROR"
+    # A Ray job of this task that no live attempt follows was stopped.
+    ORPHAN_STOPPED = "ORPHAN_STOPPED"
 
 
 class IllegalTransition(Exception):
@@ -92,8 +123,12 @@ class StaleState(Exception):
     """Another process changed the task's state first; the caller acted on an old copy."""
 
 
+class CancelPending(StaleState):
+    """The scheduler's move would start more work, but a cancel is pending."""
+
+
 def _request_tick() -> None:
-    from tasks.lease import request_tick  # the lease module imports these models
+    from tasks.scheduler.lease import request_tick  # the lease module imports these models
 
     request_tick()
 
@@ -130,6 +165,8 @@ class Task(models.Model):
     pending_reason = models.CharField(max_length=500, blank=True)
     next_run_at = models.DateTimeField(null=True, blank=True)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    # The scheduler's steps for this task that raised since its last move (see tick.py).
+    scheduler_errors = models.PositiveSmallIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -232,6 +269,7 @@ class Task(models.Model):
         self,
         to: str,
         *,
+        role: Role = Role.PERSON,
         kind: str = EventKind.STATE_TRANSITION,
         actor: str = "system",
         message: str = "",
@@ -242,19 +280,26 @@ class Task(models.Model):
         """Move to state ``to`` and write the event, in one transaction.
 
         The UPDATE is conditional on the state this copy holds, so a concurrent change (a
-        cancel during scheduling, say) is never overwritten: the loser gets StaleState.
-        ``changes`` are other fields written in the same UPDATE.
+        cancel during scheduling, say) is never overwritten: the loser gets StaleState. The
+        scheduler's moves that start more work are also conditional on no cancel pending
+        (CancelPending). ``changes`` are other fields written in the same UPDATE.
         """
         source = self.state
-        if to not in TRANSITIONS[source]:
-            raise IllegalTransition(f"{self.task_id}: {source} -> {to} is not allowed")
+        if to not in MOVES[role].get(source, frozenset()):
+            raise IllegalTransition(f"{self.task_id}: {source} -> {to} is not allowed ({role})")
         now = timezone.now()
         changes["updated_at"] = now
+        changes.setdefault("scheduler_errors", 0)
         if to in TERMINAL_STATES:
             changes.setdefault("finished_at", now)
+        guard = role == Role.SCHEDULER and to in NOT_WHILE_CANCELING
         with transaction.atomic():
-            updated = Task.objects.filter(pk=self.pk, state=source).update(state=to, **changes)
-            if updated != 1:
+            rows = Task.objects.filter(pk=self.pk, state=source)
+            if guard:
+                rows = rows.filter(cancel_requested_at=None)
+            if rows.update(state=to, **changes) != 1:
+                if guard and Task.objects.filter(pk=self.pk, state=source).exclude(cancel_requested_at=None).exists():
+                    raise CancelPending(f"{self.task_id}: a cancel is pending")
                 raise StaleState(f"{self.task_id} is no longer {source}")
             self.state = to
             for name, value in changes.items():
@@ -274,27 +319,36 @@ class Task(models.Model):
 
         Returns True when the task is CANCELED now, False when a stop was requested.
         """
-        if self.is_terminal:
-            raise IllegalTransition(f"{self.task_id} is already {self.state}")
-        if self.state in WAITING_STATES:
-            self.transition(S.CANCELED, actor=actor, message="Canceled before it reached Ray.")
-            return True
-        with transaction.atomic():
-            first = Task.objects.filter(pk=self.pk, cancel_requested_at=None).update(
-                cancel_requested_at=timezone.now(), updated_at=timezone.now()
-            )
-            if first:
-                self.record(
-                    EventKind.CANCEL_REQUESTED,
-                    actor=actor,
-                    message="Cancel requested; the Ray job will be stopped.",
+        # The scheduler may move the task between our read and our write (admitted, or back
+        # to the queue): each path is a conditional UPDATE, and a lost race reads again.
+        for _ in range(5):
+            if self.is_terminal:
+                raise IllegalTransition(f"{self.task_id} is already {self.state}")
+            if self.state in WAITING_STATES:
+                try:
+                    self.transition(S.CANCELED, actor=actor, message="Canceled before it reached Ray.")
+                    return True
+                except StaleState:
+                    self.refresh_from_db()
+                    continue
+            with transaction.atomic():
+                first = Task.objects.filter(pk=self.pk, state=self.state, cancel_requested_at=None).update(
+                    cancel_requested_at=timezone.now(), updated_at=timezone.now()
                 )
-                _request_tick()
-        self.refresh_from_db(fields=["cancel_requested_at", "updated_at"])
-        return False
+                if first:
+                    self.record(
+                        EventKind.CANCEL_REQUESTED,
+                        actor=actor,
+                        message="Cancel requested; the Ray job will be stopped.",
+                    )
+                    _request_tick()
+            self.refresh_from_db()
+            if first or self.cancel_requested_at is not None:
+                return False
+        raise StaleState(f"{self.task_id} kept changing while being canceled")
 
     def requeue(self, actor: str) -> None:
-        """An operator sends a finished task back to the queue (a new attempt follows)."""
+        """An operator sends a failed or canceled task back to the queue (a new attempt follows)."""
         self.transition(
             S.QUEUED,
             actor=actor,
@@ -305,9 +359,6 @@ class Task(models.Model):
             error_summary="",
         )
         _request_tick()
-
-    def latest_attempt(self) -> Attempt | None:
-        return self.attempts.order_by("-attempt_no").first()
 
 
 class Attempt(models.Model):
@@ -392,6 +443,9 @@ class ClusterState(models.Model):
     nodes = models.JSONField(default=list, blank=True)
     checked_at = models.DateTimeField(null=True, blank=True)
     tick_seconds = models.FloatField(default=0.0, help_text="How long the last tick took.")
+    # Live Ray jobs that Argus did not submit: they hold GPUs Argus did not place.
+    foreign_jobs = models.JSONField(default=list, blank=True)
+    swept_at = models.DateTimeField(null=True, blank=True, help_text="When Ray's job table was last swept.")
 
     def __str__(self) -> str:
         return f"{self.name}: {'reachable' if self.reachable else 'unreachable'}"

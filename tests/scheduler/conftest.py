@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from ray.job_submission import JobStatus, JobSubmissionClient
 
 from tasks.models import Task
-from tasks.scheduler import tick
+from tasks.scheduler.tick import tick
 from tests.ray_cluster import LocalRayCluster
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from ray.job_submission import JobSubmissionClient
 
-from tasks import scheduler
 from tasks.models import EventKind, TaskState
-from tasks.rayjobs import RayJobs
+from tasks.scheduler import launch
+from tasks.scheduler.rayjobs import RayJobs
+from tasks.scheduler.tick import tick
 from tests.scheduler.conftest import standin_spec, state_of, tick_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.django_db]
@@ -30,9 +31,9 @@ def test_killed_after_ray_accepted_the_job(alice, submit, on_ray, monkeypatch):
         raise Killed
 
     # Ray has the job, but the scheduler dies before it records SUBMITTED.
-    monkeypatch.setattr(scheduler, "_submitted", die)
+    monkeypatch.setattr(launch, "mark_submitted", die)
     with pytest.raises(Killed):
-        scheduler.tick()
+        tick()
     monkeypatch.undo()
     assert state_of(task) == S.SUBMITTING
     assert _jobs_of(on_ray, task) == [f"{task.task_id}--a01"]
@@ -47,12 +48,12 @@ def test_killed_after_ray_accepted_the_job(alice, submit, on_ray, monkeypatch):
 def test_killed_before_ray_got_the_job(alice, submit, on_ray, monkeypatch):
     task = submit(alice, standin_spec(gpus=1))
 
-    def die(self, **kwargs):
+    def die(self, *args, **kwargs):
         raise Killed
 
     monkeypatch.setattr(RayJobs, "submit", die)
     with pytest.raises(Killed):
-        scheduler.tick()
+        tick()
     monkeypatch.undo()
     assert state_of(task) == S.SUBMITTING
     assert _jobs_of(on_ray, task) == []
@@ -64,7 +65,7 @@ def test_killed_before_ray_got_the_job(alice, submit, on_ray, monkeypatch):
 
 def test_a_duplicate_submission_is_recognised(alice, submit, on_ray):
     task = submit(alice, standin_spec(gpus=1))
-    scheduler.tick()
+    tick()
     attempt = task.attempts.get()
     ray = RayJobs.connect()
     # Sending the same attempt again (as a second, confused scheduler would) reaches Ray's
@@ -73,7 +74,7 @@ def test_a_duplicate_submission_is_recognised(alice, submit, on_ray):
 
     Task.objects.filter(pk=task.pk).update(state=S.SUBMITTING)
     task.refresh_from_db()
-    scheduler.submit_attempt(ray, task, attempt)
+    launch.submit_attempt(ray, task, attempt)
     assert state_of(task) == S.SUBMITTED
     assert task.events.filter(message__startswith="Already on Ray").exists()
     assert _jobs_of(on_ray, task) == [f"{task.task_id}--a01"]

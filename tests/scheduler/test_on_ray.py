@@ -142,7 +142,7 @@ def test_cancel_of_a_running_task_stops_it_on_ray(alice, client_for, submit, on_
 
 
 def test_the_cluster_api_shows_what_the_scheduler_saw(alice, client_for, on_ray):
-    from tasks.scheduler import tick
+    from tasks.scheduler.tick import tick
 
     tick()
     body = client_for(alice).get("/api/v2/cluster").json()

@@ -114,7 +114,7 @@ def test_a_scheduler_killed_mid_submission_loses_nothing_and_submits_nothing_twi
     # (tests flush the database between transactional tests), takes over once the lease expires.
     Schedule.objects.update_or_create(
         name="argus-tick-safety-net",
-        defaults={"func": "tasks.scheduler.run", "schedule_type": Schedule.MINUTES, "minutes": 1, "repeats": -1},
+        defaults={"func": "tasks.scheduler.loop.run", "schedule_type": Schedule.MINUTES, "minutes": 1, "repeats": -1},
     )
     start_qcluster()
     wait(lambda: all(state_of(task) == TaskState.SUCCEEDED for task in tasks), 180)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from raypool.discovery import head_file_from_settings
-from tasks import scheduler
 from tasks.models import EventKind, FailureKind, TaskState
+from tasks.scheduler.tick import tick
 from tests.ray_cluster import LocalRayCluster
 from tests.scheduler.conftest import standin_spec, state_of, tick_until
 
@@ -44,7 +44,7 @@ def test_tasks_wait_while_ray_is_down_and_lost_jobs_are_requeued(alice, client_f
 
     first.stop()  # the head and its worker are gone; head.json still names them
     waiting = submit(alice, standin_spec(gpus=4))
-    report = scheduler.tick()
+    report = tick()
     assert report.reachable is False
     assert state_of(running) == S.RUNNING  # unreachable is a condition, not a verdict
     assert state_of(waiting) == S.QUEUED

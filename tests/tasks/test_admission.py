@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from tasks.admission import BEST_EFFORT_FIFO, STRICT_FIFO, Request, decide, effective_free, place, shortfall
+from tasks.scheduler.admission import BEST_EFFORT_FIFO, STRICT_FIFO, Request, decide, effective_free, place, shortfall
 
 
 def req(key: int, nnodes: int, gpus: int) -> Request:

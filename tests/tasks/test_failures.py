@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.failures import classify, key_error_line, trim
 from tasks.models import FailureKind
+from tasks.scheduler.failures import classify, key_error_line, trim
 
 VERL_TAIL = (
     "\x1b[36m(TaskRunnerV1 pid=3165)\x1b[0m Using dataset class: RLHFDataset\n"

@@ -5,9 +5,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from tasks import scheduler
-from tasks.lease import claim_lease, release_lease, tick_lease
 from tasks.models import Lease
+from tasks.scheduler import loop
+from tasks.scheduler.lease import claim_lease, release_lease, tick_lease
 
 pytestmark = pytest.mark.django_db
 
@@ -29,5 +29,5 @@ def test_an_expired_lease_can_be_taken_over():
 
 def test_run_does_nothing_while_another_holds_the_lease(monkeypatch):
     assert claim_lease("someone-else")
-    monkeypatch.setattr(scheduler, "tick", lambda: pytest.fail("ticked without the lease"))
-    assert scheduler.run(max_seconds=1) == 0
+    monkeypatch.setattr(loop, "tick", lambda *a, **k: pytest.fail("ticked without the lease"))
+    assert loop.run(max_seconds=1) == 0

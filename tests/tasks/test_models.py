@@ -8,6 +8,7 @@ from tasks.models import (
     Attempt,
     EventKind,
     IllegalTransition,
+    Role,
     StaleState,
     Task,
     TaskState,
@@ -35,7 +36,9 @@ def test_it_records_creation(alice, make_task):
 
 def test_transition_writes_its_event(alice, make_task):
     task = make_task(alice)
-    task.transition(TaskState.PENDING_RESOURCES, actor="scheduler", message="waiting", pending_reason="full")
+    task.transition(
+        TaskState.PENDING_RESOURCES, role=Role.SCHEDULER, actor="scheduler", message="waiting", pending_reason="full"
+    )
     task.refresh_from_db()
     assert task.state == TaskState.PENDING_RESOURCES
     assert task.pending_reason == "full"
@@ -62,7 +65,7 @@ def test_a_stale_copy_cannot_overwrite_a_newer_state(alice, make_task):
     stale = Task.objects.get(pk=task.pk)
     task.cancel(actor="api:alice")
     with pytest.raises(StaleState):
-        stale.transition(TaskState.SUBMITTING, actor="scheduler")
+        stale.transition(TaskState.SUBMITTING, role=Role.SCHEDULER, actor="scheduler")
     task.refresh_from_db()
     assert task.state == TaskState.CANCELED
     assert not task.events.filter(to_state=TaskState.SUBMITTING).exists()

@@ -7,9 +7,10 @@ import pytest
 from ray.dashboard.modules.job.pydantic_models import JobDetails, JobType
 from ray.job_submission import JobStatus
 
-from tasks import scheduler
 from tasks.models import Event, EventKind, Task, TaskState
-from tasks.rayjobs import ClusterView, NodeView, RayAddress, RayUnavailable
+from tasks.scheduler import launch
+from tasks.scheduler.rayjobs import ClusterView, JobNotFound, NodeView, RayAddress, RayJobs, RayUnavailable
+from tasks.scheduler.tick import tick
 from tests.conftest import PPO_SPEC
 
 pytestmark = pytest.mark.django_db
@@ -28,22 +29,26 @@ class FakeRay:
     def cluster(self) -> ClusterView:
         return ClusterView(self.nodes)
 
-    def jobs(self) -> dict[str, JobDetails]:
+    def job(self, submission_id: str) -> JobDetails:
         # What Ray says of what we submitted: accepted, not started yet.
-        return {
-            sid: JobDetails(type=JobType.SUBMISSION, entrypoint="x", submission_id=sid, status=JobStatus.PENDING)
-            for sid in self.submitted
-        }
+        if submission_id not in self.submitted:
+            raise JobNotFound(submission_id)
+        return JobDetails(
+            type=JobType.SUBMISSION, entrypoint="x", submission_id=submission_id, status=JobStatus.PENDING
+        )
 
-    def submit(self, *, submission_id: str, **kwargs: object) -> None:
-        self.submitted.append(submission_id)
+    def jobs(self) -> list[JobDetails]:
+        return [self.job(sid) for sid in self.submitted]
+
+    def submit(self, payload: dict[str, object]) -> None:
+        self.submitted.append(str(payload["submission_id"]))
 
 
 @pytest.fixture
 def fake_ray(monkeypatch):
     def install(gpus_per_node: list[int]) -> FakeRay:
         ray = FakeRay(gpus_per_node)
-        monkeypatch.setattr(scheduler.RayJobs, "connect", classmethod(lambda cls: ray))
+        monkeypatch.setattr(RayJobs, "connect", classmethod(lambda cls: ray))
         return ray
 
     return install
@@ -52,7 +57,7 @@ def fake_ray(monkeypatch):
 def test_the_first_that_fits_goes_the_next_waits_with_a_reason(alice, make_task, fake_ray):
     ray = fake_ray([4])
     first, second, third = (make_task(alice) for _ in range(3))
-    report = scheduler.tick()
+    report = tick()
     assert report.submitted == [first.task_id]
     assert ray.submitted == [f"{first.task_id}--a01"]
     first.refresh_from_db()
@@ -70,10 +75,10 @@ def test_the_first_that_fits_goes_the_next_waits_with_a_reason(alice, make_task,
 def test_a_promise_holds_the_gpus_until_the_attempt_ends(alice, make_task, fake_ray):
     ray = fake_ray([4])
     make_task(alice)
-    scheduler.tick()
+    tick()
     waiting = make_task(alice)
     # Ray still shows all 4 GPUs free (the first job has not allocated yet): the promise counts.
-    scheduler.tick()
+    tick()
     assert len(ray.submitted) == 1
     assert Task.objects.get(pk=waiting.pk).state == S.PENDING_RESOURCES
 
@@ -82,9 +87,9 @@ def test_ray_unreachable_leaves_tasks_queued_with_the_reason(alice, make_task, m
     def down(cls):
         raise RayUnavailable("connection refused")
 
-    monkeypatch.setattr(scheduler.RayJobs, "connect", classmethod(down))
+    monkeypatch.setattr(RayJobs, "connect", classmethod(down))
     task = make_task(alice)
-    report = scheduler.tick()
+    report = tick()
     assert report.reachable is False
     task.refresh_from_db()
     assert task.state == S.QUEUED
@@ -92,10 +97,10 @@ def test_ray_unreachable_leaves_tasks_queued_with_the_reason(alice, make_task, m
 
 
 def test_a_long_queue_is_written_in_batches(alice, make_task, fake_ray, monkeypatch):
-    monkeypatch.setattr(scheduler, "BATCH", 2)
+    monkeypatch.setattr(launch, "BATCH", 2)
     fake_ray([])  # no worker node: nobody fits, everyone gets the reason
     tasks = [make_task(alice, spec=PPO_SPEC) for _ in range(5)]
-    scheduler.tick()
+    tick()
     rows = Task.objects.filter(pk__in=[t.pk for t in tasks])
     # A task that cannot fit the cluster as it stands does not block the others: each waits
     # for nodes to join, with that reason, all moved to PENDING_RESOURCES across the batches.

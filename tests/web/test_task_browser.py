@@ -17,7 +17,7 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 from playwright.sync_api import Page, expect
 
-from tasks.models import EventKind, FailureKind, Task, TaskState
+from tasks.models import EventKind, FailureKind, Role, Task, TaskState
 from tests.web.helpers import PageWatch, shot, sign_in
 from tests.web.task_data import ray_down, ray_up, run_attempt, running_task
 
@@ -125,7 +125,9 @@ def test_the_task_page_shows_the_log_the_curves_and_the_progress(
     expect(page.locator("[data-step-text]")).to_have_text("Step 4 of 10", timeout=8000)
 
     # The task ends: the status follows within seconds.
-    task.transition(TaskState.SUCCEEDED, actor="scheduler", message="Ray reports the job SUCCEEDED.")
+    task.transition(
+        TaskState.SUCCEEDED, role=Role.SCHEDULER, actor="scheduler", message="Ray reports the job SUCCEEDED."
+    )
     expect(page.locator("#task-status")).to_contain_text("Succeeded", timeout=8000)
     expect(page.locator("#task-status")).to_have_attribute("data-terminal", "true")
     expect(page.get_by_role("button", name="Cancel task")).to_have_count(0)
@@ -182,7 +184,7 @@ def test_a_poll_that_changes_nothing_leaves_the_page_alone(
     expect(message).to_have_attribute("open", "")
 
     # A real change is swapped in, and the page goes on polling.
-    task.transition(TaskState.QUEUED, actor="scheduler", message="Retrying now.")
+    task.transition(TaskState.QUEUED, role=Role.SCHEDULER, actor="scheduler", message="Retrying now.")
     expect(page.locator("#task-status")).to_contain_text("Queued", timeout=8000)
     expect(page.locator("#task-timeline")).to_contain_text("Retrying now.")
 

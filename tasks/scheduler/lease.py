@@ -68,4 +68,4 @@ def enqueue_run() -> None:
     # with CONN_MAX_AGE=0 closes our connection twice per enqueue (two reconnects: ~2 ms of CPU
     # per task submitted, bench/api_intake.py). The row is committed as the block ends.
     with transaction.atomic():
-        async_task("tasks.scheduler.run", task_name=f"tick-{uuid.uuid4().hex[:8]}", group="argus-tick")
+        async_task("tasks.scheduler.loop.run", task_name=f"tick-{uuid.uuid4().hex[:8]}", group="argus-tick")

@@ -9,18 +9,18 @@ The Jobs SDK passes no timeout to its HTTP calls, so the client here adds one to
 from __future__ import annotations
 
 import logging
+import re
 import socket
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from django.conf import settings
 from ray.job_submission import JobDetails, JobSubmissionClient
 
+from raypool.config import WORKER_RESOURCE
 from raypool.discovery import head_file_from_settings, read_head
 
 logger = logging.getLogger(__name__)
-
-WORKER_RESOURCE = "worker_node"
 
 
 class RayUnavailable(Exception):
@@ -37,6 +37,22 @@ class JobExists(Exception):
 
 class SubmitRejected(Exception):
     """Ray answered, and refused the job (a bad payload): trying again will not help."""
+
+
+# The SDK raises RuntimeError("Request failed with status code N: ...") when Ray answered.
+STATUS_CODE = re.compile(r"status code (\d{3})")
+# Answers that judge the request itself: sending it again gets the same answer. Anything else
+# (408 and 429 included, every 5xx) says Ray is busy or unwell now: a condition, not a verdict.
+FINAL_STATUSES = frozenset({400, 405, 409, 413, 415, 422})
+
+
+class Submission(TypedDict):
+    """The keyword arguments of ``JobSubmissionClient.submit_job`` that Argus sends."""
+
+    submission_id: str
+    entrypoint: str
+    entrypoint_resources: dict[str, float]
+    metadata: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -96,10 +112,6 @@ class ClusterView:
     def to_json(self) -> dict[str, Any]:
         return {"nodes": [node.to_json() for node in self.nodes]}
 
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ClusterView:
-        return cls([NodeView(**node) for node in data.get("nodes", [])])
-
 
 def _classify(error: Exception, submitting: bool = False) -> Exception:
     text = str(error)
@@ -107,9 +119,8 @@ def _classify(error: Exception, submitting: bool = False) -> Exception:
         return JobNotFound(text)
     if "Please use a different submission_id" in text:
         return JobExists(text)
-    # The SDK raises RuntimeError("Request failed with status code N: ...") when Ray answered;
-    # a 4xx to a submission is a verdict on the payload, anything else may pass.
-    if submitting and "Request failed with status code 4" in text:
+    code = STATUS_CODE.search(text)
+    if submitting and code and int(code.group(1)) in FINAL_STATUSES:
         return SubmitRejected(text[:2000])
     return RayUnavailable(f"{type(error).__name__}: {text}"[:500])
 
@@ -138,29 +149,18 @@ class RayJobs:
                 raise RayUnavailable(f"Cannot reach Ray at {self.address.job_server_url}: {error}") from error
         return self._client
 
-    def submit(
-        self,
-        *,
-        submission_id: str,
-        entrypoint: str,
-        metadata: dict[str, str],
-        runtime_env: dict[str, Any] | None = None,
-    ) -> None:
+    def submit(self, payload: Submission) -> None:
+        """Send exactly ``payload`` (what submission.json records) as the job."""
         try:
-            self.client.submit_job(
-                entrypoint=entrypoint,
-                submission_id=submission_id,
-                metadata=metadata,
-                runtime_env=runtime_env,
-                entrypoint_resources={WORKER_RESOURCE: 1},
-            )
+            self.client.submit_job(**payload)
         except Exception as error:
             raise _classify(error, submitting=True) from error
 
-    def jobs(self) -> dict[str, JobDetails]:
-        """Every job Ray knows, by submission id: one call per sync, however many tasks run."""
+    def jobs(self) -> list[JobDetails]:
+        """Every job Ray knows. Its cost grows with Ray's history: the sweep calls it now and
+        then, never the per-tick sync."""
         try:
-            return {job.submission_id: job for job in self.client.list_jobs() if job.submission_id}
+            return list(self.client.list_jobs())
         except Exception as error:
             raise _classify(error) from error
 
@@ -173,6 +173,13 @@ class RayJobs:
     def stop(self, submission_id: str) -> None:
         try:
             self.client.stop_job(submission_id)
+        except Exception as error:
+            raise _classify(error) from error
+
+    def delete(self, submission_id: str) -> None:
+        """Forget a finished job (Ray refuses to delete a live one)."""
+        try:
+            self.client.delete_job(submission_id)
         except Exception as error:
             raise _classify(error) from error
 

@@ -1,0 +1,226 @@
+"""Admission and submission: which waiting tasks start now, and how an attempt reaches Ray.
+
+Crash safety: an attempt row exists before its job is submitted, with the deterministic
+submission id ``<task_id>--aNN``; a task left SUBMITTING is reconciled by sync with what Ray
+knows (there: SUBMITTED; not there: submitted again with the same id, which Ray refuses if a
+copy slipped through).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from django.conf import settings
+from django.db import IntegrityError, models, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from raypool.config import WORKER_RESOURCE
+from tasks.builders import build_argv
+from tasks.jobfiles import driver_log_path, job_root
+from tasks.models import ACTIVE_STATES, Attempt, Event, EventKind, FailureKind, Role, Task, TaskState
+from tasks.scheduler import admission
+from tasks.scheduler.rayjobs import ClusterView, JobExists, RayJobs, RayUnavailable, Submission, SubmitRejected
+from tasks.scheduler.settle import ACTOR, Outcome, settle
+from tasks.scheduler.steps import Budget, guarded
+
+S = TaskState
+
+
+def promised_gpus() -> dict[str, int]:
+    """GPUs Argus reserved per node for live attempts (settled attempts have an end time)."""
+    promised: dict[str, int] = {}
+    rows = Attempt.objects.filter(task__state__in=ACTIVE_STATES, end_time=None).values_list("placement", flat=True)
+    for placement in rows:
+        for node, gpus in (placement or {}).items():
+            promised[node] = promised.get(node, 0) + int(gpus)
+    return promised
+
+
+def admit(ray: RayJobs, cluster: ClusterView, budget: Budget, submitted: list[str]) -> None:
+    """Start what fits, in queue order, appending each started task's id to ``submitted``.
+
+    Stops at the first RayUnavailable (it propagates: Ray will not take the next one either)
+    and when the budget is spent; the rest waits for the next tick.
+    """
+    workers = cluster.workers
+    totals = {node.node_id: node.gpus_total for node in workers}
+    ray_free = {node.node_id: node.gpus_free for node in workers}
+    free = admission.effective_free(totals, ray_free, promised_gpus())
+    now = timezone.now()
+    rows = (
+        Task.objects.waiting()
+        .filter(Q(next_run_at=None) | Q(next_run_at__lte=now), cancel_requested_at=None)
+        .values_list("pk", "nnodes", "n_gpus_per_node", "state", "pending_reason")
+    )
+    states = {}
+    written = {}
+    queue = []
+    for pk, nnodes, gpus, state, reason in rows:
+        states[pk] = state
+        written[pk] = reason
+        queue.append(admission.Request(pk, nnodes, gpus))
+    if not queue:
+        return
+    max_new = None
+    if settings.ARGUS_MAX_RUNNING_TASKS > 0:
+        running = Task.objects.filter(state__in=ACTIVE_STATES).count()
+        max_new = max(0, settings.ARGUS_MAX_RUNNING_TASKS - running)
+    decision = admission.decide(queue, free, totals, policy=settings.ARGUS_SCHEDULING_POLICY, max_new=max_new)
+
+    # Only the reasons that changed: in a steady queue that is none, and no UPDATE naming every
+    # waiting task runs each tick (bench/tick.py).
+    changed = {pk: reason for pk, reason in decision.waiting.items() if written[pk] != reason[:500]}
+    _write_reasons(changed, {pk for pk in decision.short if states[pk] == S.QUEUED})
+    for request, placement in decision.admitted:
+        if budget.spent():
+            return
+        task = Task.objects.select_related("user").get(pk=request.key)
+        if guarded(task, lambda task=task, placement=placement: start_attempt(ray, task, placement)):
+            submitted.append(task.task_id)
+
+
+# SQLite builds with the default limit take 32,766 variables a statement: a very long queue is
+# written in slices, still a number of statements that does not depend on its order.
+BATCH = 5000
+
+
+def _batches(pks: list[int]) -> list[list[int]]:
+    return [pks[start : start + BATCH] for start in range(0, len(pks), BATCH)]
+
+
+def _write_reasons(reasons: dict[int, str], to_pending: set[int]) -> None:
+    """Reasons and QUEUED -> PENDING_RESOURCES moves in a few statements, whatever the queue's
+    length: one UPDATE per distinct reason, one for the moves, one bulk insert of their events."""
+    by_reason: dict[str, list[int]] = {}
+    for pk, reason in reasons.items():
+        by_reason.setdefault(reason[:500], []).append(pk)
+    for reason, pks in by_reason.items():
+        for batch in _batches(pks):
+            Task.objects.filter(pk__in=batch).exclude(pending_reason=reason).update(pending_reason=reason)
+    if not to_pending:
+        return
+    now = timezone.now()
+    for batch in _batches(sorted(to_pending)):
+        with transaction.atomic():
+            moving = list(
+                Task.objects.select_for_update()
+                .filter(pk__in=batch, state=S.QUEUED)
+                .values_list("pk", "pending_reason")
+            )
+            Task.objects.filter(pk__in=[pk for pk, _ in moving], state=S.QUEUED).update(
+                state=S.PENDING_RESOURCES, updated_at=now
+            )
+            Event.objects.bulk_create(
+                Event(
+                    task_id=pk,
+                    kind=EventKind.STATE_TRANSITION,
+                    from_state=S.QUEUED,
+                    to_state=S.PENDING_RESOURCES,
+                    actor=ACTOR,
+                    message=f"Waiting for resources: {reason}",
+                    created_at=now,
+                )
+                for pk, reason in moving
+            )
+
+
+def start_attempt(ray: RayJobs, task: Task, placement: dict[str, int]) -> bool:
+    """A new attempt for a waiting task: the row first (SUBMITTING), then Ray. False when the
+    task moved meanwhile (canceled, or taken by another scheduler)."""
+    last = task.attempts.aggregate(n=models.Max("attempt_no"))["n"] or 0
+    number = last + 1
+    submission_id = Attempt.submission_id_for(task.task_id, number)
+    try:
+        with transaction.atomic():
+            attempt = Attempt.objects.create(
+                task=task,
+                attempt_no=number,
+                ray_submission_id=submission_id,
+                gpus=task.total_gpus,
+                placement=placement,
+                log_path=str(driver_log_path(task.user.username, submission_id)),
+            )
+            task.transition(
+                S.SUBMITTING,
+                role=Role.SCHEDULER,
+                actor=ACTOR,
+                attempt=attempt,
+                message=f"Admitted: {task.total_gpus} GPUs on {len(placement)} node(s).",
+                data={"placement": placement},
+                pending_reason="",
+                next_run_at=None,
+            )
+    except IntegrityError:
+        return False  # another scheduler made this attempt first
+    submit_attempt(ray, task, attempt)
+    return True
+
+
+def submission_payload(task: Task, attempt: Attempt) -> Submission:
+    argv = build_argv(
+        task.spec,
+        username=task.user.username,
+        job_root=job_root(task.user.username, attempt.ray_submission_id),
+    )
+    entrypoint = shlex.join(["python3", "-m", "raypool.driver", "--log", attempt.log_path, "--", *argv])
+    return {
+        "submission_id": attempt.ray_submission_id,
+        "entrypoint": entrypoint,
+        # The driver runs on a worker node, never on the head (which has no CPUs for work).
+        "entrypoint_resources": {WORKER_RESOURCE: 1},
+        "metadata": {
+            "argus_task_id": task.task_id,
+            "argus_user": task.user.username,
+            "argus_attempt": str(attempt.attempt_no),
+        },
+    }
+
+
+def _write_job_files(task: Task, attempt: Attempt, payload: Submission) -> None:
+    root = job_root(task.user.username, attempt.ray_submission_id)
+    (root / "checkpoints").mkdir(parents=True, exist_ok=True)
+    (root / "spec.yaml").write_text(task.spec_raw)
+    (root / "submission.json").write_text(json.dumps(payload, indent=2) + "\n")
+
+
+def submit_attempt(ray: RayJobs, task: Task, attempt: Attempt) -> None:
+    """Send a SUBMITTING attempt to Ray (again, after a crash: the same id)."""
+    payload = submission_payload(task, attempt)
+    try:
+        _write_job_files(task, attempt, payload)
+    except OSError as error:
+        # Storage being unwell is a condition: the task waits and retries with its backoff.
+        line = f"{type(error).__name__}: {error}"[:300]
+        settle(task, attempt, Outcome(failure=FailureKind.STORAGE_ERROR, line=line, stopped=True, message=line))
+        return
+    note = "Submitted to Ray."
+    try:
+        ray.submit(payload)
+    except JobExists:
+        note = "Already on Ray (an earlier submission got through)."
+    except SubmitRejected as error:
+        line = f"Ray refused the submission: {str(error)[:300]}"
+        settle(task, attempt, Outcome(failure=FailureKind.UNKNOWN, line=line, message=str(error)))
+        return
+    except RayUnavailable as error:
+        # Unknown whether Ray took it: the task stays SUBMITTING and the next sync asks Ray.
+        task.record(EventKind.SUBMIT_FAILED, actor=ACTOR, attempt=attempt, message=str(error)[:500])
+        raise
+    mark_submitted(task, attempt, note=note)
+
+
+def mark_submitted(task: Task, attempt: Attempt, note: str) -> None:
+    now = timezone.now()
+    Attempt.objects.filter(pk=attempt.pk, submitted_at=None).update(submitted_at=now)
+    attempt.submitted_at = attempt.submitted_at or now
+    task.transition(
+        S.SUBMITTED,
+        role=Role.SCHEDULER,
+        kind=EventKind.SUBMIT,
+        actor=ACTOR,
+        message=note,
+        attempt=attempt,
+        data={"ray_submission_id": attempt.ray_submission_id},
+    )

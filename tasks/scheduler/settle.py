@@ -1,0 +1,168 @@
+"""An attempt's end, decided in one place: what the task does next.
+
+Sync, submission and cancel all end attempts; each says how it ended (an ``Outcome``) and
+``settle`` does the rest in one transaction: it records the attempt's end, reads the task
+afresh (a cancel may have landed since the tick began), counts the earlier failures and makes
+the one move that follows. Moves that start more work are conditional on no cancel pending in
+the same UPDATE (``Task.transition``), so a cancel is never lost between the read and the write.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count
+from django.utils import timezone
+
+from tasks.models import ACTIVE_STATES, Attempt, EventKind, FailureKind, Role, StaleState, Task, TaskState
+from tasks.scheduler.failures import trim
+
+S = TaskState
+F = FailureKind
+ACTOR = Role.SCHEDULER.value
+# Failures of the program itself, counted against the spec's max_retries.
+REAL_FAILURES = (F.RUNTIME_ERROR, F.UNKNOWN, F.USER_ERROR)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How an attempt ended, as whoever saw it end."""
+
+    failure: str = ""  # a FailureKind; "" when the job succeeded or was stopped
+    line: str = ""  # what a person should read first: the error line, or why it ended
+    stopped: bool = False  # stopped (Ray reports STOPPED, or it never reached Ray)
+    final: bool = False  # no retry, whatever the kind
+    ended_at: datetime | None = None  # Ray's end time, when Ray knows it
+    message: str = ""  # for the attempt's message field, when there is something to add
+
+    @property
+    def succeeded(self) -> bool:
+        return not self.failure and not self.stopped
+
+
+@dataclass
+class Move:
+    to: str
+    message: str
+    kind: str = EventKind.STATE_TRANSITION
+    data: dict[str, Any] = field(default_factory=dict)
+    changes: dict[str, Any] = field(default_factory=dict)
+
+
+def retry_interval(repeats: int) -> int:
+    """ARGUS_RETRY_INTERVAL_S, then doubling on each repeat, up to the cap."""
+    base, cap = settings.ARGUS_RETRY_INTERVAL_S, settings.ARGUS_RETRY_MAX_INTERVAL_S
+    return int(min(cap, base * 2 ** max(0, repeats - 1)))
+
+
+def settle(task: Task, attempt: Attempt, outcome: Outcome) -> Task:
+    """Record the attempt's end and move its task; returns the task as it now is.
+
+    Raises StaleState when the task is no longer active (someone settled it first).
+    """
+    with transaction.atomic():
+        fresh = Task.objects.select_for_update().get(pk=task.pk)
+        if fresh.state not in ACTIVE_STATES:
+            raise StaleState(f"{fresh.task_id} is {fresh.state}, not on Ray")
+        _end_attempt(attempt, outcome)
+        move = next_move(fresh, attempt, outcome, _failure_counts(fresh))
+        fresh.transition(
+            move.to,
+            role=Role.SCHEDULER,
+            kind=move.kind,
+            actor=ACTOR,
+            attempt=attempt,
+            message=move.message,
+            data={**move.data, **({"failure_kind": outcome.failure} if outcome.failure else {})},
+            **move.changes,
+        )
+    return fresh
+
+
+def _end_attempt(attempt: Attempt, outcome: Outcome) -> None:
+    """Every attempt Argus settles gets an end time: only live attempts hold GPUs."""
+    attempt.failure_kind = outcome.failure
+    attempt.end_time = attempt.end_time or outcome.ended_at or timezone.now()
+    fields = ["failure_kind", "end_time"]
+    if outcome.message:
+        attempt.message = trim(outcome.message)
+        fields.append("message")
+    attempt.save(update_fields=fields)
+
+
+def _failure_counts(task: Task) -> Counter[str]:
+    rows = task.attempts.exclude(failure_kind="").values_list("failure_kind").annotate(n=Count("id"))
+    return Counter({kind: n for kind, n in rows})
+
+
+def next_move(task: Task, attempt: Attempt, outcome: Outcome, counts: Counter[str]) -> Move:
+    """The move that follows ``outcome``, given the task as it is now and its attempts'
+    failures so far (this one included)."""
+    number = attempt.attempt_no
+    if outcome.succeeded:
+        return Move(S.SUCCEEDED, "The Ray job succeeded.")
+    if task.cancel_requested_at is not None:
+        why = outcome.line if outcome.stopped else f"attempt {number} ended ({outcome.failure})"
+        return Move(S.CANCELED, f"Canceled: {why or 'stopped on Ray as requested'}.")
+    kind = outcome.failure or F.UNKNOWN
+    line = outcome.line or ("The Ray job was stopped outside Argus." if outcome.stopped else "")
+    summary = f"Attempt {number} failed ({kind}): {line or 'no error message'}. See the log."
+    failed = Move(S.FAILED, summary, changes={"error_summary": summary[:2000]})
+    if outcome.final:
+        return failed
+    if kind == F.INSUFFICIENT_RESOURCES:
+        delay = retry_interval(counts[F.INSUFFICIENT_RESOURCES])
+        at = timezone.now() + timedelta(seconds=delay)
+        return _retry(
+            S.PENDING_RESOURCES,
+            f"Attempt {number} hit a resource shortage; retry in {delay} s.",
+            f"verl found too few free GPUs ({line}); retrying after {at:%H:%M:%S} UTC",
+            delay=delay,
+            next_run_at=at,
+        )
+    if kind == F.STORAGE_ERROR:
+        delay = retry_interval(counts[F.STORAGE_ERROR])
+        at = timezone.now() + timedelta(seconds=delay)
+        return _retry(
+            S.QUEUED,
+            f"Attempt {number} could not be prepared ({line}); retry in {delay} s.",
+            f"the job folder could not be written ({line}); retrying after {at:%H:%M:%S} UTC",
+            delay=delay,
+            next_run_at=at,
+        )
+    if kind == F.LOST:
+        lost, limit = counts[F.LOST], settings.ARGUS_LOST_RETRIES
+        if lost <= limit:
+            return _retry(
+                S.QUEUED,
+                f"Ray lost attempt {number}; requeued ({lost} of {limit}).",
+                "requeued after Ray lost the job",
+            )
+        summary = f"Ray lost the job {lost} times (the head restarted?); giving up after ARGUS_LOST_RETRIES."
+        return Move(S.FAILED, summary, changes={"error_summary": summary})
+    # A user error (a bad path, a bad argument) fails the same way every time: not retried.
+    real = sum(counts[k] for k in REAL_FAILURES)
+    if kind != F.USER_ERROR and real <= task.max_retries:
+        return _retry(
+            S.QUEUED,
+            f"Attempt {number} failed ({kind}); retry {real} of {task.max_retries}.",
+            f"retrying after a failure: {line}",
+        )
+    return failed
+
+
+def _retry(
+    to: str, message: str, reason: str, *, delay: int | None = None, next_run_at: datetime | None = None
+) -> Move:
+    return Move(
+        to,
+        message,
+        kind=EventKind.RETRY_SCHEDULED,
+        data={} if delay is None else {"retry_in_s": delay},
+        changes={"pending_reason": reason[:500], "next_run_at": next_run_at},
+    )

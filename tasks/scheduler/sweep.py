@@ -1,0 +1,114 @@
+"""Ray's whole job table, looked at every ARGUS_RAY_SWEEP_S (not every tick: ``list_jobs``
+returns every job Ray has ever run, and its cost grows with that history).
+
+- An orphan, a live job carrying Argus's metadata that no live attempt follows (a crash
+  between Ray accepting it and its row being kept, an old head coming back with jobs Argus
+  counted as lost), is stopped: it holds GPUs nobody will ever read the results of.
+- A finished Argus job whose attempt has ended, with its log on shared storage, is deleted from
+  Ray after ARGUS_RAY_JOB_RETENTION_S, so that the table (and the head's memory) stays bounded.
+- A live job without Argus's metadata is left alone, and kept in ClusterState for the cluster
+  page: it holds GPUs that Argus did not place.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+from ray.job_submission import JobDetails
+
+from tasks.jobfiles import attempt_log
+from tasks.models import ACTIVE_STATES, Attempt, ClusterState, EventKind, Task
+from tasks.scheduler.rayjobs import JobNotFound, RayJobs
+from tasks.scheduler.settle import ACTOR
+from tasks.scheduler.steps import Budget
+
+logger = logging.getLogger(__name__)
+
+TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
+# Deletions per sweep: a first sweep over a long history spreads over a few sweeps.
+DELETE_BATCH = 200
+
+
+def sweep_due(now: datetime | None = None) -> bool:
+    swept = ClusterState.objects.filter(name="default").values_list("swept_at", flat=True).first()
+    now = now or timezone.now()
+    return swept is None or now - swept >= timedelta(seconds=settings.ARGUS_RAY_SWEEP_S)
+
+
+def _status(job: JobDetails) -> str:
+    return str(job.status.value if hasattr(job.status, "value") else job.status)
+
+
+def sweep(ray: RayJobs, budget: Budget) -> None:
+    jobs = ray.jobs()
+    now = timezone.now()
+    ours = {job.submission_id: job for job in jobs if job.submission_id and (job.metadata or {}).get("argus_task_id")}
+    attempts = {
+        attempt.ray_submission_id: attempt
+        for attempt in Attempt.objects.filter(ray_submission_id__in=list(ours)).select_related("task__user")
+    }
+    retention = timedelta(seconds=settings.ARGUS_RAY_JOB_RETENTION_S)
+    deleted = 0
+    for sid, job in ours.items():
+        if budget.spent():
+            break
+        attempt = attempts.get(sid)
+        live = attempt is not None and attempt.end_time is None and attempt.task.state in ACTIVE_STATES
+        if _status(job) not in TERMINAL:
+            if not live:
+                _stop_orphan(ray, job, attempt)
+            continue
+        if deleted < DELETE_BATCH and not live and _forgettable(job, attempt, now - retention):
+            try:
+                ray.delete(sid)
+                deleted += 1
+            except JobNotFound:
+                pass
+    if deleted:
+        logger.info("sweep: deleted %d finished jobs from Ray", deleted)
+    foreign = [_describe(job) for job in jobs if job.submission_id not in ours and _status(job) not in TERMINAL]
+    ClusterState.objects.filter(name="default").update(foreign_jobs=foreign, swept_at=now)
+
+
+def _forgettable(job: JobDetails, attempt: Attempt | None, before: datetime) -> bool:
+    """Ended long enough ago, and nothing of it is read from Ray any more."""
+    if attempt is None:  # an orphan that has ended: Ray's own end time counts
+        return job.end_time is not None and datetime.fromtimestamp(job.end_time / 1000, tz=UTC) <= before
+    if attempt.end_time is None or attempt.end_time > before:
+        return False
+    return attempt_log(attempt.task, attempt).exists()
+
+
+def _stop_orphan(ray: RayJobs, job: JobDetails, attempt: Attempt | None) -> None:
+    sid = str(job.submission_id)
+    try:
+        ray.stop(sid)
+    except JobNotFound:
+        return
+    task_id = (job.metadata or {}).get("argus_task_id", "")
+    logger.warning("stopped orphan Ray job %s (task %s)", sid, task_id)
+    task = attempt.task if attempt is not None else Task.objects.filter(task_id=task_id).first()
+    # Ray may list a stopping job as live for a moment more: one event per orphan.
+    if task is not None and not task.events.filter(kind=EventKind.ORPHAN_STOPPED, data__ray_submission_id=sid).exists():
+        task.record(
+            EventKind.ORPHAN_STOPPED,
+            actor=ACTOR,
+            attempt=attempt,
+            message=f"Stopped Ray job {sid}: no live attempt of this task follows it.",
+            data={"ray_submission_id": sid},
+        )
+
+
+def _describe(job: JobDetails) -> dict[str, Any]:
+    return {
+        "submission_id": job.submission_id or "",
+        "job_id": job.job_id or "",
+        "status": _status(job),
+        "entrypoint": (job.entrypoint or "")[:300],
+        "start_time": job.start_time,
+        "driver_node_id": job.driver_node_id or "",
+    }

@@ -1,0 +1,97 @@
+"""One pass of the scheduler: see the cluster, follow what runs, stop what was canceled, admit
+what fits, and now and then sweep Ray's job table.
+
+``tick()`` is a plain function: tests call it directly, ``loop.run`` calls it for django-q2.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.utils import timezone
+
+from tasks.models import ACTIVE_STATES, WAITING_STATES, ClusterState, Task
+from tasks.scheduler.cancels import stop_canceled
+from tasks.scheduler.launch import admit
+from tasks.scheduler.rayjobs import ClusterView, RayJobs, RayUnavailable
+from tasks.scheduler.steps import Budget
+from tasks.scheduler.sweep import sweep, sweep_due
+from tasks.scheduler.sync import sync
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class TickReport:
+    reachable: bool = False
+    error: str = ""
+    submitted: list[str] = field(default_factory=list)
+    ended: list[str] = field(default_factory=list)
+    swept: bool = False
+    idle: bool = True  # nothing on Ray and nothing waiting
+    seconds: float = 0.0
+
+
+def tick(budget: Budget | None = None, *, force_sweep: bool = False) -> TickReport:
+    """One pass within ``budget`` (ARGUS_TICK_BUDGET_S by default); what the budget did not
+    reach waits for the next tick."""
+    budget = budget or Budget(settings.ARGUS_TICK_BUDGET_S)
+    started = time.monotonic()
+    report = TickReport()
+    try:
+        ray = RayJobs.connect()
+        cluster = ray.cluster()
+    except RayUnavailable as error:
+        _ray_down(report, str(error))
+    else:
+        report.reachable = True
+        _record_cluster(cluster, "", ray.address.job_server_url)
+        try:
+            sync(ray, budget, report.ended)
+            stop_canceled(ray, budget)
+            # Each submission may wait on Ray: none is started once the budget is spent.
+            if not budget.spent():
+                admit(ray, cluster, budget, report.submitted)
+            if (force_sweep or sweep_due()) and not budget.spent():
+                sweep(ray, budget)
+                report.swept = True
+        except RayUnavailable as error:
+            # Ray went away mid-tick: stop asking it anything; the next tick starts over.
+            report.error = str(error)
+            logger.warning("tick stopped: %s", error)
+    report.idle = not Task.objects.filter(state__in=[*ACTIVE_STATES, *WAITING_STATES]).exists()
+    report.seconds = time.monotonic() - started
+    if report.reachable:
+        ClusterState.objects.filter(name="default").update(tick_seconds=report.seconds)
+    if report.submitted or report.ended:
+        logger.info(
+            "tick: submitted %d, ended %d in %.3f s",
+            len(report.submitted),
+            len(report.ended),
+            report.seconds,
+            extra={"submitted": report.submitted, "ended": report.ended},
+        )
+    return report
+
+
+def _record_cluster(cluster: ClusterView | None, error: str, url: str | None) -> None:
+    ClusterState.objects.update_or_create(
+        name="default",
+        defaults={
+            "reachable": cluster is not None,
+            "error": error[:2000],
+            "nodes": cluster.to_json()["nodes"] if cluster is not None else [],
+            "job_server_url": url or "",
+            "checked_at": timezone.now(),
+        },
+    )
+
+
+def _ray_down(report: TickReport, error: str) -> None:
+    report.error = error
+    _record_cluster(None, error, None)
+    reason = f"Ray is unreachable; the task waits until it is back ({error[:200]})"
+    Task.objects.waiting().exclude(pending_reason=reason).update(pending_reason=reason)
