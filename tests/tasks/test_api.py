@@ -267,6 +267,17 @@ def test_only_admins_requeue(alice, admin, client_for, make_task):
     assert response.json()["state"] == "QUEUED"
 
 
+@pytest.mark.parametrize("state", [TaskState.RUNNING, TaskState.SUBMITTED, TaskState.SUBMITTING, TaskState.SUCCEEDED])
+def test_requeue_of_a_task_that_has_not_failed_or_been_canceled_conflicts(admin, alice, client_for, make_task, state):
+    task = make_task(alice, state=state)
+    response = client_for(admin).post(f"/api/v2/tasks/{task.task_id}/requeue")
+    assert response.status_code == 409
+    assert _error(response)["code"] == "conflict"
+    assert "only FAILED or CANCELED" in _error(response)["message"]
+    task.refresh_from_db()
+    assert task.state == state
+
+
 # --- the isolation matrix ------------------------------------------------------------------
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from tasks.models import (
     Attempt,
+    CancelPending,
     EventKind,
     IllegalTransition,
     Role,
@@ -102,6 +103,42 @@ def test_requeue_brings_a_failed_task_back(alice, make_task):
     assert task.state == TaskState.QUEUED
     assert task.error_summary == ""
     assert task.finished_at is None
+
+
+@pytest.mark.parametrize("state", [TaskState.SUBMITTING, TaskState.SUBMITTED, TaskState.RUNNING, TaskState.QUEUED])
+def test_a_person_cannot_requeue_an_active_or_waiting_task(alice, make_task, state):
+    task = make_task(alice, state=state)
+    with pytest.raises(IllegalTransition):
+        task.requeue(actor="admin:root")
+    task.refresh_from_db()
+    assert task.state == state
+    assert not task.events.filter(to_state=TaskState.QUEUED, actor="admin:root").exists()
+
+
+def test_the_scheduler_may_requeue_what_a_person_may_not(alice, make_task):
+    task = make_task(alice, state=TaskState.RUNNING)
+    task.transition(TaskState.QUEUED, role=Role.SCHEDULER, actor="scheduler", message="retry")
+    assert Task.objects.get(pk=task.pk).state == TaskState.QUEUED
+
+
+def test_a_scheduler_retry_from_a_stale_copy_refuses_while_a_cancel_is_pending(alice, make_task):
+    task = make_task(alice, state=TaskState.RUNNING)
+    Task.objects.get(pk=task.pk).cancel(actor="api:alice")  # lands after our copy was read
+    assert task.cancel_requested_at is None
+    with pytest.raises(CancelPending):
+        task.transition(TaskState.QUEUED, role=Role.SCHEDULER, actor="scheduler")
+    # Ending moves still go through: the job really ended.
+    task.transition(TaskState.CANCELED, role=Role.SCHEDULER, actor="scheduler")
+    assert Task.objects.get(pk=task.pk).state == TaskState.CANCELED
+
+
+def test_a_cancel_racing_the_scheduler_reads_again(alice, make_task):
+    task = make_task(alice)
+    # The scheduler admitted it after our copy was read: the cancel becomes a stop request.
+    Task.objects.filter(pk=task.pk).update(state=TaskState.SUBMITTED)
+    assert task.cancel(actor="api:alice") is False
+    task.refresh_from_db()
+    assert task.state == TaskState.SUBMITTED and task.cancel_requested_at is not None
 
 
 def _with_priority(priority: str) -> str:

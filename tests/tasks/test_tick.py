@@ -4,54 +4,15 @@ what waits and why, and which events are written."""
 from __future__ import annotations
 
 import pytest
-from ray.dashboard.modules.job.pydantic_models import JobDetails, JobType
-from ray.job_submission import JobStatus
 
 from tasks.models import Event, EventKind, Task, TaskState
 from tasks.scheduler import launch
-from tasks.scheduler.rayjobs import ClusterView, JobNotFound, NodeView, RayAddress, RayJobs, RayUnavailable
+from tasks.scheduler.rayjobs import RayJobs, RayUnavailable
 from tasks.scheduler.tick import tick
 from tests.conftest import PPO_SPEC
 
 pytestmark = pytest.mark.django_db
 S = TaskState
-
-
-class FakeRay:
-    address = RayAddress("http://ray.invalid:8265", "ray.invalid:6379", "settings")
-
-    def __init__(self, gpus_per_node: list[int]) -> None:
-        self.nodes = [
-            NodeView(f"n{i}", "10.0.0.1", True, False, True, float(g), float(g)) for i, g in enumerate(gpus_per_node)
-        ]
-        self.submitted: list[str] = []
-
-    def cluster(self) -> ClusterView:
-        return ClusterView(self.nodes)
-
-    def job(self, submission_id: str) -> JobDetails:
-        # What Ray says of what we submitted: accepted, not started yet.
-        if submission_id not in self.submitted:
-            raise JobNotFound(submission_id)
-        return JobDetails(
-            type=JobType.SUBMISSION, entrypoint="x", submission_id=submission_id, status=JobStatus.PENDING
-        )
-
-    def jobs(self) -> list[JobDetails]:
-        return [self.job(sid) for sid in self.submitted]
-
-    def submit(self, payload: dict[str, object]) -> None:
-        self.submitted.append(str(payload["submission_id"]))
-
-
-@pytest.fixture
-def fake_ray(monkeypatch):
-    def install(gpus_per_node: list[int]) -> FakeRay:
-        ray = FakeRay(gpus_per_node)
-        monkeypatch.setattr(RayJobs, "connect", classmethod(lambda cls: ray))
-        return ray
-
-    return install
 
 
 def test_the_first_that_fits_goes_the_next_waits_with_a_reason(alice, make_task, fake_ray):

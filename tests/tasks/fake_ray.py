@@ -1,0 +1,86 @@
+"""A Ray stand-in for the tick's deterministic tests: what each call answers is set by the test,
+and ``hooks`` run a test's code at the exact point of a call (a cancel landing mid-tick, Ray
+going away between two submissions). Everything that touches the real Ray is tested against a
+real cluster in tests/scheduler."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from ray.dashboard.modules.job.pydantic_models import JobDetails, JobType
+from ray.job_submission import JobStatus
+
+from tasks.scheduler.rayjobs import ClusterView, JobNotFound, NodeView, RayAddress, RayJobs
+
+
+class FakeRay:
+    address = RayAddress("http://ray.invalid:8265", "ray.invalid:6379", "settings")
+
+    def __init__(self, gpus_per_node: list[int]) -> None:
+        self.nodes = [
+            NodeView(f"n{i}", "10.0.0.1", True, False, True, float(g), float(g)) for i, g in enumerate(gpus_per_node)
+        ]
+        self.known: dict[str, JobDetails] = {}  # what Ray holds, by submission id
+        self.submitted: list[str] = []  # every submission Ray accepted, in order
+        self.stopped: list[str] = []
+        self.deleted: list[str] = []
+        self.hooks: dict[str, Callable[..., None]] = {}  # call name -> run before answering
+
+    def _hook(self, name: str, *args: object) -> None:
+        if name in self.hooks:
+            self.hooks[name](*args)
+
+    def cluster(self) -> ClusterView:
+        self._hook("cluster")
+        return ClusterView(self.nodes)
+
+    def add(self, submission_id: str, status: str = "PENDING", **fields: object) -> JobDetails:
+        task_id = submission_id.rpartition("--")[0]
+        fields.setdefault("metadata", {"argus_task_id": task_id} if task_id else {})
+        job = JobDetails(
+            type=JobType.SUBMISSION, entrypoint="x", submission_id=submission_id, status=JobStatus(status), **fields
+        )
+        self.known[submission_id] = job
+        return job
+
+    def set_status(self, submission_id: str, status: str, **fields: object) -> None:
+        job = self.known[submission_id]
+        self.known[submission_id] = job.model_copy(update={"status": JobStatus(status), **fields})
+
+    def job(self, submission_id: str) -> JobDetails:
+        self._hook("job", submission_id)
+        if submission_id not in self.known:
+            raise JobNotFound(submission_id)
+        return self.known[submission_id]
+
+    def jobs(self) -> list[JobDetails]:
+        self._hook("jobs")
+        return list(self.known.values())
+
+    def submit(self, payload: dict[str, object]) -> None:
+        self._hook("submit", payload)
+        submission_id = str(payload["submission_id"])
+        self.submitted.append(submission_id)
+        self.add(submission_id, metadata=dict(payload["metadata"]))  # type: ignore[call-overload]
+
+    def stop(self, submission_id: str) -> None:
+        self._hook("stop", submission_id)
+        if submission_id not in self.known:
+            raise JobNotFound(submission_id)
+        self.stopped.append(submission_id)
+
+    def delete(self, submission_id: str) -> None:
+        self._hook("delete", submission_id)
+        self.known.pop(submission_id)
+        self.deleted.append(submission_id)
+
+
+@pytest.fixture
+def fake_ray(monkeypatch) -> Callable[[list[int]], FakeRay]:
+    def install(gpus_per_node: list[int]) -> FakeRay:
+        ray = FakeRay(gpus_per_node)
+        monkeypatch.setattr(RayJobs, "connect", classmethod(lambda cls: ray))
+        return ray
+
+    return install
