@@ -199,7 +199,7 @@ def run_case(policy: str, length: int, users: list[Any], steady: int, nodes: int
             ]
         )
 
-    fake_ray = mock.patch("tasks.rayjobs.RayJobs.connect", return_value=fake)
+    fake_ray = mock.patch("tasks.scheduler.rayjobs.RayJobs.connect", return_value=fake)
     with override_settings(ARGUS_SCHEDULING_POLICY=policy), fake_ray:
         seconds, queries, report = timed_tick()
         row("first tick, nothing fits", [seconds], [queries], len(report.submitted))

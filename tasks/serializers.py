@@ -137,6 +137,17 @@ class NodeSerializer(serializers.Serializer):
     cpus_free = serializers.FloatField()
 
 
+class ForeignJobSerializer(serializers.Serializer):
+    """A live Ray job that Argus did not submit: it holds resources Argus did not place."""
+
+    submission_id = serializers.CharField(allow_blank=True)
+    job_id = serializers.CharField(allow_blank=True)
+    status = serializers.CharField()
+    entrypoint = serializers.CharField(allow_blank=True)
+    start_time = serializers.IntegerField(allow_null=True, help_text="Milliseconds since the epoch, as Ray reports it.")
+    driver_node_id = serializers.CharField(allow_blank=True)
+
+
 class HeadSerializer(serializers.Serializer):
     job_server_url = serializers.CharField(allow_null=True)
     updated_at = serializers.DateTimeField(allow_null=True)
@@ -151,3 +162,6 @@ class ClusterSerializer(serializers.Serializer):
     gpus_total = serializers.FloatField()
     gpus_free = serializers.FloatField()
     head = HeadSerializer()
+    foreign_jobs = ForeignJobSerializer(
+        many=True, help_text="Live Ray jobs Argus did not submit (as of the scheduler's last sweep of Ray's jobs)."
+    )

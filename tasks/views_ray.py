@@ -97,6 +97,7 @@ def cluster_summary() -> dict[str, Any]:
         "gpus_total": sum(node.get("gpus_total", 0) for node in alive_workers),
         "gpus_free": sum(node.get("gpus_free", 0) for node in alive_workers),
         "head": head,
+        "foreign_jobs": state.foreign_jobs if state else [],
     }
 
 

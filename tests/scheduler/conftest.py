@@ -3,16 +3,25 @@ workers declaring 4 GPUs each, shared by the tests of a session (starting one ta
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
 from ray.job_submission import JobStatus, JobSubmissionClient
 
+from raypool.discovery import head_file_from_settings
 from tasks.models import Task
 from tasks.scheduler.tick import tick
 from tests.ray_cluster import LocalRayCluster
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")
@@ -99,3 +108,83 @@ def state_of(task: Task) -> str:
 
 def ray_status(cluster: LocalRayCluster, submission_id: str) -> JobStatus:
     return JobSubmissionClient(cluster.job_server_url).get_job_status(submission_id)
+
+
+def database_url() -> str:
+    db = connection.settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    return f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST'] or 'localhost'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+@pytest.fixture
+def start_qcluster(settings, shared_root, tmp_path):
+    """Start `manage.py qcluster` processes against the test database and the Ray the test's
+    settings name (an address, or head.json under the shared root); all stopped at the end."""
+    started: list[subprocess.Popen] = []
+
+    def start() -> subprocess.Popen:
+        env = {
+            **os.environ,
+            "DATABASE_URL": database_url(),
+            "ARGUS_SHARED_ROOT": str(shared_root),
+            "ARGUS_RAY_JOB_SERVER_URL": settings.ARGUS_RAY_JOB_SERVER_URL,
+            "ARGUS_RAY_GCS_ADDRESS": settings.ARGUS_RAY_GCS_ADDRESS,
+            "ARGUS_TICK_S": "1",
+            "ARGUS_TICK_LEASE_S": "10",
+            "ARGUS_RAY_SWEEP_S": "2",
+            "ARGUS_RETRY_INTERVAL_S": str(settings.ARGUS_RETRY_INTERVAL_S),
+            "ARGUS_RETRY_MAX_INTERVAL_S": str(settings.ARGUS_RETRY_MAX_INTERVAL_S),
+        }
+        log = (tmp_path / f"qcluster-{len(started)}.log").open("wb")
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "qcluster"],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own group, so a test can kill it whole, like a crash
+        )
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        if process.poll() is None:
+            # SIGTERM to the main process only: qcluster then stops its workers between tasks.
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(10)
+
+
+@pytest.fixture
+def qcluster(start_qcluster):
+    return start_qcluster()
+
+
+@pytest.fixture
+def own_cluster(settings):
+    """Clusters of the test's own to take down (head + ``workers`` 4-GPU workers), found
+    through head.json as the node pool publishes it; each new one replaces the last there."""
+    settings.ARGUS_RAY_JOB_SERVER_URL = ""
+    settings.ARGUS_RAY_GCS_ADDRESS = ""
+    settings.ARGUS_RETRY_INTERVAL_S = 1
+    clusters: list[LocalRayCluster] = []
+
+    def start(workers: int = 1) -> LocalRayCluster:
+        cluster = LocalRayCluster()
+        clusters.append(cluster)
+        cluster.start_head()
+        for _ in range(workers):
+            cluster.add_worker(gpus=4, cpus=4)
+        cluster.wait_for_gpus(4 * workers)
+        cluster.warm_up()
+        cluster.publish(head_file_from_settings(), ttl=3600)
+        return cluster
+
+    yield start
+    for cluster in clusters:
+        cluster.stop()

@@ -5,13 +5,9 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
-from django.db import connection
 from django_q.models import Schedule
 from ray.job_submission import JobSubmissionClient
 
@@ -19,58 +15,6 @@ from tasks.models import Attempt, TaskState
 from tests.scheduler.conftest import standin_spec, state_of
 
 pytestmark = [pytest.mark.ray, pytest.mark.django_db(transaction=True)]
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def database_url() -> str:
-    db = connection.settings_dict
-    if db["ENGINE"].endswith("sqlite3"):
-        return f"sqlite:///{db['NAME']}"
-    return f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST'] or 'localhost'}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
-@pytest.fixture
-def start_qcluster(on_ray, shared_root, tmp_path):
-    """Start `manage.py qcluster` processes against the test database; all stopped at the end."""
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url(),
-        "ARGUS_SHARED_ROOT": str(shared_root),
-        "ARGUS_RAY_JOB_SERVER_URL": on_ray.job_server_url,
-        "ARGUS_RAY_GCS_ADDRESS": on_ray.gcs_address,
-        "ARGUS_TICK_S": "1",
-        "ARGUS_TICK_LEASE_S": "10",
-    }
-    started: list[subprocess.Popen] = []
-
-    def start() -> subprocess.Popen:
-        log = (tmp_path / f"qcluster-{len(started)}.log").open("wb")
-        process = subprocess.Popen(
-            [sys.executable, "manage.py", "qcluster"],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own group, so a test can kill it whole, like a crash
-        )
-        started.append(process)
-        return process
-
-    yield start
-    for process in started:
-        if process.poll() is None:
-            # SIGTERM to the main process only: qcluster then stops its workers between tasks.
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(10)
-
-
-@pytest.fixture
-def qcluster(start_qcluster):
-    return start_qcluster()
 
 
 def wait(predicate, timeout: float) -> None:

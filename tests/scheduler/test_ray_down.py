@@ -4,37 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from raypool.discovery import head_file_from_settings
 from tasks.models import EventKind, FailureKind, TaskState
 from tasks.scheduler.tick import tick
-from tests.ray_cluster import LocalRayCluster
 from tests.scheduler.conftest import standin_spec, state_of, tick_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.django_db]
 S = TaskState
-
-
-@pytest.fixture
-def own_cluster(settings):
-    """A cluster of our own to take down: head + one 4-GPU worker, found through head.json."""
-    settings.ARGUS_RAY_JOB_SERVER_URL = ""
-    settings.ARGUS_RAY_GCS_ADDRESS = ""
-    settings.ARGUS_RETRY_INTERVAL_S = 1
-    clusters: list[LocalRayCluster] = []
-
-    def start() -> LocalRayCluster:
-        cluster = LocalRayCluster()
-        clusters.append(cluster)
-        cluster.start_head()
-        cluster.add_worker(gpus=4, cpus=4)
-        cluster.wait_for_gpus(4)
-        cluster.warm_up()
-        cluster.publish(head_file_from_settings())
-        return cluster
-
-    yield start
-    for cluster in clusters:
-        cluster.stop()
 
 
 def test_tasks_wait_while_ray_is_down_and_lost_jobs_are_requeued(alice, client_for, submit, own_cluster):
