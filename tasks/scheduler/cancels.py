@@ -37,7 +37,7 @@ def _stop(ray: RayJobs, task: Task, attempt: Attempt) -> None:
         # submission may have: only Ray can tell, and it just did); any other is LOST, which
         # sync settles as canceled.
         if task.state == S.SUBMITTING:
-            settle(task, attempt, Outcome(stopped=True, line="canceled before Ray ran it"))
+            settle(task, attempt, Outcome(stopped=True, line="it never reached Ray"))
         return
     attempt.stop_requested_at = timezone.now()
     attempt.save(update_fields=["stop_requested_at"])

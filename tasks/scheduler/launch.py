@@ -127,8 +127,9 @@ def _write_reasons(reasons: dict[int, str], to_pending: set[int]) -> None:
 
 
 def start_attempt(ray: RayJobs, task: Task, placement: dict[str, int]) -> bool:
-    """A new attempt for a waiting task: the row first (SUBMITTING), then Ray. False when the
-    task moved meanwhile (canceled, or taken by another scheduler)."""
+    """A new attempt for a waiting task: the row first (SUBMITTING), then Ray. True when Ray
+    has it; False when the task moved meanwhile (canceled, or taken by another scheduler) or
+    the attempt ended before reaching Ray."""
     last = task.attempts.aggregate(n=models.Max("attempt_no"))["n"] or 0
     number = last + 1
     submission_id = Attempt.submission_id_for(task.task_id, number)
@@ -154,8 +155,7 @@ def start_attempt(ray: RayJobs, task: Task, placement: dict[str, int]) -> bool:
             )
     except IntegrityError:
         return False  # another scheduler made this attempt first
-    submit_attempt(ray, task, attempt)
-    return True
+    return submit_attempt(ray, task, attempt)
 
 
 def submission_payload(task: Task, attempt: Attempt) -> Submission:
@@ -185,8 +185,9 @@ def _write_job_files(task: Task, attempt: Attempt, payload: Submission) -> None:
     (root / "submission.json").write_text(json.dumps(payload, indent=2) + "\n")
 
 
-def submit_attempt(ray: RayJobs, task: Task, attempt: Attempt) -> None:
-    """Send a SUBMITTING attempt to Ray (again, after a crash: the same id)."""
+def submit_attempt(ray: RayJobs, task: Task, attempt: Attempt) -> bool:
+    """Send a SUBMITTING attempt to Ray (again, after a crash: the same id); True when Ray
+    has it."""
     payload = submission_payload(task, attempt)
     try:
         _write_job_files(task, attempt, payload)
@@ -194,7 +195,7 @@ def submit_attempt(ray: RayJobs, task: Task, attempt: Attempt) -> None:
         # Storage being unwell is a condition: the task waits and retries with its backoff.
         line = f"{type(error).__name__}: {error}"[:300]
         settle(task, attempt, Outcome(failure=FailureKind.STORAGE_ERROR, line=line, stopped=True, message=line))
-        return
+        return False
     note = "Submitted to Ray."
     try:
         ray.submit(payload)
@@ -203,12 +204,13 @@ def submit_attempt(ray: RayJobs, task: Task, attempt: Attempt) -> None:
     except SubmitRejected as error:
         line = f"Ray refused the submission: {str(error)[:300]}"
         settle(task, attempt, Outcome(failure=FailureKind.UNKNOWN, line=line, message=str(error)))
-        return
+        return False
     except RayUnavailable as error:
         # Unknown whether Ray took it: the task stays SUBMITTING and the next sync asks Ray.
         task.record(EventKind.SUBMIT_FAILED, actor=ACTOR, attempt=attempt, message=str(error)[:500])
         raise
     mark_submitted(task, attempt, note=note)
+    return True
 
 
 def mark_submitted(task: Task, attempt: Attempt, note: str) -> None:

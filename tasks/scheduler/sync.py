@@ -53,7 +53,7 @@ def follow(ray: RayJobs, task: Task, attempt: Attempt) -> bool:
             settle(task, attempt, Outcome(failure=FailureKind.LOST, message=LOST_MESSAGE))
             return True
         if task.cancel_requested_at is not None:  # canceled before Ray had it: never send it now
-            settle(task, attempt, Outcome(stopped=True, line="canceled before Ray ran it"))
+            settle(task, attempt, Outcome(stopped=True, line="it never reached Ray"))
             return True
         submit_attempt(ray, task, attempt)  # an interrupted submission: send it (same id)
         return False
