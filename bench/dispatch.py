@@ -51,6 +51,7 @@ from bench.common import (
     table,
     wait_for,
 )
+from raypool.config import WORKER_RESOURCE
 
 GOAL_DISPATCH_S = 0.5
 GOAL_HANDOVER_S = 2.0
@@ -118,7 +119,7 @@ def dispatch_rounds(server: Gunicorn, token: str, cluster: Any, client: Any, rou
         # Raw Ray: the submit_job call itself, a trivial job, same entrypoint resources as Argus.
         submission_id = f"bench-raw-{os.getpid()}-{i:03d}"
         started = time.time()
-        client.submit_job(entrypoint="true", submission_id=submission_id, entrypoint_resources={"worker_node": 1})
+        client.submit_job(entrypoint="true", submission_id=submission_id, entrypoint_resources={WORKER_RESOURCE: 1})
         out["raw"].append(time.time() - started)
         raw = wait_terminal(client, submission_id)
         out["raw_created"].append(raw.start_time / 1000 - started)

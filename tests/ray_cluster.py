@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from raypool.config import WORKER_RESOURCE
+
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 STANDIN = Path(__file__).resolve().parent / "standin"
@@ -108,7 +110,7 @@ class LocalRayCluster:
                 f"--address={self.gcs_address}",
                 f"--num-cpus={cpus}",
                 f"--num-gpus={gpus}",
-                '--resources={"worker_node": 100}',
+                f'--resources={{"{WORKER_RESOURCE}": 100}}',
                 *self._agent_ports(),
                 log=name,
             ),
@@ -138,7 +140,7 @@ class LocalRayCluster:
 
         def submitted() -> str | None:
             try:
-                return client.submit_job(entrypoint="python3 -c pass", entrypoint_resources={"worker_node": 1})
+                return client.submit_job(entrypoint="python3 -c pass", entrypoint_resources={WORKER_RESOURCE: 1})
             except RuntimeError as error:
                 if "No available agent" in str(error):
                     return None

@@ -3,6 +3,8 @@ when Ray reports the job STOPPED (sync), or at once when Ray says it never had t
 
 from __future__ import annotations
 
+from functools import partial
+
 from django.utils import timezone
 
 from tasks.models import ACTIVE_STATES, WAITING_STATES, Attempt, EventKind, Role, Task, TaskState
@@ -22,11 +24,11 @@ def stop_canceled(ray: RayJobs, budget: Budget) -> None:
             continue
         if budget.spent():
             return
-        guarded(task, lambda task=task, attempt=attempt: _stop(ray, task, attempt))
+        guarded(task, partial(_stop, ray, task, attempt))
     # Waiting tasks are canceled at once by Task.cancel(); one with a cancel pending can only be
     # left from before moves were guarded. It must never be admitted: cancel it here.
     for task in Task.objects.filter(state__in=WAITING_STATES).exclude(cancel_requested_at=None):
-        guarded(task, lambda task=task: _cancel_waiting(task))
+        guarded(task, partial(_cancel_waiting, task))
 
 
 def _stop(ray: RayJobs, task: Task, attempt: Attempt) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from functools import partial
 
 from django.conf import settings
 from django.db import IntegrityError, models, transaction
@@ -77,7 +78,7 @@ def admit(ray: RayJobs, cluster: ClusterView, budget: Budget, submitted: list[st
         if budget.spent():
             return
         task = Task.objects.select_related("user").get(pk=request.key)
-        if guarded(task, lambda task=task, placement=placement: start_attempt(ray, task, placement)):
+        if guarded(task, partial(start_attempt, ray, task, placement)):
             submitted.append(task.task_id)
 
 

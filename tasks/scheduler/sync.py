@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from datetime import UTC, datetime
+from functools import partial
 
 from django.db.models import QuerySet
 from ray.job_submission import JobDetails, JobStatus
@@ -40,7 +41,7 @@ def sync(ray: RayJobs, budget: Budget, ended: list[str]) -> None:
     for task, attempt in latest_attempts():
         if budget.spent():
             return
-        if guarded(task, lambda task=task, attempt=attempt: follow(ray, task, attempt)):
+        if guarded(task, partial(follow, ray, task, attempt)):
             ended.append(task.task_id)
 
 

@@ -178,9 +178,9 @@ def own_cluster(settings):
         cluster = LocalRayCluster()
         clusters.append(cluster)
         cluster.start_head()
-        for _ in range(workers):
+        for joined in range(1, workers + 1):  # one at a time: two raylets starting at once time out
             cluster.add_worker(gpus=4, cpus=4)
-        cluster.wait_for_gpus(4 * workers)
+            cluster.wait_for_gpus(4 * joined, timeout=120)
         cluster.warm_up()
         cluster.publish(head_file_from_settings(), ttl=3600)
         return cluster
