@@ -57,6 +57,7 @@ class Seen:
                 self.overcommits.append(f"{gpus} GPUs promised on {node} of {totals[node]}")
 
 
+@pytest.mark.timeout(DEADLINE_S + 240)  # the deadline, plus two clusters' start and stop
 def test_chaos(alice, submit, own_cluster, start_qcluster, settings):
     seed = int(os.environ.get("ARGUS_CHAOS_SEED", "20261123"))
     rng = random.Random(seed)
@@ -104,6 +105,8 @@ def test_chaos(alice, submit, own_cluster, start_qcluster, settings):
         seen.look(client)
         if not plan and all(_settled(task) for task in tasks):
             break
+        if int(now) % 15 == 0:  # progress, shown when the test fails
+            print(f"{now:.0f}s {dict(Counter(Task.objects.values_list('state', flat=True)))}", flush=True)
         time.sleep(0.5)
     seen.look(client)
 
