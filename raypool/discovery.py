@@ -157,8 +157,11 @@ class HeadRecord:
         if not isinstance(head_id, str):
             raise ValueError("head_id must be a string")
         return cls(
-            **strings,
-            **ports,
+            cluster_name=strings["cluster_name"],
+            head_ip=strings["head_ip"],
+            gcs_port=ports["gcs_port"],
+            dashboard_port=ports["dashboard_port"],
+            job_server_url=strings["job_server_url"],
             updated_at=parse_time(data.get("updated_at")),
             expires_at=parse_time(data.get("expires_at")),
             head_id=head_id.strip(),

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from raypool.config import NodeConfig
 from raypool.discovery import HeadRecord, format_time, read_head, write_head
 from raypool.probe import DEAD_AFTER_LOOKS, HeadWatch, Look, job_server_answers, nobody_at_gcs, port_open
-from raypool.rayproc import RayProcess
+from raypool.rayproc import RayNode, RayProcess
 
 logger = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ class HeadNode:
         config: NodeConfig,
         node_ip: str,
         *,
-        launch: Callable[[Sequence[str]], RayProcess] = RayProcess.start,
+        launch: Callable[[Sequence[str]], RayNode] = RayProcess.start,
         probe: Callable[[HeadRecord], bool] = head_answers,
         nobody_at: Callable[[HeadRecord], bool] = nobody_at_gcs,
         head_id: str | None = None,
@@ -122,7 +122,7 @@ class HeadNode:
         self.head_id = head_id or new_head_id()
         self.watch = HeadWatch(nobody_at)
         self.wall_clock = wall_clock
-        self.ray: RayProcess | None = None
+        self.ray: RayNode | None = None
         self.published = False
         self.next_publish_at = -math.inf  # the first tick acts at once
         self.standby_why: str | None = None  # set while standing by

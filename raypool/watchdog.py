@@ -24,7 +24,7 @@ from pathlib import Path
 from raypool.config import NodeConfig
 from raypool.discovery import HeadRecord, read_fresh_head
 from raypool.probe import HeadWatch, Look, nobody_at_gcs
-from raypool.rayproc import RayProcess
+from raypool.rayproc import RayNode, RayProcess
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class WorkerWatchdog:
         config: NodeConfig,
         node_ip: str,
         *,
-        launch: Callable[[Sequence[str]], RayProcess] = RayProcess.start,
+        launch: Callable[[Sequence[str]], RayNode] = RayProcess.start,
         read_head: Callable[[Path], HeadRecord | None] = read_fresh_head,
         nobody_at: Callable[[HeadRecord], bool] = nobody_at_gcs,
         clock: Callable[[], float] = time.monotonic,
@@ -66,7 +66,7 @@ class WorkerWatchdog:
         self.read_head = read_head
         self.watch = HeadWatch(nobody_at)
         self.clock = clock
-        self.node: RayProcess | None = None
+        self.node: RayNode | None = None
         self.joined: HeadRecord | None = None  # the head the running node joined
         self.head: HeadRecord | None = None  # the last fresh record read
         self.failures = 0
