@@ -126,6 +126,7 @@ class HeadNode:
         self.published = False
         self.next_publish_at = -math.inf  # the first tick acts at once
         self.standby_why: str | None = None  # set while standing by
+        self.took_over: HeadRecord | None = None  # the record judged free when Ray was started
         self.reported_at = -math.inf
 
     def record(self) -> HeadRecord:
@@ -140,7 +141,13 @@ class HeadNode:
         )
 
     def claim(self) -> Verdict:
-        return judge(read_head(self.config.head_file), self.head_id, self.watch, self.wall_clock())
+        current = read_head(self.config.head_file)
+        if current is not None and current == self.took_over:
+            # Already judged, and unchanged since: nobody refreshed it. Looking again could find
+            # this head's own Ray at the address it names (a head restarted in place) and read
+            # that as the old head alive again.
+            return Verdict(True, "head.json is still the record this head took over", current)
+        return judge(current, self.head_id, self.watch, self.wall_clock())
 
     def tick(self, now: float) -> int | None:
         """Start Ray once head.json is free for this head; then publish or refresh the record
@@ -182,6 +189,7 @@ class HeadNode:
         if self.standby_why is not None:
             logger.warning("no longer standing by: %s; starting Ray", verdict.why)
         self.standby_why = None
+        self.took_over = verdict.current
         self.ray = self.launch(head_args(self.config, self.node_ip))
         self.next_publish_at = now + READY_RETRY_S
 

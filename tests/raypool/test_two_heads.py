@@ -1,12 +1,16 @@
 """Two `raynode head`s with one cluster name and one head file, on real Ray under supervisord
 (an operator's mistake, or a restarted container beside a live one): head.json keeps naming
 the first head, the second says why it waits and starts no Ray, and a worker joined to the
-first never rejoins. The decisions themselves are unit-tested in test_head_ownership.py."""
+first never rejoins. And the other side of the rule: a head restarted in place after a
+SIGKILL takes over its dead predecessor's fresh record without waiting for it to expire.
+The decisions themselves are unit-tested in test_head_ownership.py."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -23,19 +27,31 @@ WATCH_S = 15.0
 
 
 @pytest.fixture
-def pool(request: pytest.FixtureRequest) -> Iterator[Pool]:
-    pool = Pool.create(**SETTINGS)
+def make_pool(request: pytest.FixtureRequest) -> Iterator[Callable[..., Pool]]:
+    """A pool with SETTINGS and the test's own; stopped after the test, logs kept on failure."""
+    pools: list[Pool] = []
+
+    def make(**settings: str) -> Pool:
+        pools.append(Pool.create(**{**SETTINGS, **settings}))
+        return pools[-1]
+
     failed_before = request.session.testsfailed
     try:
-        yield pool
+        yield make
     finally:
-        pool.stop()
-        left = pool.leftovers()
-        if request.session.testsfailed == failed_before and not left:
-            pool.remove()
-        else:
-            print(f"\nkept the pool's logs for a look: {pool.base_dir}")
-        assert not left, f"processes left behind: {left}"
+        for pool in pools:
+            pool.stop()
+            left = pool.leftovers()
+            if request.session.testsfailed == failed_before and not left:
+                pool.remove()
+            else:
+                print(f"\nkept the pool's logs for a look: {pool.base_dir}")
+            assert not left, f"processes left behind: {left}"
+
+
+@pytest.fixture
+def pool(make_pool: Callable[..., Pool]) -> Pool:
+    return make_pool()
 
 
 def test_a_second_head_with_the_same_cluster_name_stands_by(pool: Pool, timings: dict[str, float]) -> None:
@@ -94,3 +110,40 @@ def test_a_second_head_with_the_same_cluster_name_stands_by(pool: Pool, timings:
     assert "no longer standing by: the record of" in second.log_file.read_text()
     wait_for("the worker on the second head", lambda: len(worker_nodes(pool.head_address())) == 1, 90)
     timings["standby head took over: first head stopped to the worker on it"] = time.monotonic() - stopped_at
+
+
+def test_a_head_sigkilled_and_restarted_in_place_takes_its_fresh_record_over(
+    make_pool: Callable[..., Pool], timings: dict[str, float]
+) -> None:
+    # A record fresh for a minute: taking it over by waiting for it to expire would show.
+    pool = make_pool(ARGUS_TTL_S="60")
+    head = pool.add_head("h1")
+    head.start()
+    pool.wait_for_head()
+    worker = pool.add_worker("w1")
+    worker.start()
+    wait_for("the worker to join", lambda: len(worker_nodes(pool.head_address())) == 1, 90)
+    nodes = set(worker_nodes(pool.head_address()))
+    raynode = head.program_pid()
+    assert raynode
+
+    killed_at = time.monotonic()
+    os.kill(raynode, signal.SIGKILL)  # no withdraw: the record it leaves is fresh for 60 s
+    old = read_fresh_head(pool.head_file)
+    assert old is not None and old.head_id
+    wait_for("supervisord to restart the head", lambda: head.program_pid() not in (0, raynode), 60)
+
+    def taken_over() -> HeadRecord | None:
+        record = read_fresh_head(pool.head_file)
+        return record if record is not None and record.head_id != old.head_id else None
+
+    new = wait_for("the restarted head to publish", taken_over, 90)
+    timings["head SIGKILLed, restarted in place: to its new record"] = time.monotonic() - killed_at
+    assert new.gcs_address == old.gcs_address
+    assert new.updated_at < old.expires_at, "it did not wait for the old record to expire"
+    log = head.log_file.read_text()
+    assert f"nobody answered at the GCS of {old.gcs_address} (head_id {old.head_id}) 2 looks in a row" in log
+    # Its own Ray at the same address is not the old head alive again.
+    assert "taken while Ray started" not in log and "displaced" not in log
+    wait_for("the worker on the restarted head", lambda: set(worker_nodes(pool.head_address())) - nodes, 90)
+    timings["head SIGKILLed, restarted in place: to the worker back"] = time.monotonic() - killed_at
