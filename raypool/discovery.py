@@ -13,6 +13,10 @@ On disk the record is one JSON object::
 Times are ISO 8601 strings in UTC with a ``Z`` suffix, as in seed 001; in Python they are
 timezone-aware ``datetime`` objects. Keys this module does not know are ignored, so a newer
 head can add fields without breaking older readers.
+
+``raynode head`` adds ``"head_id"``: which process wrote the record (host, pid and a random
+part), so that a head tells its own record from another head's, even one at the same address
+(a head restarted in place). A record without it (an older head, a test) is nobody's own.
 """
 
 from __future__ import annotations
@@ -75,6 +79,7 @@ class HeadRecord:
     job_server_url: str
     updated_at: datetime
     expires_at: datetime
+    head_id: str = ""
 
     @classmethod
     def new(
@@ -86,6 +91,7 @@ class HeadRecord:
         dashboard_port: int,
         ttl_s: float,
         now: datetime | None = None,
+        head_id: str = "",
     ) -> HeadRecord:
         """A record published ``now`` and believed for ``ttl_s`` seconds."""
         now = now or datetime.now(UTC)
@@ -99,6 +105,7 @@ class HeadRecord:
             job_server_url=f"http://{host_port(head_ip, dashboard_port)}",
             updated_at=now,
             expires_at=now + timedelta(seconds=ttl_s),
+            head_id=head_id,
         )
 
     @property
@@ -115,7 +122,7 @@ class HeadRecord:
         return replace(self, updated_at=now, expires_at=now)
 
     def to_json(self) -> dict[str, object]:
-        return {
+        data: dict[str, object] = {
             "cluster_name": self.cluster_name,
             "head_ip": self.head_ip,
             "gcs_port": self.gcs_port,
@@ -124,6 +131,9 @@ class HeadRecord:
             "updated_at": format_time(self.updated_at),
             "expires_at": format_time(self.expires_at),
         }
+        if self.head_id:
+            data["head_id"] = self.head_id
+        return data
 
     @classmethod
     def from_json(cls, data: object) -> HeadRecord:
@@ -143,11 +153,18 @@ class HeadRecord:
             if not isinstance(value, int) or isinstance(value, bool) or not 0 < value < 65536:
                 raise ValueError(f"{key} must be a port number")
             ports[key] = value
+        head_id = data.get("head_id", "")
+        if not isinstance(head_id, str):
+            raise ValueError("head_id must be a string")
         return cls(
-            **strings,
-            **ports,
+            cluster_name=strings["cluster_name"],
+            head_ip=strings["head_ip"],
+            gcs_port=ports["gcs_port"],
+            dashboard_port=ports["dashboard_port"],
+            job_server_url=strings["job_server_url"],
             updated_at=parse_time(data.get("updated_at")),
             expires_at=parse_time(data.get("expires_at")),
+            head_id=head_id.strip(),
         )
 
 

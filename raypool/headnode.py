@@ -4,22 +4,37 @@ Ray runs as a child (``ray start --head --block``) so that its exit is seen at o
 command can exit non-zero for supervisord to restart it. The record is published only while
 the head answers, so workers never join a head that is not up, and it goes stale by itself
 (``expires_at``) when this process dies without a word.
+
+Two heads never fight over one cluster name (an operator's mistake, a restarted container
+beside a live one): every record names the process that wrote it (``head_id``), and a head
+writes head.json only when ``judge`` says it may. A head whose record is there keeps it; any
+other head stands by, without starting Ray, until that record expires or its head is dead.
+Were they to take turns, every worker would drain and rejoin on each turn.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import os
+import secrets
+import socket
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from raypool.config import NodeConfig
-from raypool.discovery import HeadRecord, host_port, read_head, write_head
-from raypool.probe import job_server_answers, port_open
-from raypool.rayproc import RayProcess
+from raypool.discovery import HeadRecord, format_time, read_head, write_head
+from raypool.probe import DEAD_AFTER_LOOKS, HeadWatch, Look, job_server_answers, nobody_at_gcs, port_open
+from raypool.rayproc import RayNode, RayProcess
 
 logger = logging.getLogger(__name__)
 
 # While the head comes up, look again this often; once published, every ARGUS_REFRESH_S.
 READY_RETRY_S = 0.5
+# A head standing by says so when the reason changes and at least this often, so that the
+# last lines of its log always explain why this node runs no Ray.
+STANDBY_REPORT_S = 60.0
 
 
 def head_args(config: NodeConfig, node_ip: str) -> list[str]:
@@ -44,22 +59,75 @@ def head_answers(record: HeadRecord) -> bool:
     return port_open(record.head_ip, record.gcs_port) and job_server_answers(record.job_server_url)
 
 
+def new_head_id() -> str:
+    # Host and pid tell an operator which process it is; the random part tells apart two
+    # processes that got the same pid (containers restarted on one host repeat their pids).
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+def describe(record: HeadRecord) -> str:
+    return f"{record.gcs_address} (head_id {record.head_id or 'unknown'})"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    ours: bool  # may this head write head.json?
+    why: str  # for the log; the same words as long as the situation is the same
+    current: HeadRecord | None  # the record judged
+
+
+def judge(current: HeadRecord | None, head_id: str, watch: HeadWatch, now: datetime) -> Verdict:
+    """May the head ``head_id`` write head.json over ``current``? Yes when the record is its
+    own, missing, stale, or names a head that is dead by the one rule of ``HeadWatch``; never
+    over a fresh record of another head that still answers.
+
+    Dead, not merely slow: a head that answers too slowly, or whose job server failed, stops
+    refreshing its own record (it publishes only while it answers itself), and the record
+    expires within ARGUS_TTL_S. Taking over sooner on a timeout would flip a live cluster."""
+    if current is None:
+        return Verdict(True, "head.json is missing or unreadable", current)
+    if current.head_id and current.head_id == head_id:
+        return Verdict(True, "head.json is this head's own record", current)
+    if not current.is_fresh(now):
+        return Verdict(True, f"the record of {describe(current)} has expired", current)
+    look = watch.look(current)
+    if look is Look.DEAD:
+        why = f"nobody answered at the GCS of {describe(current)} {DEAD_AFTER_LOOKS} looks in a row"
+        return Verdict(True, why, current)
+    if look is Look.MISSED:
+        why = f"head.json names another head, {describe(current)}, which did not answer one look; looking again"
+        return Verdict(False, why, current)
+    return Verdict(False, f"head.json names another head, {describe(current)}, which answers", current)
+
+
 class HeadNode:
+    """Standing by (no Ray: head.json belongs to another live head), then starting (Ray
+    launched, not answering yet), then published (the record refreshed every ARGUS_REFRESH_S)."""
+
     def __init__(
         self,
         config: NodeConfig,
         node_ip: str,
         *,
-        launch: Callable[[Sequence[str]], RayProcess] = RayProcess.start,
+        launch: Callable[[Sequence[str]], RayNode] = RayProcess.start,
         probe: Callable[[HeadRecord], bool] = head_answers,
+        nobody_at: Callable[[HeadRecord], bool] = nobody_at_gcs,
+        head_id: str | None = None,
+        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.config = config
         self.node_ip = node_ip
         self.launch = launch
         self.probe = probe
-        self.ray: RayProcess | None = None
+        self.head_id = head_id or new_head_id()
+        self.watch = HeadWatch(nobody_at)
+        self.wall_clock = wall_clock
+        self.ray: RayNode | None = None
         self.published = False
-        self.next_publish_at = 0.0
+        self.next_publish_at = -math.inf  # the first tick acts at once
+        self.standby_why: str | None = None  # set while standing by
+        self.took_over: HeadRecord | None = None  # the record judged free when Ray was started
+        self.reported_at = -math.inf
 
     def record(self) -> HeadRecord:
         return HeadRecord.new(
@@ -68,31 +136,31 @@ class HeadNode:
             gcs_port=self.config.ray_port,
             dashboard_port=self.config.dashboard_port,
             ttl_s=self.config.ttl_s,
+            now=self.wall_clock(),
+            head_id=self.head_id,
         )
 
-    def start(self) -> None:
-        self.ray = self.launch(head_args(self.config, self.node_ip))
+    def claim(self) -> Verdict:
+        current = read_head(self.config.head_file)
+        if current is not None and current == self.took_over:
+            # Already judged, and unchanged since: nobody refreshed it. Looking again could find
+            # this head's own Ray at the address it names (a head restarted in place) and read
+            # that as the old head alive again.
+            return Verdict(True, "head.json is still the record this head took over", current)
+        return judge(current, self.head_id, self.watch, self.wall_clock())
 
     def tick(self, now: float) -> int | None:
-        """Publish or refresh the record when due. Returns Ray's exit code once it has exited,
-        None while it runs."""
-        assert self.ray is not None, "start() first"
+        """Start Ray once head.json is free for this head; then publish or refresh the record
+        when due. Returns Ray's exit code once it has exited, None while it runs or stands by."""
+        if self.ray is None:
+            if now >= self.next_publish_at:
+                self._start_if_free(now)
+            return None
         code = self.ray.exit_code()
         if code is not None:
             return code
         if now >= self.next_publish_at:
-            record = self.record()
-            if self.probe(record):
-                write_head(self.config.head_file, record)
-                if not self.published:
-                    logger.info("head is up: published %s to %s", record.gcs_address, self.config.head_file)
-                self.published = True
-                self.next_publish_at = now + self.config.refresh_s
-            else:
-                if self.published:
-                    # Not refreshed, the record goes stale within ARGUS_TTL_S unless the head recovers.
-                    logger.warning("head does not answer at %s; not refreshing head.json", record.gcs_address)
-                self.next_publish_at = now + READY_RETRY_S
+            self._publish(now)
         return None
 
     def stop(self) -> None:
@@ -102,11 +170,85 @@ class HeadNode:
             self.withdraw()
         if self.ray is not None:
             self.ray.stop()
+            self.ray = None
 
     def withdraw(self) -> None:
         current = read_head(self.config.head_file)
-        # Only our own record: another head may have taken over the cluster name meanwhile.
-        if current is not None and current.gcs_address == host_port(self.node_ip, self.config.ray_port):
-            write_head(self.config.head_file, current.expired())
+        # Only our own record: another head may have taken over the cluster name meanwhile,
+        # even at our address (a head restarted in place while this one was stopping).
+        if current is not None and current.head_id == self.head_id:
+            write_head(self.config.head_file, current.expired(self.wall_clock()))
             logger.info("withdrew head.json (%s)", current.gcs_address)
         self.published = False
+
+    def _start_if_free(self, now: float) -> None:
+        verdict = self.claim()
+        if not verdict.ours:
+            self._stand_by(verdict, now)
+            return
+        if self.standby_why is not None:
+            logger.warning("no longer standing by: %s; starting Ray", verdict.why)
+        self.standby_why = None
+        self.took_over = verdict.current
+        self.ray = self.launch(head_args(self.config, self.node_ip))
+        self.next_publish_at = now + READY_RETRY_S
+
+    def _stand_by(self, verdict: Verdict, now: float) -> None:
+        # Wait here rather than exit non-zero: supervisord counts a role that dies within
+        # startsecs as a failed start and, after startretries of those, gives up on it (FATAL);
+        # then no head would be left to take over when the live one dies. Standing by costs
+        # nothing: no Ray runs, so no ports, no memory, no second GCS for workers to stumble on.
+        if verdict.why != self.standby_why or now - self.reported_at >= STANDBY_REPORT_S:
+            until = format_time(verdict.current.expires_at) if verdict.current is not None else "?"
+            logger.warning(
+                "standing by, Ray not started: %s; its record is fresh until %s. This head (%s) takes over "
+                "once that record expires or nobody answers at its GCS %d looks in a row",
+                verdict.why,
+                until,
+                self.head_id,
+                DEAD_AFTER_LOOKS,
+            )
+            self.reported_at = now
+        self.standby_why = verdict.why
+        # Looks as often as the live head refreshes: each look at a record it refreshed
+        # meanwhile starts the dead count again (HeadWatch).
+        self.next_publish_at = now + self.config.refresh_s
+
+    def _publish(self, now: float) -> None:
+        record = self.record()
+        if not self.probe(record):
+            if self.published:
+                # Not refreshed, the record goes stale within ARGUS_TTL_S unless the head recovers.
+                logger.warning("head does not answer at %s; not refreshing head.json", record.gcs_address)
+            self.next_publish_at = now + READY_RETRY_S
+            return
+        verdict = self.claim()
+        if not verdict.ours:
+            self._yield(verdict, now)
+            return
+        write_head(self.config.head_file, record)
+        if not self.published:
+            logger.info(
+                "head is up: published %s to %s (%s; %s)",
+                record.gcs_address,
+                self.config.head_file,
+                self.head_id,
+                verdict.why,
+            )
+        self.published = True
+        self.next_publish_at = now + self.config.refresh_s
+
+    def _yield(self, verdict: Verdict, now: float) -> None:
+        """Another live head's record is there: two heads both starting at once (each checked
+        before the other wrote), or this head's own record went stale and another took over.
+        The record's head stays; this one stops its Ray and stands by, so the workers move at
+        most once."""
+        if self.published:
+            logger.warning("displaced: %s; stopping this head's Ray", verdict.why)
+        else:
+            logger.warning("head.json was taken while Ray started: %s; stopping this head's Ray", verdict.why)
+        self.published = False
+        assert self.ray is not None
+        self.ray.stop()
+        self.ray = None
+        self._stand_by(verdict, now)

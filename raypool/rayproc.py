@@ -20,6 +20,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Protocol
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +59,17 @@ def _die_with_parent(parent_pid: int) -> None:
     # The parent may have died before prctl took effect; then nobody would ever signal us.
     if os.getppid() != parent_pid:
         os.kill(os.getpid(), signal.SIGTERM)
+
+
+class RayNode(Protocol):
+    """What the head publisher and the worker watchdog need of their ``ray start`` child: the
+    real one is ``RayProcess``; the unit tests stand one in."""
+
+    def exit_code(self) -> int | None: ...
+
+    def stop(self) -> int: ...
+
+    def kill(self) -> int: ...
 
 
 class RayProcess:

@@ -4,8 +4,9 @@ One ``ray start --address=<head> --block`` child at a time. The watchdog acts on
 
 1. Ray exited: rejoin, with a bounded backoff.
 2. The fresh record names another head: leave, rejoin at once.
-3. Nobody listens any more at our head's GCS port, two polls in a row: the head is dead (a GCS
-   without fault tolerance never comes back with the same cluster), so leave now rather than
+3. The head is dead by the one rule of ``probe.HeadWatch`` (nobody at its GCS port, refused or
+   unreachable alike, ``DEAD_AFTER_LOOKS`` polls in a row; one such poll is a blip): a GCS
+   without fault tolerance never comes back with the same cluster, so leave now rather than
    after the raylet's own reconnect timeout, and rejoin whatever head the record names next.
 
 A stale or missing record alone changes nothing for a running node (a slow shared filesystem
@@ -22,8 +23,8 @@ from pathlib import Path
 
 from raypool.config import NodeConfig
 from raypool.discovery import HeadRecord, read_fresh_head
-from raypool.probe import nobody_listens
-from raypool.rayproc import RayProcess
+from raypool.probe import HeadWatch, Look, nobody_at_gcs
+from raypool.rayproc import RayNode, RayProcess
 
 logger = logging.getLogger(__name__)
 
@@ -32,8 +33,6 @@ logger = logging.getLogger(__name__)
 BACKOFF_BASE_S = 1.0
 BACKOFF_MAX_S = 30.0
 HEALTHY_RUN_S = 60.0
-# Consecutive polls that must find the head's GCS gone before the node leaves it.
-GONE_POLLS = 2
 
 
 def worker_args(config: NodeConfig, node_ip: str, head: HeadRecord) -> list[str]:
@@ -50,31 +49,26 @@ def backoff_s(failures: int) -> float:
     return min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** max(0, failures - 1))
 
 
-def gcs_gone(head: HeadRecord) -> bool:
-    return nobody_listens(head.head_ip, head.gcs_port)
-
-
 class WorkerWatchdog:
     def __init__(
         self,
         config: NodeConfig,
         node_ip: str,
         *,
-        launch: Callable[[Sequence[str]], RayProcess] = RayProcess.start,
+        launch: Callable[[Sequence[str]], RayNode] = RayProcess.start,
         read_head: Callable[[Path], HeadRecord | None] = read_fresh_head,
-        head_gone: Callable[[HeadRecord], bool] = gcs_gone,
+        nobody_at: Callable[[HeadRecord], bool] = nobody_at_gcs,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
         self.node_ip = node_ip
         self.launch = launch
         self.read_head = read_head
-        self.head_gone = head_gone
+        self.watch = HeadWatch(nobody_at)
         self.clock = clock
-        self.node: RayProcess | None = None
+        self.node: RayNode | None = None
         self.joined: HeadRecord | None = None  # the head the running node joined
         self.head: HeadRecord | None = None  # the last fresh record read
-        self.gone_polls = 0
         self.failures = 0
         self.started_at = 0.0
         self.retry_at = 0.0
@@ -94,15 +88,15 @@ class WorkerWatchdog:
         if self.node is None and self.head is not None and self.clock() >= self.retry_at:
             self.node = self.launch(worker_args(self.config, self.node_ip, self.head))
             self.joined = self.head
-            self.gone_polls = 0
             self.started_at = self.clock()
 
     def stop(self) -> None:
         """Stop this node only; other nodes on the machine are none of our business."""
         if self.node is None:
             return
-        if self.joined is not None and self.head_gone(self.joined):
-            # Draining asks the GCS, and there is none: it would wait ~30 s for nothing.
+        if self.joined is not None and self.watch.look(self.joined) is not Look.ANSWERS:
+            # Not a verdict on the head (the node leaves either way), only on how: draining asks
+            # the GCS, and with nobody there it would wait ~30 s for nothing.
             self.node.kill()
         else:
             self.node.stop()
@@ -142,13 +136,16 @@ class WorkerWatchdog:
     def _poll(self) -> None:
         self.next_poll_at = self.clock() + self.config.poll_s
         if self.node is not None and self.joined is not None:
-            self.gone_polls = self.gone_polls + 1 if self.head_gone(self.joined) else 0
-            if self.gone_polls >= GONE_POLLS:
+            look = self.watch.look(self.joined)
+            if look is Look.MISSED:
+                logger.warning("nobody answered at %s once: a blip unless it happens again", self.joined.gcs_address)
+            elif look is Look.DEAD:
                 logger.warning("nobody listens at %s any more: leaving the dead head", self.joined.gcs_address)
                 self._leave()
         head = self.read_head(self.config.head_file)
-        if head is not None and self.node is None and self.head_gone(head):
-            # A head that died without withdrawing its record: joining it would only fail.
+        if head is not None and self.node is None and self.watch.look(head) is not Look.ANSWERS:
+            # Maybe a head that died without withdrawing its record: joining it now would only
+            # fail. Not joining is no verdict; the next poll looks again.
             head = None
         # Log the changes between "waiting" and "a head is there", not every poll.
         if head is None and not self.waiting:

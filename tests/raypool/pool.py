@@ -261,7 +261,10 @@ class Pool:
         self.containers.append(container)
         return container
 
-    def add_head(self, name: str) -> Container:
+    def add_head(self, name: str, *, current: bool = True) -> Container:
+        """A head container with its own ports. ``current``: it becomes ``self.head``, the head
+        the helpers wait for and ask; a second head beside a live one is not."""
+
         def agent() -> int:
             return free_port(AGENT_PORTS, self.taken_ports)
 
@@ -276,8 +279,10 @@ class Pool:
             ARGUS_DASHBOARD_PORT=str(free_port(DASHBOARD_PORTS, self.taken_ports)),
             ARGUS_RAY_EXTRA_ARGS=extra,
         )
-        self.head = self._container(name, "head", env)
-        return self.head
+        head = self._container(name, "head", env)
+        if current:
+            self.head = head
+        return head
 
     def add_worker(self, name: str, gpus: int = 4) -> Container:
         def agent() -> int:

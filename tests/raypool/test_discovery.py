@@ -141,6 +141,23 @@ def test_bad_content_reads_as_none_and_never_raises(tmp_path: Path, content: byt
     assert read_fresh_head(path) is None
 
 
+def test_the_head_id_names_the_process_that_wrote_the_record(tmp_path: Path) -> None:
+    path = tmp_path / "head.json"
+    write_head(path, record(head_id="node-a:41:9f3c2e"))
+    assert json.loads(path.read_text())["head_id"] == "node-a:41:9f3c2e"
+    assert read_head(path) == record(head_id="node-a:41:9f3c2e")
+    # A record from before head ids (an older head) reads as nobody's.
+    write_head(path, record())
+    assert "head_id" not in json.loads(path.read_text())
+    assert read_head(path) == record(head_id="")
+
+
+def test_a_head_id_that_is_not_a_string_makes_the_record_unreadable(tmp_path: Path) -> None:
+    path = tmp_path / "head.json"
+    path.write_text(json.dumps({**record().to_json(), "head_id": 7}))
+    assert read_head(path) is None
+
+
 def test_unknown_keys_are_ignored(tmp_path: Path) -> None:
     path = tmp_path / "head.json"
     path.write_text(json.dumps({**GOOD, "head_started_at": "later"}))

@@ -4,9 +4,11 @@ processes are exercised in test_pool.py."""
 
 from __future__ import annotations
 
+import errno
 import itertools
 import json
-from collections.abc import Sequence
+import socket
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -15,6 +17,7 @@ import pytest
 from raypool.config import NodeConfig
 from raypool.discovery import HeadRecord, read_head, write_head
 from raypool.headnode import HeadNode, head_args
+from raypool.probe import nobody_listens
 from raypool.watchdog import BACKOFF_MAX_S, HEALTHY_RUN_S, WorkerWatchdog, backoff_s, worker_args
 
 
@@ -64,7 +67,7 @@ def config(tmp_path: Path) -> NodeConfig:
 
 
 class Harness:
-    def __init__(self, config: NodeConfig) -> None:
+    def __init__(self, config: NodeConfig, nobody_at: Callable[[HeadRecord], bool] | None = None) -> None:
         self.clock = Clock()
         self.record: HeadRecord | None = None
         self.dead_ports: set[int] = set()
@@ -74,7 +77,7 @@ class Harness:
             "10.0.0.9",
             launch=self.launch,
             read_head=lambda path: self.record,
-            head_gone=lambda record: record.gcs_port in self.dead_ports,
+            nobody_at=nobody_at or (lambda record: record.gcs_port in self.dead_ports),
             clock=self.clock,
         )
 
@@ -177,6 +180,57 @@ def test_a_head_that_answers_again_in_time_keeps_the_node(h: Harness) -> None:
     h.dead_ports.clear()
     h.run(30)
     assert len(h.launched) == 1 and not h.node.killed and not h.node.stopped
+
+
+class ScriptedNetwork:
+    """Each connection attempt to the head's GCS meets the next scripted error, or connects
+    when the script says None; the real ``nobody_listens`` classifies what it meets."""
+
+    def __init__(self) -> None:
+        self.errors: list[OSError | None] = []
+        self.attempts = 0
+
+    def connect(self, address: tuple[str, int], timeout: float) -> socket.socket:
+        self.attempts += 1
+        error = self.errors.pop(0) if self.errors else None
+        if error is not None:
+            raise error
+        return socket.socket()  # stands for a connection; nobody_listens only closes it
+
+    def nobody_at(self, record: HeadRecord) -> bool:
+        return nobody_listens(record.head_ip, record.gcs_port, connect=self.connect)
+
+
+UNREACHABLE = OSError(errno.EHOSTUNREACH, "No route to host")
+REFUSED = ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused")
+
+
+def test_one_unreachable_poll_is_a_blip_not_a_death(config: NodeConfig) -> None:
+    network = ScriptedNetwork()
+    h = Harness(config, nobody_at=network.nobody_at)
+    h.record = head(6400)
+    h.run(1)
+    network.errors = [UNREACHABLE]  # the next poll meets EHOSTUNREACH, the ones after it connect
+    before = network.attempts
+    h.run(60)
+    assert network.attempts - before >= 10, "it kept polling the head"
+    assert len(h.launched) == 1 and not h.node.stopped and not h.node.killed
+
+
+@pytest.mark.parametrize("errors", [[UNREACHABLE, UNREACHABLE], [UNREACHABLE, REFUSED], [REFUSED, UNREACHABLE]])
+def test_two_polls_in_a_row_that_find_nobody_make_the_head_dead(config: NodeConfig, errors: list[OSError]) -> None:
+    network = ScriptedNetwork()
+    h = Harness(config, nobody_at=network.nobody_at)
+    h.record = head(6400)
+    h.run(1)
+    first = h.node
+    # The head is still gone when the node is stopped, then answers again: the node rejoins it.
+    network.errors = [*errors, UNREACHABLE]
+    h.run(5)
+    assert not first.killed, "one poll proves nothing"
+    h.run(5.5)
+    assert first.killed
+    assert len(h.launched) == 2
 
 
 def test_it_does_not_join_a_fresh_record_of_a_dead_head(h: Harness) -> None:
@@ -290,7 +344,9 @@ def make_head(config: NodeConfig, answers: list[bool]) -> tuple[HeadNode, list[F
         return launched[-1]
 
     node = HeadNode(config, "10.0.0.1", launch=launch, probe=lambda record: answers[0])
-    node.start()
+    # The first tick finds head.json free and starts Ray; the tests go on from there.
+    assert node.tick(-1.0) is None
+    assert len(launched) == 1
     return node, launched
 
 

@@ -79,7 +79,7 @@ class Command(BaseCommand):
     def run_head(self, config: NodeConfig) -> None:
         self.install_signal_handlers()
         head = HeadNode(config, config.node_ip or detect_node_ip())
-        head.start()
+        logger.info("head %s for cluster %s: head record %s", head.head_id, config.cluster_name, config.head_file)
         try:
             while not self.shutdown:
                 code = head.tick(time.monotonic())
