@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+from django.contrib import admin
+
+from webhooks.models import Delivery, Webhook
+
+
+@admin.register(Webhook)
+class WebhookAdmin(admin.ModelAdmin):
+    list_display = ["id", "user", "url", "events", "created_at"]
+    search_fields = ["user__username", "url"]
+    exclude = ["secret"]
+
+
+@admin.register(Delivery)
+class DeliveryAdmin(admin.ModelAdmin):
+    list_display = ["id", "task", "event_name", "webhook", "status", "attempts", "response_code", "next_try_at"]
+    list_filter = ["status", "event_name"]
+    search_fields = ["task__task_id", "webhook__url"]
+    raw_id_fields = ["webhook", "task", "event"]
+    readonly_fields = ["body"]
