@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
+from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
@@ -38,7 +39,7 @@ class WebhookViewSet(
     def get_queryset(self) -> QuerySet[Webhook]:
         if getattr(self, "swagger_fake_view", False):  # drf-spectacular, building the schema
             return Webhook.objects.none()
-        return Webhook.objects.filter(user=self.request.user)
+        return Webhook.objects.filter(user=cast(User, self.request.user))  # IsAuthenticated: never anonymous
 
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         serializer = WebhookSerializer(data=request.data)

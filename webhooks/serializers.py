@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from webhooks.models import Delivery, Webhook, WebhookEvent
@@ -9,7 +11,7 @@ from webhooks.ssrf import RefusedURL, check_url
 class EventsField(serializers.MultipleChoiceField):
     """A list of WebhookEvent values, kept in their declared order (DRF's field gives a set)."""
 
-    def to_internal_value(self, data: object) -> list[str]:  # type: ignore[override]  # a list, not a set
+    def to_internal_value(self, data: Any) -> list[str]:  # type: ignore[override]  # a list, not a set
         chosen = super().to_internal_value(data)
         return [value for value in WebhookEvent.values if value in chosen]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.utils import timezone
@@ -39,7 +40,7 @@ def start_running(task: Task, log: Path, lines: str = "") -> Attempt:
     return attempt
 
 
-def finish(task: Task, attempt: Attempt, state: str, **changes: str) -> None:
+def finish(task: Task, attempt: Attempt, state: str, **changes: Any) -> None:
     Attempt.objects.filter(pk=attempt.pk).update(end_time=timezone.now())
     task.transition(state, actor="scheduler", **changes)
 
