@@ -81,9 +81,22 @@ def test_submit_follow_streams_the_log_and_exits_with_the_end(end, code, alice, 
         assert "RuntimeError: boom" in err
 
 
-def test_follow_in_a_terminal_shows_a_step_bar(alice, argus_as, datasets, tmp_path):
+ADVANCED_SPEC = """\
+kind: advanced
+workload: ppo
+nnodes: 1
+n_gpus_per_node: 4
+command: >-
+  python3 -m verl.trainer.main_ppo trainer.total_training_steps=4
+  data.train_files=$HOME/common/datasets/gsm8k/train.parquet +ray_kwargs.ray_init.address=auto
+"""
+
+
+# The total steps: a basic spec's key, or an advanced command's Hydra override.
+@pytest.mark.parametrize("text", [PPO_SPEC + "total_training_steps: 4\n", ADVANCED_SPEC], ids=["basic", "advanced"])
+def test_follow_in_a_terminal_shows_a_step_bar(text, alice, argus_as, datasets, tmp_path):
     spec = tmp_path / "ppo.yaml"
-    spec.write_text(PPO_SPEC + "total_training_steps: 4\n")
+    spec.write_text(text)
     # TTY_COMPATIBLE=1 makes rich draw as on a terminal although stdout is a pipe here.
     process = argus_as(alice).start("submit", str(spec), "--follow", "--interval", "0.2", TTY_COMPATIBLE="1")
     task = wait_until(lambda: Task.objects.first())
