@@ -36,29 +36,43 @@ def _error_of(response: httpx.Response) -> ApiError:
 class Client:
     def __init__(self, url: str, token: str, *, timeout: float = 30.0) -> None:
         self.url = url.rstrip("/")
-        self.http = httpx.Client(
-            base_url=f"{self.url}/api/v2/",
-            headers={"Authorization": f"Bearer {token}", "User-Agent": f"argus-cli/{__version__}"},
-            timeout=timeout,
-        )
+        try:
+            self.http = httpx.Client(
+                base_url=f"{self.url}/api/v2/",
+                headers={"Authorization": f"Bearer {token}", "User-Agent": f"argus-cli/{__version__}"},
+                timeout=timeout,
+            )
+        except httpx.InvalidURL as error:
+            raise ApiError(f"{self.url} is not a URL ({error}): set ARGUS_URL or run `argus login`.") from error
+
+    def unreachable(self, error: Exception) -> ApiError:
+        return ApiError(f"Cannot reach Argus at {self.url}: {error or type(error).__name__}")
 
     def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
             response = self.http.request(method, path, **kwargs)
-        except httpx.TransportError as error:
-            raise ApiError(f"Cannot reach Argus at {self.url}: {error or type(error).__name__}") from error
+        except (httpx.TransportError, httpx.InvalidURL) as error:
+            raise self.unreachable(error) from error
         if response.is_error:
             raise _error_of(response)
         return response
 
+    def _json(self, response: httpx.Response) -> Any:
+        try:
+            return response.json()
+        except ValueError as error:
+            raise ApiError(
+                f"{response.request.url} did not answer as the Argus API does (no JSON): check the URL."
+            ) from error
+
     def get(self, path: str, **params: Any) -> Any:
         clean = {key: value for key, value in params.items() if value is not None}
-        return self._send("GET", path, params=clean).json()
+        return self._json(self._send("GET", path, params=clean))
 
     def post(self, path: str, *, content: bytes | None = None, json: Any = None, content_type: str = "") -> Any:
         headers = {"Content-Type": content_type} if content_type else {}
         response = self._send("POST", path, content=content, json=json, headers=headers)
-        return response.json() if response.content else None
+        return self._json(response) if response.content else None
 
     def get_all(self, path: str, *, limit: int | None = None, **params: Any) -> list[dict[str, Any]]:
         """Every row of a paginated list (up to ``limit``), following the pages."""
@@ -82,5 +96,5 @@ class Client:
                     response.read()
                     raise _error_of(response)
                 yield from response.iter_lines()
-        except httpx.TransportError as error:
-            raise ApiError(f"Cannot reach Argus at {self.url}: {error or type(error).__name__}") from error
+        except (httpx.TransportError, httpx.InvalidURL) as error:
+            raise self.unreachable(error) from error

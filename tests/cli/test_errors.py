@@ -37,6 +37,22 @@ def test_the_server_down_says_so(alice, argus_as):
     assert f"Cannot reach Argus at http://127.0.0.1:{port}" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("not-a-url", "Cannot reach Argus at not-a-url"),
+        ("http://host:port", "http://host:port is not a URL"),
+        ("{live}/elsewhere", "HTTP 404 from {live}/elsewhere/api/v2/tasks"),
+    ],
+)
+def test_a_wrong_url_says_so(url, message, alice, argus_as):
+    argus = argus_as(alice)
+    result = argus.run("ls", ARGUS_URL=url.format(live=argus.url))
+    assert result.returncode == 3
+    no_traceback(result)
+    assert message.format(live=argus.url) in result.stderr, result.stderr
+
+
 def test_no_configuration_says_what_to_do(alice, argus_as):
     result = argus_as(alice).run("cluster", ARGUS_URL="", ARGUS_TOKEN="")
     assert result.returncode == 3
