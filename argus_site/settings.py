@@ -222,6 +222,8 @@ ARGUS_WEBHOOK_TIMEOUT_S = envfloat("ARGUS_WEBHOOK_TIMEOUT_S", 10.0)
 # Tries in all (the first at once), and the wait before the second, doubling after each failure.
 ARGUS_WEBHOOK_MAX_ATTEMPTS = envint("ARGUS_WEBHOOK_MAX_ATTEMPTS", 5)
 ARGUS_WEBHOOK_RETRY_S = envint("ARGUS_WEBHOOK_RETRY_S", 60)
+# Finished deliveries are shown this long, then deleted.
+ARGUS_WEBHOOK_KEEP_DAYS = envint("ARGUS_WEBHOOK_KEEP_DAYS", 30)
 
 # django-q2 runs the scheduling tick and the Ray sync. The ORM broker keeps it to one
 # database; poll 0.2 s keeps the on-commit trigger fast (RAY_NOTES.md). timeout < retry,

@@ -42,7 +42,7 @@ class WebhookViewSet(
         return Webhook.objects.filter(user=cast(User, self.request.user))  # IsAuthenticated: never anonymous
 
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        serializer = WebhookSerializer(data=request.data)
+        serializer = WebhookSerializer(data=request.data, context={"user": request.user})
         serializer.is_valid(raise_exception=True)
         hook = Webhook.create(user=request.user, **serializer.validated_data)
         response = Response(CreatedWebhookSerializer(hook).data, status=status.HTTP_201_CREATED)

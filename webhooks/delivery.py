@@ -134,9 +134,17 @@ def deliver(pk: int, now: datetime | None = None) -> bool:
     return True
 
 
+def prune(now: datetime) -> int:
+    """Forget finished deliveries older than ARGUS_WEBHOOK_KEEP_DAYS: the table must not grow for ever."""
+    cutoff = now - timedelta(days=settings.ARGUS_WEBHOOK_KEEP_DAYS)
+    old = Delivery.objects.exclude(status=DeliveryStatus.PENDING).filter(created_at__lt=cutoff)
+    return old.delete()[0]
+
+
 def send_due(now: datetime | None = None) -> int:
     """The Schedule's pass: try every delivery that is due (up to BATCH); how many were tried."""
     now = now or timezone.now()
+    prune(now)
     due = Delivery.objects.filter(status=DeliveryStatus.PENDING, next_try_at__lte=now).order_by("next_try_at", "id")
     tried = 0
     for pk in due.values_list("pk", flat=True)[:BATCH]:

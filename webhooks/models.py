@@ -32,6 +32,10 @@ def webhook_event_of(event: Event) -> str | None:
     return None
 
 
+# Each webhook costs a row, and a try, per event in the scheduler's transaction: keep it few.
+MAX_WEBHOOKS_PER_USER = 10
+
+
 class Webhook(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="webhooks")
     url = models.URLField(max_length=2000)
@@ -86,6 +90,8 @@ class Delivery(models.Model):
             models.Index(fields=["next_try_at"], name="delivery_due", condition=models.Q(status="PENDING")),
             # A webhook's recent deliveries (API, account page).
             models.Index(fields=["webhook", "-created_at", "-id"], name="delivery_webhook_recent"),
+            # webhooks.delivery.prune: finished deliveries past their keep.
+            models.Index(fields=["created_at"], name="delivery_age", condition=~models.Q(status="PENDING")),
         ]
 
     def __str__(self) -> str:

@@ -4,7 +4,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from webhooks.models import Delivery, Webhook, WebhookEvent
+from webhooks.models import MAX_WEBHOOKS_PER_USER, Delivery, Webhook, WebhookEvent
 from webhooks.ssrf import RefusedURL, check_url
 
 
@@ -29,6 +29,12 @@ class WebhookSerializer(serializers.ModelSerializer):
         model = Webhook
         fields = ["id", "url", "events", "created_at"]
         read_only_fields = ["id", "created_at"]
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        user = self.context.get("user")
+        if user is not None and Webhook.objects.filter(user=user).count() >= MAX_WEBHOOKS_PER_USER:
+            raise serializers.ValidationError(f"You have {MAX_WEBHOOKS_PER_USER} webhooks already; delete one first.")
+        return attrs
 
     def validate_url(self, value: str) -> str:
         try:

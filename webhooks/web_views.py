@@ -18,11 +18,12 @@ from webhooks.serializers import WebhookSerializer
 @require_POST
 def webhook_create_view(request: HttpRequest) -> HttpResponse:
     # The API's serializer: one set of rules (URL policy, events) for the page and the API.
-    serializer = WebhookSerializer(data={"url": request.POST.get("url", ""), "events": request.POST.getlist("events")})
+    data = {"url": request.POST.get("url", ""), "events": request.POST.getlist("events")}
+    serializer = WebhookSerializer(data=data, context={"user": request.user})
     if not serializer.is_valid():
         for field, problems in serializer.errors.items():
             for problem in problems:
-                messages.error(request, f"{field}: {problem}")
+                messages.error(request, problem if field == "non_field_errors" else f"{field}: {problem}")
         return redirect("/account/#webhooks")
     hook = Webhook.create(user=request.user, **serializer.validated_data)
     return render(request, "webhooks/created.html", {"webhook": hook}, status=201)

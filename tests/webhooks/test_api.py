@@ -10,7 +10,7 @@ from drf_spectacular.generators import SchemaGenerator
 
 from tasks.models import TaskState
 from tests.accounts.test_schema import conforms, documented
-from webhooks.models import Delivery, DeliveryStatus, Webhook
+from webhooks.models import MAX_WEBHOOKS_PER_USER, Delivery, DeliveryStatus, Webhook
 
 pytestmark = pytest.mark.django_db
 URL = "/api/v2/me/webhooks"
@@ -89,3 +89,15 @@ def test_it_lists_deliveries_with_status_and_attempts(schema, alice, client_for,
     [row] = body["results"]
     assert row["task_id"] == task.task_id and row["event_name"] == "SUCCEEDED"
     assert (row["status"], row["attempts"], row["response_code"]) == (DeliveryStatus.PENDING, 2, 500)
+
+
+def test_a_user_has_a_bounded_number_of_webhooks(schema, alice, bob, client_for):
+    for index in range(MAX_WEBHOOKS_PER_USER):
+        Webhook.create(user=alice, url=f"http://127.0.0.1:9/{index}", events=["FAILED"])
+    response = client_for(alice).post(URL, {"url": "http://127.0.0.1:9/one-more", "events": ["FAILED"]}, format="json")
+    assert response.status_code == 400
+    assert checked(schema, "post", URL, response)["error"]["message"] == (
+        f"You have {MAX_WEBHOOKS_PER_USER} webhooks already; delete one first."
+    )
+    response = client_for(bob).post(URL, {"url": "http://127.0.0.1:9/bob", "events": ["FAILED"]}, format="json")
+    assert response.status_code == 201

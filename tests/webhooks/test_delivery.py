@@ -149,3 +149,18 @@ def test_a_delivered_delivery_is_not_sent_again(alice, running_task):
         assert deliver(delivery.pk, now=delivery.next_try_at) is True
         assert deliver(delivery.pk, now=delivery.next_try_at) is False
     assert len(hook_server.received) == 1
+
+
+def test_finished_deliveries_are_forgotten_after_the_keep(alice, running_task, settings):
+    settings.ARGUS_WEBHOOK_KEEP_DAYS = 30
+    Webhook.create(user=alice, url="http://127.0.0.1:9/hook", events=["SUCCEEDED"])
+    for _ in range(3):
+        running_task(alice).transition(TaskState.SUCCEEDED, actor="scheduler")
+    old, done, pending = Delivery.objects.order_by("id")
+    long_ago = old.created_at - timedelta(days=31)
+    Delivery.objects.filter(pk=old.pk).update(status=DeliveryStatus.DELIVERED, created_at=long_ago)
+    Delivery.objects.filter(pk=done.pk).update(status=DeliveryStatus.FAILED, next_try_at=None)
+    # Still trying after a month (it cannot happen with the default tries): kept.
+    Delivery.objects.filter(pk=pending.pk).update(created_at=long_ago, next_try_at=old.created_at + timedelta(days=1))
+    send_due(now=old.created_at)
+    assert set(Delivery.objects.values_list("pk", flat=True)) == {done.pk, pending.pk}

@@ -7,7 +7,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from tasks.models import TaskState
-from webhooks.models import Delivery, DeliveryStatus, Webhook
+from webhooks.models import MAX_WEBHOOKS_PER_USER, Delivery, DeliveryStatus, Webhook
 
 pytestmark = pytest.mark.django_db
 
@@ -61,3 +61,11 @@ def test_it_deletes_only_the_users_webhook(as_alice: Client, alice: User, bob: U
     response = as_alice.post(f"/account/webhooks/{hook.pk}/delete/")
     assert response.status_code == 302
     assert list(Webhook.objects.all()) == [bobs]
+
+
+def test_it_says_when_the_user_has_too_many(as_alice: Client, alice: User) -> None:
+    for index in range(MAX_WEBHOOKS_PER_USER):
+        Webhook.create(user=alice, url=f"http://127.0.0.1:9/{index}", events=["FAILED"])
+    response = as_alice.post("/account/webhooks/", {"url": "http://127.0.0.1:9/x", "events": ["FAILED"]}, follow=True)
+    assert f"You have {MAX_WEBHOOKS_PER_USER} webhooks already; delete one first." in response.content.decode()
+    assert Webhook.objects.count() == MAX_WEBHOOKS_PER_USER
