@@ -37,6 +37,19 @@ def wait(client: Client, task_id: str, *, interval: float) -> dict[str, Any]:
         time.sleep(interval)
 
 
+def wait_for_attempt(client: Client, task_id: str, *, interval: float) -> None:
+    """Until the task has an attempt (a log to follow) or has ended without one."""
+    seen = ""
+    while True:
+        task = client.get(f"tasks/{task_id}")
+        if task["attempts"] or task["state"] in TERMINAL:
+            return
+        if task["state"] != seen:
+            seen = task["state"]
+            err.print(f"{task_id}: {seen}{reason(task)}; waiting for it to start", highlight=False)
+        time.sleep(interval)
+
+
 def reason(task: dict[str, Any]) -> str:
     text = task.get("error_summary") if task["state"] in TERMINAL else task.get("pending_reason")
     return f" ({text})" if text else ""

@@ -194,10 +194,14 @@ def show(task_id: str, as_json: bool) -> None:
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new lines until the attempt ends.")
 @click.option("--tail", "-n", type=click.IntRange(min=0), help="Only the last N lines.")
 @click.option("--attempt", type=click.IntRange(min=1), help="Attempt number (default: the latest).")
+@interval_option
 @api_command
-def logs(task_id: str, follow: bool, tail: int | None, attempt: int | None) -> None:
-    """The driver log of a task's attempt."""
-    for line in client().lines(f"tasks/{task_id}/logs", tail=tail, attempt=attempt, follow=1 if follow else None):
+def logs(task_id: str, follow: bool, tail: int | None, attempt: int | None, interval: float) -> None:
+    """The driver log of a task's attempt; with -f, of the one to come if none has started yet."""
+    api = client()
+    if follow and attempt is None:
+        following.wait_for_attempt(api, task_id, interval=interval)
+    for line in api.lines(f"tasks/{task_id}/logs", tail=tail, attempt=attempt, follow=1 if follow else None):
         click.echo(line)
 
 

@@ -113,6 +113,8 @@ def test_follow_in_a_terminal_shows_a_step_bar(text, alice, argus_as, datasets, 
 def test_wait_exits_with_the_end_of_the_task(end, code, alice, argus_as, make_task, tmp_path):
     task = make_task(alice)
     process = argus_as(alice).start("wait", task.task_id, "--interval", "0.2")
+    assert process.stderr is not None
+    assert process.stderr.readline() == f"{task.task_id}: QUEUED\n"  # it has looked once
     attempt = start_running(task, tmp_path / "driver.log")
     time.sleep(0.5)
     assert process.poll() is None, "wait returned before the task ended"
@@ -120,3 +122,22 @@ def test_wait_exits_with_the_end_of_the_task(end, code, alice, argus_as, make_ta
     returncode, _, err = collect(process)
     assert returncode == code, err
     assert err.rstrip().endswith(f"{task.task_id}: {end}")
+
+
+def test_logs_follow_waits_for_the_first_attempt(alice, argus_as, make_task, tmp_path):
+    task = make_task(alice)
+    process = argus_as(alice).start("logs", task.task_id, "-f", "--interval", "0.2")
+    assert process.stderr is not None
+    # Its first look at the task (the command takes a moment to start on a busy machine).
+    assert process.stderr.readline() == f"{task.task_id}: QUEUED; waiting for it to start\n"
+    time.sleep(0.5)
+    assert process.poll() is None, "logs -f returned before the task started"
+    log = tmp_path / "driver.log"
+    attempt = start_running(task, log, "first\n")
+    time.sleep(1.0)
+    with log.open("a") as handle:
+        handle.write("second\n")
+    finish(task, attempt, S.SUCCEEDED)
+    returncode, out, err = collect(process)
+    assert returncode == 0, err
+    assert out == "first\nsecond\n"
