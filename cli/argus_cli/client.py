@@ -74,6 +74,9 @@ class Client:
         response = self._send("POST", path, content=content, json=json, headers=headers)
         return self._json(response) if response.content else None
 
+    def delete(self, path: str) -> None:
+        self._send("DELETE", path)
+
     def get_all(self, path: str, *, limit: int | None = None, **params: Any) -> list[dict[str, Any]]:
         """Every row of a paginated list (up to ``limit``), following the pages."""
         rows: list[dict[str, Any]] = []

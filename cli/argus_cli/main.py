@@ -307,5 +307,87 @@ def cluster(as_json: bool) -> None:
     )
 
 
+@cli.group()
+def webhook() -> None:
+    """Your webhooks: Argus POSTs signed JSON to them when your tasks end or are retried."""
+
+
+EVENTS = ["SUCCEEDED", "FAILED", "CANCELED", "RETRYING"]
+
+
+@webhook.command(name="add")
+@click.argument("url")
+@click.option(
+    "--event",
+    "events",
+    multiple=True,
+    type=click.Choice(EVENTS, case_sensitive=False),
+    help="An event that fires it (repeat the option); default: SUCCEEDED, FAILED and CANCELED.",
+)
+@json_option
+@api_command
+def webhook_add(url: str, events: tuple[str, ...], as_json: bool) -> None:
+    """Register URL; prints the secret that signs its deliveries (shown this once)."""
+    hook = client().post("me/webhooks", json={"url": url, "events": list(events) or EVENTS[:3]})
+    if as_json:
+        render.as_json(hook)
+        return
+    err.print(f"Webhook {hook['id']} on {', '.join(hook['events'])}. Its secret, shown this once:", highlight=False)
+    click.echo(hook["secret"])
+
+
+@webhook.command(name="ls")
+@json_option
+@api_command
+def webhook_list(as_json: bool) -> None:
+    """List your webhooks."""
+    rows = client().get_all("me/webhooks")
+    if as_json:
+        render.as_json(rows)
+        return
+    render.table(
+        ["ID", "URL", "EVENTS", "ADDED"],
+        [[hook["id"], hook["url"], ",".join(hook["events"]), render.when(hook["created_at"])] for hook in rows],
+        empty="No webhooks.",
+    )
+
+
+@webhook.command(name="rm")
+@click.argument("webhook_id", type=int)
+@api_command
+def webhook_remove(webhook_id: int) -> None:
+    """Delete a webhook: nothing more is sent to it."""
+    client().delete(f"me/webhooks/{webhook_id}")
+    err.print(f"Webhook {webhook_id} deleted.")
+
+
+@webhook.command(name="deliveries")
+@click.argument("webhook_id", type=int)
+@click.option("--limit", "-n", default=20, show_default=True, type=click.IntRange(min=1), help="At most this many.")
+@json_option
+@api_command
+def webhook_deliveries(webhook_id: int, limit: int, as_json: bool) -> None:
+    """A webhook's latest deliveries: status, tries, last answer."""
+    rows = client().get_all(f"me/webhooks/{webhook_id}/deliveries", limit=limit)
+    if as_json:
+        render.as_json(rows)
+        return
+    render.table(
+        ["TASK", "EVENT", "STATUS", "TRIES", "LAST ANSWER", "NEXT TRY"],
+        [
+            [
+                row["task_id"],
+                row["event_name"],
+                row["status"],
+                row["attempts"],
+                row["error"] or (f"HTTP {row['response_code']}" if row["response_code"] else ""),
+                render.when(row["next_try_at"]) if row["status"] == "PENDING" else "",
+            ]
+            for row in rows
+        ],
+        empty="Nothing sent yet.",
+    )
+
+
 def main() -> None:
     cli()

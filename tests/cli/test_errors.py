@@ -66,8 +66,12 @@ def test_a_missing_file_is_a_usage_error(alice, argus_as):
 
 
 @pytest.mark.parametrize(
-    "command", ["submit", "ls", "show", "logs", "cancel", "wait", "resubmit", "queue", "cluster", "login"]
+    "command",
+    [
+        *["submit", "ls", "show", "logs", "cancel", "wait", "resubmit", "queue", "cluster", "login"],
+        *["webhook add", "webhook ls", "webhook rm", "webhook deliveries"],
+    ],
 )
 def test_every_command_has_help(command):
-    result = subprocess.run([str(ARGUS), command, "--help"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([str(ARGUS), *command.split(), "--help"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and result.stdout.startswith("Usage: argus " + command), result.stderr
