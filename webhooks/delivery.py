@@ -10,6 +10,7 @@ them within a minute.
 from __future__ import annotations
 
 import logging
+import time
 from datetime import datetime, timedelta
 
 import requests
@@ -24,9 +25,10 @@ from webhooks.ssrf import RefusedURL, check_url
 
 logger = logging.getLogger(__name__)
 
-# The most deliveries one pass of the Schedule sends: each may take ARGUS_WEBHOOK_TIMEOUT_S,
-# and a django-q2 task is killed after Q_CLUSTER["timeout"]. The rest wait for the next pass.
-BATCH = 50
+# One pass of the Schedule stops starting tries after this many seconds: each may take
+# ARGUS_WEBHOOK_TIMEOUT_S, and django-q2 kills a task after Q_CLUSTER["timeout"] (120 s), which
+# would leave a try claimed but not counted. The rest wait for the next pass, a minute later.
+PASS_BUDGET_S = 60.0
 
 
 class Failed(Exception):
@@ -85,7 +87,9 @@ def post(delivery: Delivery) -> int:
         response = requests.post(
             hook.url, data=body, headers=headers, timeout=settings.ARGUS_WEBHOOK_TIMEOUT_S, allow_redirects=False
         )
-    except requests.RequestException as error:
+    except Exception as error:
+        # Whatever a user's URL makes the HTTP library raise is that try's failure: let it
+        # escape and the row would stay claimed, uncounted, and be tried for ever.
         raise Failed(f"{type(error).__name__}: {error}") from error
     if not 200 <= response.status_code < 300:
         raise Failed(f"HTTP {response.status_code} {response.reason or ''}".strip(), code=response.status_code)
@@ -142,14 +146,18 @@ def prune(now: datetime) -> int:
 
 
 def send_due(now: datetime | None = None) -> int:
-    """The Schedule's pass: try every delivery that is due (up to BATCH); how many were tried."""
-    now = now or timezone.now()
-    prune(now)
-    due = Delivery.objects.filter(status=DeliveryStatus.PENDING, next_try_at__lte=now).order_by("next_try_at", "id")
+    """The Schedule's pass: try the deliveries that are due, oldest first, within PASS_BUDGET_S;
+    how many were tried. ``now`` stands still in tests; the real pass reads the clock."""
+    clock = (lambda: now) if now is not None else timezone.now
+    prune(clock())
+    due = Delivery.objects.filter(status=DeliveryStatus.PENDING, next_try_at__lte=clock()).order_by("next_try_at", "id")
+    deadline = time.monotonic() + PASS_BUDGET_S
     tried = 0
-    for pk in due.values_list("pk", flat=True)[:BATCH]:
+    for pk in list(due.values_list("pk", flat=True)[:500]):
+        if time.monotonic() > deadline:
+            break
         try:
-            tried += deliver(pk, now)
+            tried += deliver(pk, clock())
         except Exception:
             # One bad row costs one row, never the pass (it is due again after its claim).
             logger.exception("webhook delivery %s crashed", pk)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import socket
 from datetime import timedelta
 
 import pytest
@@ -164,3 +165,20 @@ def test_finished_deliveries_are_forgotten_after_the_keep(alice, running_task, s
     Delivery.objects.filter(pk=pending.pk).update(created_at=long_ago, next_try_at=old.created_at + timedelta(days=1))
     send_due(now=old.created_at)
     assert set(Delivery.objects.values_list("pk", flat=True)) == {done.pk, pending.pk}
+
+
+def test_a_closed_port_or_a_redirect_is_a_failed_try(alice, running_task):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}/hook"
+    with receiver(302) as hook_server:
+        Webhook.create(user=alice, url=closed, events=["SUCCEEDED"])
+        Webhook.create(user=alice, url=hook_server.url, events=["SUCCEEDED"])
+        running_task(alice).transition(TaskState.SUCCEEDED, actor="scheduler")
+        now = Delivery.objects.earliest("id").next_try_at
+        assert send_due(now=now) == 2
+    refused, redirected = Delivery.objects.order_by("webhook_id")
+    assert (refused.status, refused.attempts, refused.response_code) == (DeliveryStatus.PENDING, 1, None)
+    assert refused.error.startswith("ConnectionError")
+    assert (redirected.status, redirected.attempts, redirected.response_code) == (DeliveryStatus.PENDING, 1, 302)
+    assert len(hook_server.received) == 1  # not followed anywhere
