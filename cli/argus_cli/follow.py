@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.text import Text
 
 from argus_cli.client import ApiError, Client
-from argus_cli.render import TERMINAL, err, out
+from argus_cli.render import TERMINAL, out, say
 
 ACTIVE = ("SUBMITTING", "SUBMITTED", "RUNNING")
 
@@ -20,8 +20,12 @@ STEP = re.compile(r"(?:^|[\s)])step:(\d+)\s+-")
 TOTAL_STEPS = re.compile(r"trainer\.total_training_steps=(\d+)")
 
 
+# `wait` and `--follow`: 0 when the task SUCCEEDED, this when it FAILED or was CANCELED.
+EXIT_TASK_FAILED = 1
+
+
 def exit_code(task: dict[str, Any]) -> int:
-    return 0 if task["state"] == "SUCCEEDED" else 1
+    return 0 if task["state"] == "SUCCEEDED" else EXIT_TASK_FAILED
 
 
 def wait(client: Client, task_id: str, *, interval: float) -> dict[str, Any]:
@@ -31,7 +35,7 @@ def wait(client: Client, task_id: str, *, interval: float) -> dict[str, Any]:
         task = client.get(f"tasks/{task_id}")
         if task["state"] != seen:
             seen = task["state"]
-            err.print(f"{task_id}: {seen}{reason(task)}", highlight=False)
+            say(f"{task_id}: {seen}{reason(task)}")
         if seen in TERMINAL:
             return task
         time.sleep(interval)
@@ -46,7 +50,7 @@ def wait_for_attempt(client: Client, task_id: str, *, interval: float) -> None:
             return
         if task["state"] != seen:
             seen = task["state"]
-            err.print(f"{task_id}: {seen}{reason(task)}; waiting for it to start", highlight=False)
+            say(f"{task_id}: {seen}{reason(task)}; waiting for it to start")
         time.sleep(interval)
 
 
@@ -75,9 +79,9 @@ class Follower:
 
     def note(self, message: str) -> None:
         if self.progress:
-            self.progress.console.print(message, style="bold", highlight=False)
+            say((message, "bold"), console=self.progress.console)
         else:
-            err.print(message, highlight=False)
+            say(message)
 
     def line(self, text: str) -> None:
         if self.progress and self.bar is not None:

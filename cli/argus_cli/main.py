@@ -9,14 +9,15 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
+from rich.text import Text
 
 from argus_cli import __version__, config, render
 from argus_cli import follow as following
 from argus_cli.client import ApiError, Client
-from argus_cli.render import err
+from argus_cli.render import say
 
-# Exit codes: 0 done; 1 the task FAILED or was CANCELED; 2 usage (click's own); 3 refused.
-EXIT_TASK_FAILED = 1
+# Exit codes: 0 done; 1 the task FAILED or was CANCELED (following.EXIT_TASK_FAILED); 2 usage
+# (click's own); 3 the server refused or could not be reached.
 EXIT_ERROR = 3
 STATES = ["QUEUED", "PENDING_RESOURCES", "SUBMITTING", "SUBMITTED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELED"]
 WORKLOADS = ["ppo", "grpo", "sft"]
@@ -25,10 +26,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def fail(message: str, fields: dict[str, Any] | None = None) -> None:
-    err.print(f"[red]error:[/] {message}", highlight=False)
+    say(("error:", "red"), f" {message}")
     for name, problems in (fields or {}).items():
         for problem in problems if isinstance(problems, list) else [problems]:
-            err.print(f"  {name}: {problem}", highlight=False)
+            say(f"  {name}: {problem}")
     sys.exit(EXIT_ERROR)
 
 
@@ -85,7 +86,7 @@ def login(url: str | None, token_stdin: bool) -> None:
     url = url.rstrip("/")
     me = Client(url, token).get("me")
     path = config.save(config.Config(url=url, token=token))
-    err.print(f"Signed in to {url} as {me['username']}; saved to {path}", highlight=False)
+    say(f"Signed in to {url} as {me['username']}; saved to {path}")
 
 
 @cli.command()
@@ -108,7 +109,7 @@ def announce(api: Client, task: dict[str, Any], *, follow: bool, interval: float
     else:
         click.echo(task["task_id"])
     for warning in task.get("warnings") or []:
-        err.print(f"[yellow]warning:[/] {warning}", highlight=False)
+        say(("warning:", "yellow"), f" {warning}")
     if follow:
         sys.exit(following.exit_code(following.follow(api, task["task_id"], interval=interval)))
 
@@ -215,9 +216,9 @@ def cancel(task_id: str, as_json: bool) -> None:
     if as_json:
         render.as_json(task)
     elif task["state"] == "CANCELED":
-        err.print(f"{task_id}: CANCELED")
+        say(f"{task_id}: CANCELED")
     else:
-        err.print(f"{task_id}: stop requested; it becomes CANCELED when Ray has stopped it (argus wait {task_id}).")
+        say(f"{task_id}: stop requested; it becomes CANCELED when Ray has stopped it (argus wait {task_id}).")
 
 
 @cli.command(name="wait")
@@ -284,11 +285,13 @@ def cluster(as_json: bool) -> None:
     if as_json:
         render.as_json(state)
         return
-    reachable = "[green]reachable[/]" if state["reachable"] else f"[red]unreachable[/] ({state['error']})"
-    render.out.print(
-        f"Ray {reachable}, checked {render.when(state['checked_at'])}; "
-        f"GPUs free {state['gpus_free']:g} of {state['gpus_total']:g}",
-        highlight=False,
+    reachable = ("reachable", "green") if state["reachable"] else ("unreachable", "red")
+    say(
+        "Ray ",
+        reachable,
+        "" if state["reachable"] else f" ({state['error']})",
+        f", checked {render.when(state['checked_at'])}; GPUs free {state['gpus_free']:g} of {state['gpus_total']:g}",
+        console=render.out,
     )
     render.table(
         ["NODE", "IP", "ROLE", "ALIVE", "GPUS FREE", "CPUS FREE"],
@@ -297,7 +300,7 @@ def cluster(as_json: bool) -> None:
                 node["node_id"][:12],
                 node["ip"],
                 "head" if node["is_head"] else "worker",
-                "yes" if node["alive"] else "[red]no[/]",
+                "yes" if node["alive"] else Text("no", style="red"),
                 f"{node['gpus_free']:g}/{node['gpus_total']:g}",
                 f"{node['cpus_free']:g}/{node['cpus_total']:g}",
             ]
@@ -332,7 +335,7 @@ def webhook_add(url: str, events: tuple[str, ...], as_json: bool) -> None:
     if as_json:
         render.as_json(hook)
         return
-    err.print(f"Webhook {hook['id']} on {', '.join(hook['events'])}. Its secret, shown this once:", highlight=False)
+    say(f"Webhook {hook['id']} on {', '.join(hook['events'])}. Its secret, shown this once:")
     click.echo(hook["secret"])
 
 
@@ -358,7 +361,7 @@ def webhook_list(as_json: bool) -> None:
 def webhook_remove(webhook_id: int) -> None:
     """Delete a webhook: nothing more is sent to it."""
     client().delete(f"me/webhooks/{webhook_id}")
-    err.print(f"Webhook {webhook_id} deleted.")
+    say(f"Webhook {webhook_id} deleted.")
 
 
 @webhook.command(name="deliveries")

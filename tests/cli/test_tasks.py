@@ -144,3 +144,18 @@ def test_logs_whole_and_tail(alice, argus_as, make_task, tmp_path):
     assert argus.run("logs", task.task_id, "--tail", "2").stdout == "line 9\nline 10\n"
     missing = argus.run("logs", task.task_id, "--attempt", "5")
     assert missing.returncode == 3 and "has no attempt 5" in missing.stderr
+
+
+def test_brackets_in_server_text_are_printed_as_they_are(alice, argus_as, make_task):
+    # rich would read "[/]" as markup and crash; server and user text is never markup.
+    summary = "RayTaskError(ValueError): [36mray::TaskRunner.run()[/] [bold]x"
+    task = make_task(alice)
+    task.transition(TaskState.CANCELED, error_summary=summary)
+    argus = argus_as(alice)
+    for args in (["ls"], ["show", task.task_id], ["wait", task.task_id]):
+        result = argus.run(*args)
+        no_traceback(result)
+        assert summary in result.stdout + result.stderr, args
+    missing = argus.run("show", "[/]nothing")
+    assert missing.returncode == 3 and "error:" in missing.stderr
+    no_traceback(missing)
