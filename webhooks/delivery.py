@@ -13,12 +13,12 @@ import logging
 import time
 from datetime import datetime, timedelta
 
-import requests
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from tasks.models import Event
+from webhooks import pinned
 from webhooks.models import Delivery, DeliveryStatus, Webhook, webhook_event_of
 from webhooks.payloads import SIGNATURE_HEADER, body_for, sign
 from webhooks.ssrf import RefusedURL, check_url
@@ -83,10 +83,13 @@ def post(delivery: Delivery) -> int:
         "X-Argus-Delivery": str(delivery.pk),
     }
     try:
-        # No redirects: one could lead to an address check_url would have refused.
-        response = requests.post(
-            hook.url, data=body, headers=headers, timeout=settings.ARGUS_WEBHOOK_TIMEOUT_S, allow_redirects=False
-        )
+        with pinned.session() as http:
+            # No redirects: one could lead to an address check_url would have refused.
+            response = http.post(
+                hook.url, data=body, headers=headers, timeout=settings.ARGUS_WEBHOOK_TIMEOUT_S, allow_redirects=False
+            )
+    except RefusedURL as error:  # the name resolved elsewhere when the connection was made
+        raise Failed(f"Refused: {error}", final=True) from error
     except Exception as error:
         # Whatever a user's URL makes the HTTP library raise is that try's failure: let it
         # escape and the row would stay claimed, uncounted, and be tried for ever.

@@ -55,11 +55,22 @@ def check_url(url: str) -> None:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError as error:
         raise RefusedURL("The URL's port is not valid.") from error
-    if host in settings.ARGUS_WEBHOOK_ALLOWED_HOSTS:
-        return
-    for address in resolve(host, port):
+    checked_addresses(host, port)
+
+
+def checked_addresses(host: str, port: int) -> list[str]:
+    """The addresses ``host`` resolves to now, if a webhook may connect to every one of them.
+
+    webhooks.pinned connects to these very addresses, so a name cannot resolve to a public
+    address for the check and to an internal one for the connection (DNS rebinding).
+    """
+    addresses = resolve(host, port)
+    if host.lower() in settings.ARGUS_WEBHOOK_ALLOWED_HOSTS:
+        return addresses
+    for address in addresses:
         why = _why_internal(ipaddress.ip_address(address.split("%", 1)[0]))
         if why:
             raise RefusedURL(
                 f"{host} resolves to {address}, {why}; ask an operator to add the host to ARGUS_WEBHOOK_ALLOWED_HOSTS."
             )
+    return addresses

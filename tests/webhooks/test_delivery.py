@@ -182,3 +182,27 @@ def test_a_closed_port_or_a_redirect_is_a_failed_try(alice, running_task):
     assert refused.error.startswith("ConnectionError")
     assert (redirected.status, redirected.attempts, redirected.response_code) == (DeliveryStatus.PENDING, 1, 302)
     assert len(hook_server.received) == 1  # not followed anywhere
+
+
+def test_a_name_that_rebinds_to_loopback_is_refused_at_connect(alice, running_task, settings, monkeypatch):
+    """The name answers a public address to the check and 127.0.0.1 to the connection."""
+    settings.ARGUS_WEBHOOK_ALLOWED_HOSTS = []
+    real = socket.getaddrinfo
+    answers = iter(["93.184.215.14", "127.0.0.1"])
+
+    def rebinding(host, port, *args, **kwargs):
+        if host != "rebind.test":
+            return real(host, port, *args, **kwargs)
+        return real(next(answers), port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    with receiver() as hook_server:
+        port = hook_server.url.split(":")[2].split("/")[0]
+        Webhook.create(user=alice, url=f"http://rebind.test:{port}/hook", events=["SUCCEEDED"])
+        running_task(alice).transition(TaskState.SUCCEEDED, actor="scheduler")
+        delivery = Delivery.objects.get()
+        assert deliver(delivery.pk, now=delivery.next_try_at) is True
+    delivery.refresh_from_db()
+    assert hook_server.received == []
+    assert delivery.status == DeliveryStatus.FAILED
+    assert delivery.error.startswith("Refused: rebind.test resolves to 127.0.0.1, a loopback address")
