@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ssl
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 
 @dataclass
@@ -24,7 +26,8 @@ class Receiver:
 
 
 @contextmanager
-def receiver(*codes: int) -> Iterator[Receiver]:
+def receiver(*codes: int, tls: tuple[Path, Path] | None = None, host: str = "127.0.0.1") -> Iterator[Receiver]:
+    """A receiver on 127.0.0.1; with ``tls`` (certificate, key), HTTPS, its URL naming ``host``."""
     state = Receiver(url="", codes=list(codes))
 
     class Handler(BaseHTTPRequestHandler):
@@ -41,7 +44,12 @@ def receiver(*codes: int) -> Iterator[Receiver]:
             pass  # quiet test output
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    state.url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+    if tls is not None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*tls)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+    scheme = "https" if tls else "http"
+    state.url = f"{scheme}://{host}:{server.server_address[1]}/hook"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

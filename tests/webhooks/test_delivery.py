@@ -6,6 +6,7 @@ import hashlib
 import hmac
 import json
 import socket
+import subprocess
 from datetime import timedelta
 
 import pytest
@@ -206,3 +207,30 @@ def test_a_name_that_rebinds_to_loopback_is_refused_at_connect(alice, running_ta
     assert hook_server.received == []
     assert delivery.status == DeliveryStatus.FAILED
     assert delivery.error.startswith("Refused: rebind.test resolves to 127.0.0.1, a loopback address")
+
+
+@pytest.fixture
+def certificate(tmp_path):
+    """A self-signed certificate for the name localhost, trusted by requests through REQUESTS_CA_BUNDLE."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    command = "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 -subj /CN=localhost"
+    command += f" -addext subjectAltName=DNS:localhost -keyout {key} -out {cert}"
+    subprocess.run(command.split(), check=True, capture_output=True)
+    return cert, key
+
+
+def test_https_keeps_checking_the_certificate_against_the_name(alice, running_task, settings, certificate, monkeypatch):
+    # The connection goes to the address checked, while TLS still verifies the name.
+    settings.ARGUS_WEBHOOK_ALLOWED_HOSTS = ["localhost"]
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(certificate[0]))
+    with receiver(tls=certificate, host="localhost") as hook_server:
+        good = Webhook.create(user=alice, url=hook_server.url, events=["SUCCEEDED"])
+        # The same server under a name its certificate does not carry.
+        settings.ARGUS_WEBHOOK_ALLOWED_HOSTS = ["localhost", "127.0.0.1"]
+        wrong = Webhook.create(user=alice, url=hook_server.url.replace("localhost", "127.0.0.1"), events=["SUCCEEDED"])
+        running_task(alice).transition(TaskState.SUCCEEDED, actor="scheduler")
+        assert send_due(now=Delivery.objects.earliest("id").next_try_at) == 2
+    assert Delivery.objects.get(webhook=good).status == DeliveryStatus.DELIVERED
+    assert len(hook_server.received) == 1
+    refused = Delivery.objects.get(webhook=wrong)
+    assert refused.status == DeliveryStatus.PENDING and refused.error.startswith("SSLError")
