@@ -10,10 +10,12 @@ STAMP := $(VENV)/.installed
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-# Reinstall only when the requirements change.
-$(STAMP): requirements.txt requirements-dev.txt | $(PY)
+# Reinstall only when the requirements change. The argus CLI (cli/) goes in too, editable:
+# its tests run the installed command.
+$(STAMP): requirements.txt requirements-dev.txt cli/pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m pip install --quiet --no-deps -e ./cli
 	touch $(STAMP)
 
 venv: $(STAMP)

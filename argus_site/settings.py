@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "accounts",
     "tasks",
     "raypool",
+    "webhooks",
 ]
 
 MIDDLEWARE = [
@@ -178,6 +179,7 @@ SPECTACULAR_SETTINGS = {
         "TokenStateEnum": "accounts.models.TokenState",
         "TaskKindEnum": "tasks.models.TaskKind",
         "EventKindEnum": "tasks.models.EventKind",
+        "WebhookEventEnum": "webhooks.models.WebhookEvent",
     },
 }
 
@@ -220,6 +222,17 @@ ARGUS_MAX_TASK_GPUS = envint("ARGUS_MAX_TASK_GPUS", 0)
 # Files page / API
 ARGUS_MAX_UPLOAD_BYTES = envint("ARGUS_MAX_UPLOAD_BYTES", 1024 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
+
+# Webhooks (webhooks/): signed POSTs when a task ends. Links in them point at ARGUS_PUBLIC_URL.
+ARGUS_PUBLIC_URL = envstr("ARGUS_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+# Hosts a webhook may reach although they resolve to loopback, private or link-local addresses.
+ARGUS_WEBHOOK_ALLOWED_HOSTS = [host.lower() for host in envlist("ARGUS_WEBHOOK_ALLOWED_HOSTS", "")]
+ARGUS_WEBHOOK_TIMEOUT_S = envfloat("ARGUS_WEBHOOK_TIMEOUT_S", 10.0)
+# Tries in all (the first at once), and the wait before the second, doubling after each failure.
+ARGUS_WEBHOOK_MAX_ATTEMPTS = envint("ARGUS_WEBHOOK_MAX_ATTEMPTS", 5)
+ARGUS_WEBHOOK_RETRY_S = envint("ARGUS_WEBHOOK_RETRY_S", 60)
+# Finished deliveries are shown this long, then deleted.
+ARGUS_WEBHOOK_KEEP_DAYS = envint("ARGUS_WEBHOOK_KEEP_DAYS", 30)
 
 # django-q2 runs the scheduling tick and the Ray sync. The ORM broker keeps it to one
 # database; poll 0.2 s keeps the on-commit trigger fast (RAY_NOTES.md). timeout < retry,

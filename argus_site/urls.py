@@ -31,5 +31,6 @@ urlpatterns = [
     path("api/v2/", include("accounts.urls")),
     path("api/v2/", include("tasks.urls")),
     path("api/v2/", include("accounts.files_urls")),
+    path("api/v2/", include("webhooks.urls")),
     path("", include("argus_site.web_urls")),
 ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import include, path
 from django.views.generic import RedirectView
 
 from accounts import web_views
@@ -14,6 +14,7 @@ urlpatterns = [
     path("logout/", web_views.logout_view, name="logout"),
     path("account/", web_views.account_view, name="account"),
     path("account/tokens/<int:pk>/revoke/", web_views.revoke_token_view, name="account-token-revoke"),
+    path("account/webhooks/", include("webhooks.web_urls")),
     path("data/", web_views.data_view, name="data"),
     path("data/download/", web_views.data_download_view, name="data-download"),
     path("data/upload/", web_views.data_upload_view, name="data-upload"),

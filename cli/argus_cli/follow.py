@@ -1,0 +1,148 @@
+"""Follow a task to its end: its attempts' logs as they are written, and a step progress bar."""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from typing import Any
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
+
+from argus_cli.client import ApiError, Client
+from argus_cli.render import TERMINAL, out, say
+
+ACTIVE = ("SUBMITTING", "SUBMITTED", "RUNNING")
+
+# verl prints one line per training step: `step:71 - actor/entropy:0.119 - …`.
+STEP = re.compile(r"(?:^|[\s)])step:(\d+)\s+-")
+TOTAL_STEPS = re.compile(r"trainer\.total_training_steps=(\d+)")
+
+
+# `wait` and `--follow`: 0 when the task SUCCEEDED, this when it FAILED or was CANCELED.
+EXIT_TASK_FAILED = 1
+
+
+def exit_code(task: dict[str, Any]) -> int:
+    return 0 if task["state"] == "SUCCEEDED" else EXIT_TASK_FAILED
+
+
+def wait(client: Client, task_id: str, *, interval: float) -> dict[str, Any]:
+    """Poll until the task ends; report each state it passes through on stderr."""
+    seen = ""
+    while True:
+        task = client.get(f"tasks/{task_id}")
+        if task["state"] != seen:
+            seen = task["state"]
+            say(f"{task_id}: {seen}{reason(task)}")
+        if seen in TERMINAL:
+            return task
+        time.sleep(interval)
+
+
+def wait_for_attempt(client: Client, task_id: str, *, interval: float) -> None:
+    """Until the task has an attempt (a log to follow) or has ended without one."""
+    seen = ""
+    while True:
+        task = client.get(f"tasks/{task_id}")
+        if task["attempts"] or task["state"] in TERMINAL:
+            return
+        if task["state"] != seen:
+            seen = task["state"]
+            say(f"{task_id}: {seen}{reason(task)}; waiting for it to start")
+        time.sleep(interval)
+
+
+def reason(task: dict[str, Any]) -> str:
+    text = task.get("error_summary") if task["state"] in TERMINAL else task.get("pending_reason")
+    return f" ({text})" if text else ""
+
+
+class Follower:
+    def __init__(self, client: Client, task_id: str, *, interval: float) -> None:
+        self.client = client
+        self.task_id = task_id
+        self.interval = interval
+        # A bar only where someone watches: piped output gets the plain log.
+        self.progress: Progress | None = None
+        if out.is_terminal:
+            self.progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("steps"),
+                TimeElapsedColumn(),
+                console=out,
+            )
+        self.bar = self.progress.add_task(task_id, total=None) if self.progress else None
+
+    def note(self, message: str) -> None:
+        if self.progress:
+            say((message, "bold"), console=self.progress.console)
+        else:
+            say(message)
+
+    def line(self, text: str) -> None:
+        if self.progress and self.bar is not None:
+            self.progress.console.print(Text.from_ansi(text))
+            match = STEP.search(text)
+            if match:
+                self.progress.update(self.bar, completed=int(match.group(1)))
+        else:
+            sys.stdout.write(text + "\n")
+            sys.stdout.flush()
+
+    def stream(self, attempt: int, *, tail: int) -> None:
+        """One attempt's log from its last ``tail`` lines until the attempt ends."""
+        if self.progress and self.bar is not None:
+            metrics = self.client.get(f"tasks/{self.task_id}/metrics", attempt=attempt)
+            total = metrics.get("total_steps") or self.total_from_command()
+            self.progress.update(self.bar, total=total, completed=metrics.get("last_step") or 0)
+        for text in self.client.lines(f"tasks/{self.task_id}/logs", attempt=attempt, follow=1, tail=tail):
+            self.line(text)
+
+    def total_from_command(self) -> int | None:
+        """An advanced spec gives its steps in the command (``trainer.total_training_steps=N``)."""
+        match = TOTAL_STEPS.search(self.client.get(f"tasks/{self.task_id}/spec")["raw"])
+        return int(match.group(1)) if match else None
+
+    def run(self) -> dict[str, Any]:
+        if self.progress:
+            self.progress.start()
+        try:
+            return self._loop()
+        finally:
+            if self.progress:
+                self.progress.stop()
+
+    def _loop(self) -> dict[str, Any]:
+        streamed: set[int] = set()
+        seen = ""
+        while True:
+            task = self.client.get(f"tasks/{self.task_id}")
+            if task["state"] != seen:
+                seen = task["state"]
+                self.note(f"{self.task_id}: {seen}{reason(task)}")
+            latest = max(task.get("attempts", []), key=lambda attempt: attempt["attempt_no"], default=None)
+            if latest is not None:
+                number = latest["attempt_no"]
+                if number not in streamed:
+                    # The first attempt seen from its last lines (like tail -f), a later one whole.
+                    self.stream(number, tail=1_000_000 if streamed else 100)
+                    streamed.add(number)
+                    continue  # look at the task again at once: it may have ended with the log
+                if latest.get("end_time") is None and seen in ACTIVE:
+                    # The server ends a followed log after an hour; pick it up where it was.
+                    self.stream(number, tail=0)
+                    continue
+            if seen in TERMINAL:
+                return task
+            time.sleep(self.interval)
+
+
+def follow(client: Client, task_id: str, *, interval: float) -> dict[str, Any]:
+    try:
+        return Follower(client, task_id, interval=interval).run()
+    except KeyboardInterrupt:
+        raise ApiError(f"Stopped following {task_id}; it goes on (argus cancel {task_id} stops it).") from None

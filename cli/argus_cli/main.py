@@ -1,0 +1,396 @@
+"""The argus command. Every command prints the API's own error message (and the wrong fields)
+and exits 3 when the server refuses or cannot be reached: never a traceback."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+from rich.text import Text
+
+from argus_cli import __version__, config, render
+from argus_cli import follow as following
+from argus_cli.client import ApiError, Client
+from argus_cli.render import say
+
+# Exit codes: 0 done; 1 the task FAILED or was CANCELED (following.EXIT_TASK_FAILED); 2 usage
+# (click's own); 3 the server refused or could not be reached.
+EXIT_ERROR = 3
+STATES = ["QUEUED", "PENDING_RESOURCES", "SUBMITTING", "SUBMITTED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELED"]
+WORKLOADS = ["ppo", "grpo", "sft"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def fail(message: str, fields: dict[str, Any] | None = None) -> None:
+    say(("error:", "red"), f" {message}")
+    for name, problems in (fields or {}).items():
+        for problem in problems if isinstance(problems, list) else [problems]:
+            say(f"  {name}: {problem}")
+    sys.exit(EXIT_ERROR)
+
+
+def api_command(func: F) -> F:
+    """Turn ApiError and a missing configuration into a message and exit code 3."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except ApiError as error:
+            hint = " Check ARGUS_TOKEN or run `argus login`." if error.status == 401 else ""
+            fail(error.message + hint, error.fields)
+        except config.ConfigError as error:
+            fail(str(error))
+
+    return wrapper  # type: ignore[return-value]  # functools.wraps keeps the signature
+
+
+def client() -> Client:
+    settings = config.load()
+    return Client(settings.url, settings.token)
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print the API's JSON instead of a table.")
+interval_option = click.option(
+    "--interval", default=2.0, show_default=True, type=click.FloatRange(min=0.1), help="Seconds between checks."
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="argus")
+def cli() -> None:
+    """Submit and follow training tasks on Argus.
+
+    The server and token come from ARGUS_URL and ARGUS_TOKEN, else from `argus login`.
+    Exit codes: 0 done, 1 the task FAILED or was CANCELED (wait, --follow), 2 usage error,
+    3 the server refused or could not be reached.
+    """
+
+
+@cli.command()
+@click.option("--url", help="The Argus server, e.g. https://argus.example.org.")
+@click.option("--token-stdin", is_flag=True, help="Read the token from standard input instead of asking.")
+@api_command
+def login(url: str | None, token_stdin: bool) -> None:
+    """Check a token against the server and save both in your config folder (mode 600)."""
+    stored = config.saved()
+    url = url or click.prompt("Argus URL", default=stored.get("url") or "http://127.0.0.1:8000")
+    if token_stdin:
+        token = sys.stdin.readline().strip()
+    else:
+        token = click.prompt("API token (from the account page)", hide_input=True)
+    url = url.rstrip("/")
+    me = Client(url, token).get("me")
+    path = config.save(config.Config(url=url, token=token))
+    say(f"Signed in to {url} as {me['username']}; saved to {path}")
+
+
+@cli.command()
+@click.argument("file", type=click.File("rb"))
+@click.option("--follow", "-f", is_flag=True, help="Stream the log with a step bar; exit 0 if it SUCCEEDED, else 1.")
+@interval_option
+@json_option
+@api_command
+def submit(file: Any, follow: bool, interval: float, as_json: bool) -> None:
+    """Submit the task spec FILE (YAML; - for standard input) and print the new task's id."""
+    api = client()
+    task = api.post("tasks", content=file.read(), content_type="application/yaml")
+    announce(api, task, follow=follow, interval=interval, as_json=as_json)
+
+
+def announce(api: Client, task: dict[str, Any], *, follow: bool, interval: float, as_json: bool) -> None:
+    """A new task: its id (alone on stdout, for scripts) and warnings; then follow it if asked."""
+    if as_json:
+        render.as_json(task)
+    else:
+        click.echo(task["task_id"])
+    for warning in task.get("warnings") or []:
+        say(("warning:", "yellow"), f" {warning}")
+    if follow:
+        sys.exit(following.exit_code(following.follow(api, task["task_id"], interval=interval)))
+
+
+@cli.command(name="ls")
+@click.option("--state", type=click.Choice(STATES, case_sensitive=False), help="Only tasks in this state.")
+@click.option("--workload", type=click.Choice(WORKLOADS, case_sensitive=False), help="Only this workload.")
+@click.option("--limit", "-n", default=50, show_default=True, type=click.IntRange(min=1), help="At most this many.")
+@json_option
+@api_command
+def list_tasks(state: str | None, workload: str | None, limit: int, as_json: bool) -> None:
+    """List your tasks (an admin sees everyone's), newest first."""
+    rows = client().get_all("tasks", limit=limit, state=state, workload=workload)
+    if as_json:
+        render.as_json(rows)
+        return
+    render.table(
+        ["TASK", "STATE", "WORKLOAD", "GPUS", "CREATED", "FINISHED", "NOTE"],
+        [
+            [
+                task["task_id"],
+                render.state(task["state"]),
+                task["workload"],
+                f"{task['nnodes']}x{task['n_gpus_per_node']}",
+                render.when(task["created_at"]),
+                render.when(task["finished_at"]),
+                task["error_summary"] or task["pending_reason"],
+            ]
+            for task in rows
+        ],
+        empty="No tasks.",
+    )
+
+
+@cli.command()
+@click.argument("task_id")
+@json_option
+@api_command
+def show(task_id: str, as_json: bool) -> None:
+    """A task: its state, size, times and attempts."""
+    task = client().get(f"tasks/{task_id}")
+    if as_json:
+        render.as_json(task)
+        return
+    render.fields(
+        [
+            ("task", task["task_id"]),
+            ("state", render.state(task["state"]) + (" (cancel requested)" if task["cancel_requested"] else "")),
+            ("user", task["user"]),
+            ("workload", f"{task['workload']} ({task['kind']}, priority {task['priority']})"),
+            ("gpus", f"{task['nnodes']} node(s) x {task['n_gpus_per_node']} = {task['total_gpus']}"),
+            ("created", render.when(task["created_at"])),
+            ("finished", render.when(task["finished_at"]) if task["finished_at"] else None),
+            ("next try", render.when(task["next_run_at"]) if task["next_run_at"] else None),
+            ("waiting", task["pending_reason"]),
+            ("error", task["error_summary"]),
+            ("warnings", "; ".join(task["warnings"])),
+        ]
+    )
+    attempts = task.get("attempts") or []
+    if attempts:
+        click.echo()
+        render.table(
+            ["ATTEMPT", "RAY STATUS", "FAILURE", "EXIT", "NODE", "START", "END"],
+            [
+                [
+                    a["attempt_no"],
+                    a["ray_status"],
+                    a["failure_kind"],
+                    a["exit_code"],
+                    a["node_ip"],
+                    render.when(a["start_time"]),
+                    render.when(a["end_time"]),
+                ]
+                for a in attempts
+            ],
+            empty="",
+        )
+
+
+@cli.command()
+@click.argument("task_id")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new lines until the attempt ends.")
+@click.option("--tail", "-n", type=click.IntRange(min=0), help="Only the last N lines.")
+@click.option("--attempt", type=click.IntRange(min=1), help="Attempt number (default: the latest).")
+@interval_option
+@api_command
+def logs(task_id: str, follow: bool, tail: int | None, attempt: int | None, interval: float) -> None:
+    """The driver log of a task's attempt; with -f, of the one to come if none has started yet."""
+    api = client()
+    if follow and attempt is None:
+        following.wait_for_attempt(api, task_id, interval=interval)
+    for line in api.lines(f"tasks/{task_id}/logs", tail=tail, attempt=attempt, follow=1 if follow else None):
+        click.echo(line)
+
+
+@cli.command()
+@click.argument("task_id")
+@json_option
+@api_command
+def cancel(task_id: str, as_json: bool) -> None:
+    """Cancel a task: at once if it waits, else once Ray has stopped it."""
+    task = client().post(f"tasks/{task_id}/cancel")
+    if as_json:
+        render.as_json(task)
+    elif task["state"] == "CANCELED":
+        say(f"{task_id}: CANCELED")
+    else:
+        say(f"{task_id}: stop requested; it becomes CANCELED when Ray has stopped it (argus wait {task_id}).")
+
+
+@cli.command(name="wait")
+@click.argument("task_id")
+@interval_option
+@json_option
+@api_command
+def wait_for(task_id: str, interval: float, as_json: bool) -> None:
+    """Wait until a task ends: exit 0 if it SUCCEEDED, 1 if it FAILED or was CANCELED."""
+    task = following.wait(client(), task_id, interval=interval)
+    if as_json:
+        render.as_json(task)
+    sys.exit(following.exit_code(task))
+
+
+@cli.command()
+@click.argument("task_id")
+@click.option("--follow", "-f", is_flag=True, help="Then follow the new task, as submit --follow.")
+@interval_option
+@json_option
+@api_command
+def resubmit(task_id: str, follow: bool, interval: float, as_json: bool) -> None:
+    """Submit a new task from the spec of TASK_ID, exactly as it was sent."""
+    api = client()
+    raw = api.get(f"tasks/{task_id}/spec")["raw"]
+    task = api.post("tasks", content=raw.encode(), content_type="application/yaml")
+    announce(api, task, follow=follow, interval=interval, as_json=as_json)
+
+
+@cli.command()
+@click.option("--limit", "-n", default=100, show_default=True, type=click.IntRange(min=1), help="At most this many.")
+@json_option
+@api_command
+def queue(limit: int, as_json: bool) -> None:
+    """Tasks on Ray, then the waiting ones in order, each with why it waits."""
+    rows = client().get_all("queue", limit=limit)
+    if as_json:
+        render.as_json(rows)
+        return
+    render.table(
+        ["POS", "TASK", "USER", "STATE", "PRIORITY", "GPUS", "REASON"],
+        [
+            [
+                row["position"],
+                row["task_id"] or "(another user's)",
+                row["user"],
+                render.state(row["state"]),
+                row["priority"],
+                f"{row['nnodes']}x{row['n_gpus_per_node']}",
+                row["reason"],
+            ]
+            for row in rows
+        ],
+        empty="The queue is empty.",
+    )
+
+
+@cli.command()
+@json_option
+@api_command
+def cluster(as_json: bool) -> None:
+    """The Ray cluster as the scheduler last saw it: nodes and free GPUs."""
+    state = client().get("cluster")
+    if as_json:
+        render.as_json(state)
+        return
+    reachable = ("reachable", "green") if state["reachable"] else ("unreachable", "red")
+    say(
+        "Ray ",
+        reachable,
+        "" if state["reachable"] else f" ({state['error']})",
+        f", checked {render.when(state['checked_at'])}; GPUs free {state['gpus_free']:g} of {state['gpus_total']:g}",
+        console=render.out,
+    )
+    render.table(
+        ["NODE", "IP", "ROLE", "ALIVE", "GPUS FREE", "CPUS FREE"],
+        [
+            [
+                node["node_id"][:12],
+                node["ip"],
+                "head" if node["is_head"] else "worker",
+                "yes" if node["alive"] else Text("no", style="red"),
+                f"{node['gpus_free']:g}/{node['gpus_total']:g}",
+                f"{node['cpus_free']:g}/{node['cpus_total']:g}",
+            ]
+            for node in state["nodes"]
+        ],
+        empty="No nodes seen yet.",
+    )
+
+
+@cli.group()
+def webhook() -> None:
+    """Your webhooks: Argus POSTs signed JSON to them when your tasks end or are retried."""
+
+
+EVENTS = ["SUCCEEDED", "FAILED", "CANCELED", "RETRYING"]
+
+
+@webhook.command(name="add")
+@click.argument("url")
+@click.option(
+    "--event",
+    "events",
+    multiple=True,
+    type=click.Choice(EVENTS, case_sensitive=False),
+    help="An event that fires it (repeat the option); default: SUCCEEDED, FAILED and CANCELED.",
+)
+@json_option
+@api_command
+def webhook_add(url: str, events: tuple[str, ...], as_json: bool) -> None:
+    """Register URL; prints the secret that signs its deliveries (shown this once)."""
+    hook = client().post("me/webhooks", json={"url": url, "events": list(events) or EVENTS[:3]})
+    if as_json:
+        render.as_json(hook)
+        return
+    say(f"Webhook {hook['id']} on {', '.join(hook['events'])}. Its secret, shown this once:")
+    click.echo(hook["secret"])
+
+
+@webhook.command(name="ls")
+@json_option
+@api_command
+def webhook_list(as_json: bool) -> None:
+    """List your webhooks."""
+    rows = client().get_all("me/webhooks")
+    if as_json:
+        render.as_json(rows)
+        return
+    render.table(
+        ["ID", "URL", "EVENTS", "ADDED"],
+        [[hook["id"], hook["url"], ",".join(hook["events"]), render.when(hook["created_at"])] for hook in rows],
+        empty="No webhooks.",
+    )
+
+
+@webhook.command(name="rm")
+@click.argument("webhook_id", type=int)
+@api_command
+def webhook_remove(webhook_id: int) -> None:
+    """Delete a webhook: nothing more is sent to it."""
+    client().delete(f"me/webhooks/{webhook_id}")
+    say(f"Webhook {webhook_id} deleted.")
+
+
+@webhook.command(name="deliveries")
+@click.argument("webhook_id", type=int)
+@click.option("--limit", "-n", default=20, show_default=True, type=click.IntRange(min=1), help="At most this many.")
+@json_option
+@api_command
+def webhook_deliveries(webhook_id: int, limit: int, as_json: bool) -> None:
+    """A webhook's latest deliveries: status, tries, last answer."""
+    rows = client().get_all(f"me/webhooks/{webhook_id}/deliveries", limit=limit)
+    if as_json:
+        render.as_json(rows)
+        return
+    render.table(
+        ["TASK", "EVENT", "STATUS", "TRIES", "LAST ANSWER", "NEXT TRY"],
+        [
+            [
+                row["task_id"],
+                row["event_name"],
+                row["status"],
+                row["attempts"],
+                row["error"] or (f"HTTP {row['response_code']}" if row["response_code"] else ""),
+                render.when(row["next_try_at"]) if row["status"] == "PENDING" else "",
+            ]
+            for row in rows
+        ],
+        empty="Nothing sent yet.",
+    )
+
+
+def main() -> None:
+    cli()

@@ -1,0 +1,66 @@
+"""How data looks in a terminal: rich tables, and plain JSON for --json.
+
+Everything goes through rich's Text, never its markup: task ids, error summaries and paths
+come from users and servers, and a "[/]" in one of them would be read as a closing tag.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+TERMINAL = ("SUCCEEDED", "FAILED", "CANCELED")
+STATE_STYLES = {"SUCCEEDED": "green", "FAILED": "red", "CANCELED": "yellow", "RUNNING": "cyan"}
+
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+
+
+def say(*parts: str | tuple[str, str], console: Console = err) -> None:
+    """One line of text; a part may be ``(text, style)``. Notes go to stderr by default."""
+    console.print(Text.assemble(*parts), highlight=False)
+
+
+def as_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2))
+
+
+def when(value: str | None) -> str:
+    """An ISO time as ``2026-11-23 14:02:11`` (UTC, as the API gives it)."""
+    return value.replace("T", " ")[:19] if value else "-"
+
+
+def state(value: str) -> Text:
+    return Text(value, style=STATE_STYLES.get(value, ""))
+
+
+def cell(value: Any) -> Text:
+    if isinstance(value, Text):
+        return value
+    return Text("-" if value is None or value == "" else str(value))
+
+
+def table(columns: list[str], rows: list[list[Any]], empty: str) -> None:
+    if not rows:
+        say(empty)
+        return
+    grid = Table(box=None, header_style="bold", pad_edge=False)
+    for column in columns:
+        grid.add_column(column, overflow="fold")
+    for row in rows:
+        grid.add_row(*(cell(value) for value in row))
+    out.print(grid)
+
+
+def fields(pairs: list[tuple[str, Any]]) -> None:
+    """``name  value`` lines, names aligned; empty values are left out."""
+    width = max(len(name) for name, _ in pairs)
+    for name, value in pairs:
+        if value is None or value == "" or value == []:
+            continue
+        out.print(Text.assemble((f"{name:<{width}}", "bold"), "  ", cell(value)), highlight=False)

@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from django.contrib.auth.models import User
+
+from tasks.models import Task, TaskState
+
+
+@pytest.fixture(autouse=True)
+def allow_loopback(settings) -> None:
+    """The test receivers listen on 127.0.0.1, which webhooks refuse unless allowed."""
+    settings.ARGUS_WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]
+
+
+@pytest.fixture
+def sync_queue(monkeypatch) -> None:
+    """django-q2 runs async_task in-process (its Conf is read at import: settings do not reach it)."""
+    from django_q.conf import Conf
+
+    monkeypatch.setattr(Conf, "SYNC", True)
+
+
+@pytest.fixture
+def running_task(make_task) -> Callable[[User], Task]:
+    """A task moved to RUNNING the way the scheduler moves it (no webhook fires on the way)."""
+
+    def make(user: User) -> Task:
+        task = make_task(user)
+        for state in (TaskState.SUBMITTING, TaskState.SUBMITTED, TaskState.RUNNING):
+            task.transition(state, actor="scheduler")
+        return task
+
+    return make

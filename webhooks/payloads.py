@@ -1,0 +1,64 @@
+"""What a webhook receives: the JSON body for an event, and its signature."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+
+from tasks.models import Event, Task
+
+SIGNATURE_HEADER = "X-Argus-Signature"
+
+_VERBS = {
+    "SUCCEEDED": "succeeded",
+    "FAILED": "failed",
+    "CANCELED": "was canceled",
+    "RETRYING": "will be retried",
+}
+
+
+def task_url(task: Task) -> str:
+    return f"{settings.ARGUS_PUBLIC_URL}/tasks/{task.task_id}/"
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def body_for(event: Event, name: str) -> str:
+    """The JSON text for ``event`` (webhook event ``name``), as the task stands in that event.
+
+    ``text`` is what a Slack incoming webhook shows, so the same URL works there.
+    """
+    task = event.task
+    url = task_url(task)
+    summary = task.error_summary or (event.message if name != "SUCCEEDED" else "")
+    text = f"Argus: task <{url}|{task.task_id}> {_VERBS[name]}"
+    if summary:
+        text += f": {summary[:300]}"
+    payload: dict[str, Any] = {
+        "event": name,
+        "task_id": task.task_id,
+        "state": event.to_state or task.state,
+        "user": task.user.username,
+        "workload": task.workload,
+        "created_at": _iso(task.created_at),
+        "finished_at": _iso(task.finished_at),
+        "next_run_at": _iso(task.next_run_at),
+        "error_summary": task.error_summary,
+        "message": event.message,
+        "occurred_at": _iso(event.created_at),
+        "url": url,
+        "text": text,
+    }
+    return json.dumps(payload, separators=(",", ":"))
+
+
+def sign(secret: str, body: bytes) -> str:
+    """The X-Argus-Signature value: ``sha256=`` and the hex HMAC-SHA256 of the body."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()

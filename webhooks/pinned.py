@@ -1,0 +1,79 @@
+"""HTTP connections that go only to addresses webhooks.ssrf allows, resolved once.
+
+requests (urllib3 underneath) would resolve the host again when it connects, after our check:
+a name with a short TTL could answer a public address to the check and 127.0.0.1 to the
+connection. These connections resolve and check in one step and connect to what was checked;
+the Host header, TLS SNI and certificate checks still use the name.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import requests
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
+from urllib3.util import connection
+
+from webhooks.ssrf import checked_addresses
+
+
+class _CheckedConnect:
+    """Replaces urllib3's HTTPConnection._new_conn (urllib3 2.x) with a checked one."""
+
+    host: str
+    port: int
+    timeout: Any
+    source_address: Any
+    socket_options: Any
+
+    def _new_conn(self) -> socket.socket:
+        error: OSError | None = None
+        for address in checked_addresses(self.host, self.port):  # RefusedURL goes up as it is
+            try:
+                return connection.create_connection(
+                    (address, self.port),
+                    self.timeout,
+                    source_address=self.source_address,
+                    socket_options=self.socket_options,
+                )
+            except TimeoutError as timeout:
+                raise ConnectTimeoutError(self, f"Connection to {self.host} timed out.") from timeout
+            except OSError as failure:
+                error = failure
+        # self is an HTTPConnection at run time (the subclasses below); mypy sees only the mixin.
+        raise NewConnectionError(self, f"Failed to establish a new connection: {error}")  # type: ignore[arg-type]
+
+
+class CheckedHTTPConnection(_CheckedConnect, HTTPConnection):
+    pass
+
+
+class CheckedHTTPSConnection(_CheckedConnect, HTTPSConnection):
+    pass
+
+
+class CheckedHTTPPool(HTTPConnectionPool):
+    ConnectionCls = CheckedHTTPConnection
+
+
+class CheckedHTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = CheckedHTTPSConnection
+
+
+class CheckedAdapter(HTTPAdapter):
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": CheckedHTTPPool, "https": CheckedHTTPSPool}
+
+
+def session() -> requests.Session:
+    """A session whose direct connections are checked. Through a proxy (HTTPS_PROXY in the
+    environment) the proxy connects, and check_url's look at the name is what remains."""
+    checked = requests.Session()
+    checked.mount("http://", CheckedAdapter())
+    checked.mount("https://", CheckedAdapter())
+    return checked
