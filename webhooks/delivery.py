@@ -61,7 +61,7 @@ def create_for(event: Event) -> list[int]:
 def enqueue(ids: list[int]) -> None:
     from django_q.tasks import async_task
 
-    # In a transaction for the reason given in tasks.lease.enqueue_run.
+    # In a transaction for the reason given in tasks.scheduler.lease.enqueue_run.
     with transaction.atomic():
         for pk in ids:
             async_task("webhooks.delivery.deliver", pk, task_name=f"webhook-{pk}", group="argus-webhooks")
