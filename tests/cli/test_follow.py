@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from tasks.models import Attempt, Task, TaskState
+from tasks.models import Attempt, Role, Task, TaskState
 from tests.conftest import PPO_SPEC
 
 S = TaskState
@@ -36,13 +36,13 @@ def start_running(task: Task, log: Path, lines: str = "") -> Attempt:
         task=task, attempt_no=1, ray_submission_id=f"{task.task_id}--a01", log_path=str(log), start_time=timezone.now()
     )
     for state in (S.SUBMITTING, S.SUBMITTED, S.RUNNING):
-        task.transition(state, actor="scheduler")
+        task.transition(state, role=Role.SCHEDULER, actor="scheduler")
     return attempt
 
 
 def finish(task: Task, attempt: Attempt, state: str, **changes: Any) -> None:
     Attempt.objects.filter(pk=attempt.pk).update(end_time=timezone.now())
-    task.transition(state, actor="scheduler", **changes)
+    task.transition(state, role=Role.SCHEDULER, actor="scheduler", **changes)
 
 
 def collect(process: subprocess.Popen[str]) -> tuple[int, str, str]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from tasks.models import Attempt, ClusterState, Task, TaskState
+from tasks.models import Attempt, ClusterState, Role, Task, TaskState
 from tests.cli.conftest import no_traceback
 from tests.conftest import PPO_SPEC
 
@@ -94,7 +94,7 @@ def test_cancel_a_waiting_task(alice, argus_as, make_task):
 def test_cancel_a_running_task_requests_a_stop(alice, argus_as, make_task):
     task = make_task(alice)
     for state in (TaskState.SUBMITTING, TaskState.SUBMITTED, TaskState.RUNNING):
-        task.transition(state)
+        task.transition(state, role=Role.SCHEDULER, actor="scheduler")
     result = argus_as(alice).run("cancel", task.task_id, "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["cancel_requested"] is True

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 
-from tasks.models import TaskState
+from tasks.models import Role, TaskState
 from tests.cli.conftest import no_traceback
 from webhooks.models import Delivery, Webhook
 
@@ -21,7 +21,7 @@ def test_add_list_deliveries_and_remove(alice, bob, argus_as, make_task, setting
 
     task = make_task(alice)
     for state in (TaskState.SUBMITTING, TaskState.SUBMITTED, TaskState.RUNNING, TaskState.FAILED):
-        task.transition(state)
+        task.transition(state, role=Role.SCHEDULER, actor="scheduler")
     Delivery.objects.update(attempts=2, error="HTTP 500 Internal Server Error")
     sent = argus.run("webhook", "deliveries", str(hook.pk))
     assert task.task_id in sent.stdout and "PENDING" in sent.stdout and "HTTP 500 Internal Server Error" in sent.stdout

@@ -5,7 +5,7 @@ from collections.abc import Callable
 import pytest
 from django.contrib.auth.models import User
 
-from tasks.models import Task, TaskState
+from tasks.models import Role, Task, TaskState
 
 
 @pytest.fixture(autouse=True)
@@ -29,7 +29,7 @@ def running_task(make_task) -> Callable[[User], Task]:
     def make(user: User) -> Task:
         task = make_task(user)
         for state in (TaskState.SUBMITTING, TaskState.SUBMITTED, TaskState.RUNNING):
-            task.transition(state, actor="scheduler")
+            task.transition(state, role=Role.SCHEDULER, actor="scheduler")
         return task
 
     return make

@@ -8,7 +8,7 @@ import pytest
 from django.urls import include, path
 from drf_spectacular.generators import SchemaGenerator
 
-from tasks.models import TaskState
+from tasks.models import Role, TaskState
 from tests.accounts.test_schema import conforms, documented
 from webhooks.models import MAX_WEBHOOKS_PER_USER, Delivery, DeliveryStatus, Webhook
 
@@ -82,7 +82,7 @@ def test_it_deletes_a_webhook(alice, client_for):
 def test_it_lists_deliveries_with_status_and_attempts(schema, alice, client_for, running_task):
     hook = Webhook.create(user=alice, url="http://127.0.0.1:9/hook", events=["SUCCEEDED"])
     task = running_task(alice)
-    task.transition(TaskState.SUCCEEDED, actor="scheduler")
+    task.transition(TaskState.SUCCEEDED, role=Role.SCHEDULER, actor="scheduler")
     Delivery.objects.update(attempts=2, response_code=500, error="HTTP 500")
     template = f"{URL}/{{id}}/deliveries"
     body = checked(schema, "get", template, client_for(alice).get(f"{URL}/{hook.pk}/deliveries"))

@@ -11,7 +11,7 @@ from datetime import timedelta
 
 import pytest
 
-from tasks.models import EventKind, TaskState
+from tasks.models import EventKind, Role, TaskState
 from tests.webhooks.receiver import receiver
 from webhooks.delivery import deliver, send_due
 from webhooks.models import Delivery, DeliveryStatus, Webhook
@@ -30,7 +30,13 @@ def test_a_receiver_gets_a_signed_delivery_after_refusing_two(
         hook = Webhook.create(user=alice, url=hook_server.url, events=["FAILED"])
         task = running_task(alice)
         with django_capture_on_commit_callbacks(execute=True):
-            task.transition(TaskState.FAILED, actor="scheduler", message="exit 1", error_summary="CUDA out of memory")
+            task.transition(
+                TaskState.FAILED,
+                role=Role.SCHEDULER,
+                actor="scheduler",
+                message="exit 1",
+                error_summary="CUDA out of memory",
+            )
         # The first try ran at once, through django-q2, after the commit.
         delivery = Delivery.objects.get(webhook=hook)
         assert len(hook_server.received) == 1
@@ -77,7 +83,7 @@ def test_a_wrong_secret_does_not_match_the_signature(
         hook = Webhook.create(user=alice, url=hook_server.url, events=["SUCCEEDED"])
         task = running_task(alice)
         with django_capture_on_commit_callbacks(execute=True):
-            task.transition(TaskState.SUCCEEDED, actor="scheduler")
+            task.transition(TaskState.SUCCEEDED, role=Role.SCHEDULER, actor="scheduler")
     got = hook_server.received[0]
     assert got.headers["x-argus-signature"] == expected_signature(hook.secret, got.body)
     assert got.headers["x-argus-signature"] != expected_signature("0" * 64, got.body)
@@ -90,7 +96,7 @@ def test_it_gives_up_after_the_last_try(alice, running_task, settings, sync_queu
         hook = Webhook.create(user=alice, url=hook_server.url, events=["CANCELED"])
         task = running_task(alice)
         with django_capture_on_commit_callbacks(execute=True):
-            task.transition(TaskState.CANCELED, actor="scheduler")
+            task.transition(TaskState.CANCELED, role=Role.SCHEDULER, actor="scheduler")
         delivery = Delivery.objects.get(webhook=hook)
         while delivery.status == DeliveryStatus.PENDING:
             assert send_due(now=delivery.next_try_at) == 1
@@ -112,7 +118,7 @@ def test_a_host_no_longer_allowed_is_refused_at_delivery(
         settings.ARGUS_WEBHOOK_ALLOWED_HOSTS = []
         task = running_task(alice)
         with django_capture_on_commit_callbacks(execute=True):
-            task.transition(TaskState.SUCCEEDED, actor="scheduler")
+            task.transition(TaskState.SUCCEEDED, role=Role.SCHEDULER, actor="scheduler")
     delivery = Delivery.objects.get(webhook=hook)
     assert hook_server.received == []
     assert delivery.status == DeliveryStatus.FAILED and delivery.attempts == 1
@@ -121,12 +127,12 @@ def test_a_host_no_longer_allowed_is_refused_at_delivery(
 
 def test_only_the_owners_wanted_events_are_delivered(alice, bob, running_task, make_task):
     Webhook.create(user=alice, url="http://127.0.0.1:9/hook", events=["SUCCEEDED", "RETRYING"])
-    running_task(bob).transition(TaskState.SUCCEEDED, actor="scheduler")  # bob's: not alice's hook
+    running_task(bob).transition(TaskState.SUCCEEDED, role=Role.SCHEDULER, actor="scheduler")  # bob's: not alice's hook
     make_task(alice).cancel(actor="api:alice")  # not wanted
     assert not Delivery.objects.exists()
 
     task = running_task(alice)
-    task.transition(TaskState.PENDING_RESOURCES, kind=EventKind.RETRY_SCHEDULED, actor="scheduler")
+    task.transition(TaskState.PENDING_RESOURCES, kind=EventKind.RETRY_SCHEDULED, role=Role.SCHEDULER, actor="scheduler")
     assert list(Delivery.objects.values_list("event_name", flat=True)) == ["RETRYING"]
     assert json.loads(Delivery.objects.get().body)["state"] == "PENDING_RESOURCES"
 
@@ -136,7 +142,7 @@ def test_the_first_try_waits_for_the_commit(alice, running_task, sync_queue, dja
         Webhook.create(user=alice, url=hook_server.url, events=["SUCCEEDED"])
         task = running_task(alice)
         with django_capture_on_commit_callbacks(execute=False) as callbacks:
-            task.transition(TaskState.SUCCEEDED, actor="scheduler")
+            task.transition(TaskState.SUCCEEDED, role=Role.SCHEDULER, actor="scheduler")
             assert hook_server.received == []  # nothing sent inside the transaction
         assert len(callbacks) == 1
         callbacks[0]()
@@ -146,7 +152,7 @@ def test_the_first_try_waits_for_the_commit(alice, running_task, sync_queue, dja
 def test_a_delivered_delivery_is_not_sent_again(alice, running_task):
     with receiver() as hook_server:
         Webhook.create(user=alice, url=hook_server.url, events=["SUCCEEDED"])
-        running_task(alice).transition(TaskState.SUCCEEDED, actor="scheduler")
+        running_task(alice).transition(TaskState.SUCCEEDED, role=Role.SCHEDULER, actor="scheduler")
         delivery = Delivery.objects.get()
         assert deliver(delivery.pk, now=delivery.next_try_at) is True
         assert deliver(delivery.pk, now=delivery.next_try_at) is False
@@ -157,7 +163,7 @@ def test_finished_deliveries_are_forgotten_after_the_keep(alice, running_task, s
     settings.ARGUS_WEBHOOK_KEEP_DAYS = 30
     Webhook.create(user=alice, url="http://127.0.0.1:9/hook", events=["SUCCEEDED"])
     for _ in range(3):
-        running_task(alice).transition(TaskState.SUCCEEDED, actor="scheduler")
+        running_task(alice).transition(TaskState.SUCCEEDED, role=Role.SCHEDULER, actor="scheduler")
     old, done, pending = Delivery.objects.order_by("id")
     long_ago = old.created_at - timedelta(days=31)
     Delivery.objects.filter(pk=old.pk).update(status=DeliveryStatus.DELIVERED, created_at=long_ago)
@@ -175,7 +181,7 @@ def test_a_closed_port_or_a_redirect_is_a_failed_try(alice, running_task):
     with receiver(302) as hook_server:
         Webhook.create(user=alice, url=closed, events=["SUCCEEDED"])
         Webhook.create(user=alice, url=hook_server.url, events=["SUCCEEDED"])
-        running_task(alice).transition(TaskState.SUCCEEDED, actor="scheduler")
+        running_task(alice).transition(TaskState.SUCCEEDED, role=Role.SCHEDULER, actor="scheduler")
         now = Delivery.objects.earliest("id").next_try_at
         assert send_due(now=now) == 2
     refused, redirected = Delivery.objects.order_by("webhook_id")
@@ -200,7 +206,7 @@ def test_a_name_that_rebinds_to_loopback_is_refused_at_connect(alice, running_ta
     with receiver() as hook_server:
         port = hook_server.url.split(":")[2].split("/")[0]
         Webhook.create(user=alice, url=f"http://rebind.test:{port}/hook", events=["SUCCEEDED"])
-        running_task(alice).transition(TaskState.SUCCEEDED, actor="scheduler")
+        running_task(alice).transition(TaskState.SUCCEEDED, role=Role.SCHEDULER, actor="scheduler")
         delivery = Delivery.objects.get()
         assert deliver(delivery.pk, now=delivery.next_try_at) is True
     delivery.refresh_from_db()
@@ -228,7 +234,7 @@ def test_https_keeps_checking_the_certificate_against_the_name(alice, running_ta
         # The same server under a name its certificate does not carry.
         settings.ARGUS_WEBHOOK_ALLOWED_HOSTS = ["localhost", "127.0.0.1"]
         wrong = Webhook.create(user=alice, url=hook_server.url.replace("localhost", "127.0.0.1"), events=["SUCCEEDED"])
-        running_task(alice).transition(TaskState.SUCCEEDED, actor="scheduler")
+        running_task(alice).transition(TaskState.SUCCEEDED, role=Role.SCHEDULER, actor="scheduler")
         assert send_due(now=Delivery.objects.earliest("id").next_try_at) == 2
     assert Delivery.objects.get(webhook=good).status == DeliveryStatus.DELIVERED
     assert len(hook_server.received) == 1

@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from tasks.models import TaskState
+from tasks.models import Role, TaskState
 from webhooks.models import MAX_WEBHOOKS_PER_USER, Delivery, DeliveryStatus, Webhook
 
 pytestmark = pytest.mark.django_db
@@ -45,7 +45,7 @@ def test_it_shows_deliveries_and_only_the_users_webhooks(
     hook = Webhook.create(user=alice, url="http://127.0.0.1:9/alice", events=["SUCCEEDED"])
     Webhook.create(user=bob, url="http://127.0.0.1:9/bobs", events=["SUCCEEDED"])
     task = running_task(alice)
-    task.transition(TaskState.SUCCEEDED, actor="scheduler")
+    task.transition(TaskState.SUCCEEDED, role=Role.SCHEDULER, actor="scheduler")
     Delivery.objects.filter(webhook=hook).update(
         status=DeliveryStatus.FAILED, attempts=5, error="HTTP 500 Internal Server Error"
     )
