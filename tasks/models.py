@@ -98,6 +98,10 @@ class FailureKind(models.TextChoices):
     UNKNOWN = "UNKNOWN"
     # The job folder could not be written: storage is unwell, the task waits and retries.
     STORAGE_ERROR = "STORAGE_ERROR"
+    # Stopped by Argus: the task's time limit passed (not retried).
+    TIME_LIMIT = "TIME_LIMIT"
+    # Stopped by Argus: the driver log stayed silent past the stall timeout (max_retries applies).
+    STALLED = "STALLED"
 
 
 class EventKind(models.TextChoices):
@@ -158,6 +162,9 @@ class Task(models.Model):
     priority = models.CharField(max_length=8, choices=Priority.choices, default=Priority.NORMAL)
     priority_rank = models.SmallIntegerField(default=0, editable=False)
     max_retries = models.PositiveIntegerField(default=0)
+    # Seconds; null: none. Resolved at submission (spec, site default, site cap).
+    time_limit_s = models.PositiveIntegerField(null=True, blank=True)
+    stall_timeout_s = models.PositiveIntegerField(null=True, blank=True)
     spec_raw = models.TextField(help_text="The spec exactly as it was sent.")
     spec = models.JSONField(help_text="The validated spec, macros expanded.")
     warnings = models.JSONField(default=list, blank=True)
@@ -379,6 +386,15 @@ class Attempt(models.Model):
     # those nodes until the attempt ends (see tasks.admission.effective_free).
     placement = models.JSONField(default=dict, blank=True)
     stop_requested_at = models.DateTimeField(null=True, blank=True)
+    # The step verl resumed from ("Setting global step to N"); null: it started from scratch
+    # (or has not said yet).
+    resumed_from_step = models.IntegerField(null=True, blank=True)
+    # How far sync has read driver.log (it reads only what was added), when it last grew, and
+    # since when verl has waited for a placement Ray cannot give (the line that said so).
+    log_offset = models.BigIntegerField(default=0)
+    log_grew_at = models.DateTimeField(null=True, blank=True)
+    stuck_since = models.DateTimeField(null=True, blank=True)
+    stuck_line = models.CharField(max_length=500, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     submitted_at = models.DateTimeField(null=True, blank=True)
     start_time = models.DateTimeField(null=True, blank=True)
