@@ -218,6 +218,9 @@ ARGUS_LOST_RETRIES = envint("ARGUS_LOST_RETRIES", 3)
 ARGUS_MAX_RUNNING_TASKS = envint("ARGUS_MAX_RUNNING_TASKS", 0)
 ARGUS_SCHEDULING_POLICY = envstr("ARGUS_SCHEDULING_POLICY", "strict_fifo")
 ARGUS_MAX_TASK_GPUS = envint("ARGUS_MAX_TASK_GPUS", 0)
+# verl asks one {"CPU": 3, "GPU": 1} bundle per GPU: admission checks that many CPUs per GPU on
+# each node (0 turns the CPU check off).
+ARGUS_CPUS_PER_GPU = envfloat("ARGUS_CPUS_PER_GPU", 3.0)
 
 # Files page / API
 ARGUS_MAX_UPLOAD_BYTES = envint("ARGUS_MAX_UPLOAD_BYTES", 1024 * 1024 * 1024)

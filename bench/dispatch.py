@@ -236,7 +236,7 @@ def main() -> int:
         started = time.monotonic()
         cluster.start_head()
         for _ in range(2):
-            cluster.add_worker(gpus=4, cpus=4)  # one at a time: two raylets starting together collide
+            cluster.add_worker(gpus=4)  # one at a time: two raylets starting together collide
             cluster.wait_for_gpus(4 * len(cluster.workers))
         print(f"Ray: head + 2 workers x 4 GPUs up in {time.monotonic() - started:.1f} s", flush=True)
         env = bench.env(**extra)

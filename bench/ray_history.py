@@ -117,7 +117,7 @@ def main() -> int:
     cluster = LocalRayCluster()
     try:
         cluster.start_head()
-        cluster.add_worker(gpus=4, cpus=4)
+        cluster.add_worker(gpus=4)
         cluster.wait_for_gpus(4)
         cluster.warm_up()
         settings.ARGUS_RAY_JOB_SERVER_URL = cluster.job_server_url

@@ -65,7 +65,17 @@ class FakeRay:
         views = [NodeView("head", "10.0.0.1", True, True, False, 0.0, 0.0, 0.0, 0.0)]
         for i, node in enumerate(self.node_ids()):
             views.append(
-                NodeView(node, f"10.0.{i // 250}.{i % 250 + 2}", True, False, True, self.gpus, self.free.get(node, 0))
+                NodeView(
+                    node,
+                    f"10.0.{i // 250}.{i % 250 + 2}",
+                    True,
+                    False,
+                    True,
+                    self.gpus,
+                    self.free.get(node, 0),
+                    3.0 * self.gpus + 2,
+                    3.0 * self.free.get(node, 0) + 2,
+                )
             )
         return ClusterView(views)
 

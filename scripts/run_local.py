@@ -171,9 +171,11 @@ def main() -> int:
         wait("head.json", lambda: manage(env, "raynode", "status", check=False).returncode == 0, 90, stack)
         for index in range(workers):
             ports = agent_ports(index + 1)
+            # 3 CPUs per GPU, as verl's bundles ask (ARGUS_CPUS_PER_GPU), plus 2 for its TaskRunner and the driver.
+            cpus = 3 * gpus + 2
             worker_env = {
                 **env,
-                "ARGUS_RAY_EXTRA_ARGS": f"--num-gpus={gpus} --num-cpus=4 --object-store-memory=200000000 {ports}",
+                "ARGUS_RAY_EXTRA_ARGS": f"--num-gpus={gpus} --num-cpus={cpus} --object-store-memory=200000000 {ports}",
             }
             print(f"Starting worker {index + 1} of {workers} ({gpus} declared GPUs)…", flush=True)
             stack.start(f"ray-worker{index + 1}", [PYTHON, "manage.py", "raynode", "worker"], worker_env)

@@ -102,7 +102,10 @@ class LocalRayCluster:
         )
         wait_for(lambda: http_ok(self.job_server_url + "/api/version"), 60, "the Ray head")
 
-    def add_worker(self, gpus: int = 4, cpus: int = 4) -> Node:
+    def add_worker(self, gpus: int = 4, cpus: int | None = None) -> Node:
+        """A worker with ``gpus`` declared GPUs and, unless told otherwise, the CPUs verl asks
+        beside them: 3 per GPU (its bundles), plus 2 for its TaskRunner actor and the driver."""
+        cpus = 3 * gpus + 2 if cpus is None else cpus
         name = f"worker{len(self.workers) + 1}"
         node = Node(
             name,

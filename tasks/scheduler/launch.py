@@ -39,16 +39,30 @@ def promised_gpus() -> dict[str, int]:
     return promised
 
 
+def cpus_for(gpus: float) -> float:
+    """The CPUs verl asks beside ``gpus`` GPUs on a node: one {"CPU": c, "GPU": 1} bundle per
+    GPU (ResourcePoolManager.max_colocate_count), c = ARGUS_CPUS_PER_GPU; 0 turns the check off."""
+    return gpus * settings.ARGUS_CPUS_PER_GPU
+
+
+def rooms(cluster: ClusterView) -> tuple[dict[str, admission.Room], dict[str, admission.Room]]:
+    """Each worker node's total and free room, as Ray sees it now."""
+    workers = cluster.workers
+    totals = {node.node_id: admission.Room(node.gpus_total, node.cpus_total) for node in workers}
+    ray_free = {node.node_id: admission.Room(node.gpus_free, node.cpus_free) for node in workers}
+    return totals, ray_free
+
+
 def admit(ray: RayJobs, cluster: ClusterView, budget: Budget, submitted: list[str]) -> None:
     """Start what fits, in queue order, appending each started task's id to ``submitted``.
 
     Stops at the first RayUnavailable (it propagates: Ray will not take the next one either)
     and when the budget is spent; the rest waits for the next tick.
     """
-    workers = cluster.workers
-    totals = {node.node_id: node.gpus_total for node in workers}
-    ray_free = {node.node_id: node.gpus_free for node in workers}
-    free = admission.effective_free(totals, ray_free, promised_gpus())
+    totals, ray_free = rooms(cluster)
+    # Promised CPUs follow promised GPUs, as verl's bundles do.
+    promised = {node: admission.Room(gpus, cpus_for(gpus)) for node, gpus in promised_gpus().items()}
+    free = admission.effective_free(totals, ray_free, promised)
     now = timezone.now()
     rows = (
         Task.objects.waiting()
@@ -61,7 +75,7 @@ def admit(ray: RayJobs, cluster: ClusterView, budget: Budget, submitted: list[st
     for pk, nnodes, gpus, state, reason in rows:
         states[pk] = state
         written[pk] = reason
-        queue.append(admission.Request(pk, nnodes, gpus))
+        queue.append(admission.Request(pk, nnodes, gpus, cpus_for(gpus)))
     if not queue:
         return
     max_new = None

@@ -30,7 +30,7 @@ def ray_cluster() -> Iterator[LocalRayCluster]:
     try:
         cluster.start_head()
         for _ in range(2):
-            cluster.add_worker(gpus=4, cpus=4)
+            cluster.add_worker(gpus=4)
             cluster.wait_for_gpus(4 * len(cluster.workers))
         cluster.warm_up()
         yield cluster
@@ -179,7 +179,7 @@ def own_cluster(settings):
         clusters.append(cluster)
         cluster.start_head()
         for joined in range(1, workers + 1):  # one at a time: two raylets starting at once time out
-            cluster.add_worker(gpus=4, cpus=4)
+            cluster.add_worker(gpus=4)
             cluster.wait_for_gpus(4 * joined, timeout=120)
         cluster.warm_up()
         cluster.publish(head_file_from_settings(), ttl=3600)

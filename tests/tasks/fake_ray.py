@@ -19,7 +19,9 @@ class FakeRay:
 
     def __init__(self, gpus_per_node: list[int]) -> None:
         self.nodes = [
-            NodeView(f"n{i}", "10.0.0.1", True, False, True, float(g), float(g)) for i, g in enumerate(gpus_per_node)
+            # Each node with the CPUs verl asks beside its GPUs (3 per GPU, tests/ray_cluster.py).
+            NodeView(f"n{i}", "10.0.0.1", True, False, True, float(g), float(g), 3.0 * g + 2, 3.0 * g + 2)
+            for i, g in enumerate(gpus_per_node)
         ]
         self.known: dict[str, JobDetails] = {}  # what Ray holds, by submission id
         self.submitted: list[str] = []  # every submission Ray accepted, in order
