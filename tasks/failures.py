@@ -55,7 +55,9 @@ USER_EXCEPTIONS = frozenset(
         "OverrideParseException",
     }
 )
-USER_TEXT = re.compile(r"Could not override '|Key '[^']*' is not in struct")
+# Hydra's and OmegaConf's words for a bad override or key, and verl's load_module wrapping whatever
+# the user's own module (a custom dataset, reward function) raised while being imported.
+USER_TEXT = re.compile(r"Could not override '|Key '[^']*' is not in struct|^Error loading module from module_path=")
 
 
 @dataclass(frozen=True)

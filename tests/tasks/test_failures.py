@@ -124,6 +124,17 @@ def test_a_missing_module_that_ends_the_run_is_a_user_error():
     assert key_error_line("", tail) == "ModuleNotFoundError: No module named 'my_reward_lib'"
 
 
+def test_a_user_module_verl_cannot_load_is_a_user_error():
+    # verl's load_module re-raises whatever the user's module raised on import as this RuntimeError.
+    tail = (
+        "ModuleNotFoundError: No module named 'my_tokenizer_helpers'\n\n"
+        "The above exception was the direct cause of the following exception:\n\n"
+        "RuntimeError: Error loading module from module_path='/data/alice/my_dataset.py'\n"
+    )
+    assert classify("exit code 1", tail) == FailureKind.USER_ERROR
+    assert classify("exit code 1", "RuntimeError: Error loading weights from /ckpt\n") == FailureKind.RUNTIME_ERROR
+
+
 def test_a_missing_file_is_a_user_error():
     tail = "FileNotFoundError: [Errno 2] No such file or directory: '/private/datasets/x.parquet'"
     assert classify("exit code 1", tail) == FailureKind.USER_ERROR
