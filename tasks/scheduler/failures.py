@@ -1,8 +1,15 @@
-"""Why an attempt failed, read from Ray's job message and the tail of the driver log."""
+"""Why an attempt failed, read from Ray's job message and the tail of the driver log.
+
+The kind comes from the error that ended the run, never from a word found somewhere in the log:
+every real verl 0.9.1 log carries warnings such as
+``UserWarning: torchtitan engine is not available: ModuleNotFoundError("No module named 'torchtitan'")``
+that say nothing about why the run failed. Real logs to judge this on: tests/fixtures/verl/.
+"""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from tasks.models import FailureKind
 
@@ -14,42 +21,132 @@ INSUFFICIENT = re.compile(
     r"Total available GPUs\s+(?P<available>\d+(?:\.\d+)?)\s+is less than total desired GPUs\s+"
     r"(?P<desired>\d+(?:\.\d+)?)"
 )
-# Errors in what the user asked for, detected as the program starts.
-USER_ERROR_MARKERS = re.compile(
-    r"FileNotFoundError|No such file or directory|ConfigCompositionException|"
-    r"Could not override|Key '[^']+' is not in struct|ModuleNotFoundError|No module named|"
-    r"error: unrecognized arguments|usage: "
+# Ray prefixes what actors print: "(TaskRunnerV1 pid=7706) ", "(WorkerDict pid=9, ip=10.0.0.2) ".
+ACTOR_PREFIX = re.compile(r"^\((?:[^()]|\([^()]*\))*\) ?")
+REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]")
+# The line closing a traceback, at the start of a line: "ValueError: …", a bare "AssertionError",
+# "ray.exceptions.RayTaskError(ValueError): …", "hydra.errors.ConfigCompositionException: …".
+# Anchored, so an exception named inside a warning ("UserWarning: … ModuleNotFoundError(…)") never
+# counts; a bare "Error: …" (Ray's autoscaler) is no exception either.
+EXCEPTION = re.compile(
+    r"^(?P<name>(?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)|Exception))"
+    r"(?:\((?P<inner>[\w.]+)\))?(?::(?: (?P<text>.*))?)?$"
 )
-ERROR_LINE = re.compile(r"^(?:\([^)]*\)\s*)?(?P<line>[\w.]*(?:Error|Exception)(?:\([\w.]+\))?: .+)$")
+# Hydra prints its own errors without a class name (run_and_report writes str(ex) of a
+# CompactHydraException), then a blank line and "Set the environment variable HYDRA_FULL_ERROR=1 …".
+HYDRA_ERROR = re.compile(
+    r"^(?:Could not (?:override|append to config|delete from config|load) |Error (?:merging|parsing) override|"
+    r"Cannot find primary config|Key '[^']*' is not in struct)"
+)
+# argparse: "usage: prog …" then "prog: error: unrecognized arguments: …". Only after a usage line,
+# so "GPU memory usage: 3 GB" or "foo: error: bar" in passing is no error.
+USAGE = re.compile(r"^usage: ")
+ARGPARSE_ERROR = re.compile(r"^[^\s:][^:]*: error: .+$")
+# Shutdown noise after the real error: "Exception ignored in: <function …>" and its traceback.
+IGNORED = re.compile(r"^Exception ignored in\b")
+
+# What the user asked for is wrong: running it again fails the same way.
+USER_EXCEPTIONS = frozenset(
+    {
+        "FileNotFoundError",
+        "ModuleNotFoundError",
+        "ConfigCompositionException",
+        "MissingConfigException",
+        "OverrideParseException",
+    }
+)
+# Hydra's and OmegaConf's words for a bad override or key, and verl's load_module wrapping whatever
+# the user's own module (a custom dataset, reward function) raised while being imported.
+USER_TEXT = re.compile(r"Could not override '|Key '[^']*' is not in struct|^Error loading module from module_path=")
+
+
+@dataclass(frozen=True)
+class FinalError:
+    """The error that ended a run: its line as a person should read it, and its exception name
+    ("" for Hydra's and argparse's unnamed errors)."""
+
+    line: str
+    name: str
+    user_error: bool
 
 
 def strip_ansi(text: str) -> str:
     return ANSI.sub("", text)
 
 
+def _lines(text: str) -> list[str]:
+    # "\r" as a line end: progress bars rewrite a line in place.
+    text = strip_ansi(text).replace("\r\n", "\n").replace("\r", "\n")
+    return [REPEATED.sub("", ACTOR_PREFIX.sub("", line)).rstrip() for line in text.split("\n")]
+
+
+def final_error(message: str, log_tail: str) -> FinalError | None:
+    """The error that ended the run: the last one in Ray's message (which, for a failed entrypoint,
+    quotes the log's end), else the last one in the log."""
+    return _last_error(message) or _last_error(log_tail)
+
+
+def _last_error(text: str) -> FinalError | None:
+    """The last traceback's closing exception, Hydra's compact error or argparse's error."""
+    found: FinalError | None = None
+    usage_seen = ignoring = in_hydra_block = False
+    for line in _lines(text):
+        if not line.strip():
+            in_hydra_block = ignoring = False
+            continue
+        if IGNORED.match(line):
+            ignoring = True
+            continue
+        if USAGE.match(line):
+            usage_seen = True
+            continue
+        match = EXCEPTION.match(line)
+        if match:
+            in_hydra_block = False
+            if ignoring:
+                ignoring = False
+                continue
+            name = (match.group("inner") or match.group("name")).rsplit(".", 1)[-1]
+            user = name in USER_EXCEPTIONS or bool(USER_TEXT.search(match.group("text") or ""))
+            found = FinalError(line, name, user)
+        elif HYDRA_ERROR.match(line):
+            # "Could not override 'x'." then its cause "Key 'x' is not in struct": one error, and
+            # its first line says it best.
+            if not in_hydra_block:
+                found = FinalError(line, "", True)
+                in_hydra_block = True
+        elif usage_seen and ARGPARSE_ERROR.match(line):
+            found = FinalError(line, "", True)
+    return found
+
+
 def classify(message: str, log_tail: str) -> FailureKind:
+    """1. verl's fail-fast message anywhere: INSUFFICIENT_RESOURCES (retried when GPUs free up).
+    2. The error that ended the run (``final_error``) is the user's (a missing file or module, a bad
+       Hydra override, a bad argument): USER_ERROR, never retried.
+    3. Any other error: RUNTIME_ERROR. 4. No error at all: UNKNOWN."""
     text = strip_ansi(f"{message}\n{log_tail}")
+    # verl's fail-fast check means "try again later", wherever it shows.
     if INSUFFICIENT.search(text):
         return FailureKind.INSUFFICIENT_RESOURCES
-    if USER_ERROR_MARKERS.search(text):
-        return FailureKind.USER_ERROR
-    if ERROR_LINE.search(text.replace("\r", "")) or message.strip() or log_tail.strip():
-        return FailureKind.RUNTIME_ERROR
-    return FailureKind.UNKNOWN
+    final = final_error(message, log_tail)
+    if final is None:
+        # No error at all (a SIGKILL, an empty log): nothing to say what went wrong.
+        return FailureKind.UNKNOWN
+    return FailureKind.USER_ERROR if final.user_error else FailureKind.RUNTIME_ERROR
 
 
 def key_error_line(message: str, log_tail: str) -> str:
-    """The last ``SomethingError: …`` line, the one a person should read first."""
-    text = strip_ansi(f"{log_tail}\n{message}").replace("\r", "")
-    found = ""
-    for raw in text.splitlines():
-        match = ERROR_LINE.match(raw.strip())
-        if match:
-            found = match.group("line")
-    if found:
-        return found[:500]
-    lines = [line.strip() for line in strip_ansi(message).splitlines() if line.strip()]
-    return lines[-1][:500] if lines else ""
+    """The error that ended the run, the line a person should read first (the one ``classify``
+    judged by); without one, the last line of Ray's message or else of the log."""
+    final = final_error(message, log_tail)
+    if final is not None:
+        return final.line[:500]
+    for text in (message, log_tail):
+        lines = [line.strip() for line in _lines(text) if line.strip()]
+        if lines:
+            return lines[-1][:500]
+    return ""
 
 
 def trim(text: str, limit: int = 4000) -> str:
