@@ -386,6 +386,10 @@ class Attempt(models.Model):
     # those nodes until the attempt ends (see tasks.admission.effective_free).
     placement = models.JSONField(default=dict, blank=True)
     stop_requested_at = models.DateTimeField(null=True, blank=True)
+    # Why Argus stopped it, when Argus did (a FailureKind: TIME_LIMIT, STALLED, …), and the line
+    # that says so: what the attempt's end is settled as once Ray reports it stopped.
+    stop_reason = models.CharField(max_length=32, choices=FailureKind.choices, blank=True)
+    stop_line = models.CharField(max_length=500, blank=True)
     # The step verl resumed from ("Setting global step to N"); null: it started from scratch
     # (or has not said yet).
     resumed_from_step = models.IntegerField(null=True, blank=True)

@@ -8,6 +8,7 @@ from django import template
 from django.utils import timezone
 from django.utils.timesince import timesince, timeuntil
 
+from tasks.durations import format_seconds
 from tasks.models import TaskState
 
 register = template.Library()
@@ -33,12 +34,7 @@ def duration(start: datetime | None, end: datetime | None = None) -> str:
     """How long from ``start`` to ``end`` (or to now, for something still running): ``1 h 5 min``."""
     if start is None:
         return ""
-    seconds = int(((end or timezone.now()) - start).total_seconds())
-    if seconds < 60:
-        return f"{max(seconds, 0)} s"
-    minutes, _ = divmod(seconds, 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes} min" if hours else f"{minutes} min"
+    return format_seconds(((end or timezone.now()) - start).total_seconds())
 
 
 @register.filter
