@@ -20,9 +20,11 @@ $(STAMP): requirements.txt requirements-dev.txt cli/pyproject.toml | $(PY)
 
 venv: $(STAMP)
 
+# mypy's django-stubs plugin imports the settings, which need a secret key (any will do).
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	ARGUS_SECRET_KEY=mypy ARGUS_DEBUG=1 $(VENV)/bin/mypy .
 	@mkdir -p var  # the default SQLite file lives there; makemigrations opens it
 	ARGUS_DEBUG=1 $(PY) manage.py makemigrations --check --dry-run >/dev/null
 

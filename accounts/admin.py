@@ -1,9 +1,10 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import admin, messages
+from django.contrib.admin.options import InlineModelAdmin
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 from django.contrib.auth.forms import AdminUserCreationForm
 from django.contrib.auth.models import User
@@ -14,11 +15,11 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from accounts import users
-from accounts.models import ApiToken, TokenState
+from accounts.models import ApiToken, ApiTokenQuerySet, TokenState
 
 logger = logging.getLogger(__name__)
 
-TOKEN_COLUMNS = ["name", "prefix", "state", "created_at", "last_used_at", "expires_at", "revoked_at"]
+TOKEN_COLUMNS = ("name", "prefix", "state", "created_at", "last_used_at", "expires_at", "revoked_at")
 
 
 class TokenStateFilter(admin.SimpleListFilter):
@@ -30,7 +31,9 @@ class TokenStateFilter(admin.SimpleListFilter):
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> QuerySet[ApiToken]:
         value = self.value()
-        return queryset.in_state(TokenState(value)) if value else queryset
+        # The change list starts from ApiToken.objects, so this is always an ApiTokenQuerySet.
+        tokens = cast(ApiTokenQuerySet, queryset)
+        return tokens.in_state(TokenState(value)) if value else tokens
 
 
 @admin.register(ApiToken)
@@ -44,15 +47,15 @@ class ApiTokenAdmin(admin.ModelAdmin):
     actions = ["revoke_tokens"]
 
     # The secret is made on save and shown once on the next page; nothing to type in.
-    add_fields = ["user", "name", "expires_at"]
+    add_fields = ("user", "name", "expires_at")
     # Editing any of these would make the record lie about the token it describes.
-    record_fields = ["user", "prefix", "token_hash", "created_at", "last_used_at", "revoked_at"]
+    record_fields = ("user", "prefix", "token_hash", "created_at", "last_used_at", "revoked_at")
 
-    def get_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> list[str]:
-        return self.add_fields if obj is None else [*self.record_fields, "name", "expires_at"]
+    def get_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> tuple[str, ...]:
+        return self.add_fields if obj is None else (*self.record_fields, "name", "expires_at")
 
-    def get_readonly_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> list[str]:
-        return [] if obj is None else self.record_fields
+    def get_readonly_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> tuple[str, ...]:
+        return () if obj is None else self.record_fields
 
     def save_model(self, request: HttpRequest, obj: ApiToken, form: ModelForm, change: bool) -> None:
         if not change:
@@ -110,7 +113,7 @@ class UserAdmin(DjangoUserAdmin):
     list_display = ["username", "is_staff", "is_active", "date_joined", "last_login"]
     actions = ["disable_users", "enable_users"]
 
-    def get_inlines(self, request: HttpRequest, obj: User | None) -> list[type[admin.InlineModelAdmin]]:
+    def get_inlines(self, request: HttpRequest, obj: User | None) -> list[type[InlineModelAdmin]]:
         return [ApiTokenInline] if obj else []
 
     def get_readonly_fields(self, request: HttpRequest, obj: User | None = None) -> list[str]:
@@ -121,9 +124,10 @@ class UserAdmin(DjangoUserAdmin):
 
     @admin.action(description="Disable selected users (their tokens stop working)")
     def disable_users(self, request: HttpRequest, queryset: QuerySet[User]) -> None:
-        if queryset.filter(pk=request.user.pk).exists():
+        me = users.request_user(request)  # the admin site lets in signed-in staff only
+        if queryset.filter(pk=me.pk).exists():
             self.message_user(request, "You cannot disable yourself; you were left out.", messages.WARNING)
-        changed = sum(users.set_active(user, False) for user in queryset.exclude(pk=request.user.pk))
+        changed = sum(users.set_active(user, False) for user in queryset.exclude(pk=me.pk))
         self.message_user(request, f"Disabled {changed} user(s).", messages.SUCCESS)
 
     @admin.action(description="Enable selected users")

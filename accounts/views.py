@@ -76,7 +76,7 @@ class MeView(generics.RetrieveAPIView):
     serializer_class = UserSerializer
 
     def get_object(self) -> User:
-        return self.request.user
+        return users.request_user(self.request)  # IsAuthenticated: never anonymous
 
 
 class TokenViewSet(mixins.ListModelMixin, mixins.CreateModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
@@ -128,7 +128,7 @@ def token_schema(*codes: int) -> dict[str, Any]:
 class MyTokenViewSet(TokenViewSet):
     @property
     def owner(self) -> User:
-        return self.request.user
+        return users.request_user(self.request)  # IsAuthenticated: never anonymous
 
 
 @extend_schema_view(**token_schema(403, 404))

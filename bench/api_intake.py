@@ -28,6 +28,7 @@ import time
 import warnings
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -46,6 +47,9 @@ from bench.common import (
     summary,
     table,
 )
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User  # at run time, only after setup_django()
 
 GOAL_RATE = 200.0
 GOAL_LIST_P95_MS = 50.0
@@ -131,7 +135,7 @@ def hold_tick_lease(held: bool) -> None:
 # --- 100,000 tasks ---------------------------------------------------------------------------
 
 
-def fill(total: int, users: dict[str, object], batch: int = 5000) -> float:
+def fill(total: int, users: dict[str, User], batch: int = 5000) -> float:
     """Bulk-insert tasks (and one attempt for each that left the queue) up to ``total`` rows."""
     from django.db import transaction
     from django.utils import timezone
@@ -209,7 +213,7 @@ def fill(total: int, users: dict[str, object], batch: int = 5000) -> float:
 # --- reads -----------------------------------------------------------------------------------
 
 
-def read_scenarios(users: dict[str, object]) -> tuple[list[tuple[str, str, str, str]], dict[str, object]]:
+def read_scenarios(users: dict[str, User]) -> tuple[list[tuple[str, str, str, str]], dict[str, object]]:
     """(label, kind, token name, path) for each read measured, and the task ids to pick from."""
     from tasks.models import Task
 
@@ -278,7 +282,7 @@ def profile_reads(tokens: dict[str, str], scenarios, pools) -> None:
             print(f"    {float(q['time']) * 1000:7.1f} ms  {q['sql'][:150]}")
 
 
-def explain_lists(users: dict[str, object]) -> None:
+def explain_lists(users: dict[str, User]) -> None:
     from django.db import connection
 
     from tasks.models import Task
@@ -326,7 +330,7 @@ def main() -> int:
     setup_django()
     migrate()
     print(f"bench dir {bench.dir}; {machine_note()}")
-    users: dict[str, object] = {}
+    users: dict[str, User] = {}
     tokens: dict[str, str] = {}
     for name in [*USERS, "admin"]:
         users[name], tokens[name] = make_user(name, admin=name == "admin")

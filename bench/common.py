@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
@@ -32,6 +32,9 @@ if str(ROOT) not in sys.path:
 
 # The same helpers the test suite's local Ray cluster uses (no Django import behind them).
 from tests.ray_cluster import free_port, http_ok, wait_for  # noqa: E402
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User  # at run time, only after setup_django()
 
 PPO_SPEC = """\
 workload: ppo
@@ -105,7 +108,7 @@ def migrate() -> None:
     call_command("migrate", verbosity=0, interactive=False)
 
 
-def make_user(username: str, *, admin: bool = False) -> tuple[Any, str]:
+def make_user(username: str, *, admin: bool = False) -> tuple[User, str]:
     """A user (no password: tokens only, and no slow hashing) and a fresh API token for it."""
     from accounts.models import ApiToken
     from accounts.users import create_user

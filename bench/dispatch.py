@@ -189,6 +189,7 @@ def handovers(server: Gunicorn, token: str, cluster: Any, client: Any, count: in
         out["handover"].append(start - end)
         # When Argus recorded the end (the task's finished_at), admitted the next (its attempt row)
         # and submitted it (the job's start_time in Ray).
+        assert previous.task.finished_at is not None  # every task ended (waited for above)
         noticed = previous.task.finished_at.timestamp()
         admitted = following.created_at.timestamp()
         out["noticed"].append(noticed - end)

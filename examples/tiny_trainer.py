@@ -65,7 +65,8 @@ def main(argv: list[str]) -> int:
     x_train, y_train, x_val, y_val = x[:split], y[:split], x[split:], y[split:]
     shards = zip(np.array_split(x_train, len(slots)), np.array_split(y_train, len(slots)), strict=True)
     workers = [
-        ShardWorker.options(
+        # mypy keeps a decorated class's own type (python/mypy#3135): this is Ray's ActorClass.
+        ShardWorker.options(  # type: ignore[attr-defined]
             scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=index)
         ).remote(sx, sy)
         for (group, index), (sx, sy) in zip(slots, shards, strict=True)

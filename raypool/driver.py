@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, forward)
         signal.signal(signal.SIGINT, forward)
         assert child.stdout is not None
-        for chunk in iter(lambda: child.stdout.readline(), b""):
+        for chunk in iter(child.stdout.readline, b""):
             log.write(chunk)
             sys.stdout.buffer.write(chunk)
             sys.stdout.buffer.flush()

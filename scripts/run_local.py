@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,7 +30,7 @@ def env_int(name: str, default: int) -> int:
     return int(value) if value else default
 
 
-def secret(path: Path, make: callable) -> str:
+def secret(path: Path, make: Callable[[], str]) -> str:
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

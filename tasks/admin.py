@@ -6,13 +6,15 @@ from django.http import HttpRequest
 
 from tasks.models import Attempt, Event, IllegalTransition, StaleState, Task
 
+ATTEMPT_COLUMNS = ("attempt_no", "ray_submission_id", "ray_status", "failure_kind", "start_time", "end_time")
+EVENT_COLUMNS = ("created_at", "kind", "from_state", "to_state", "actor", "message")
+
 
 class AttemptInline(admin.TabularInline):
     model = Attempt
     extra = 0
     can_delete = False
-    fields = ["attempt_no", "ray_submission_id", "ray_status", "failure_kind", "start_time", "end_time"]
-    readonly_fields = fields
+    fields = readonly_fields = ATTEMPT_COLUMNS
     show_change_link = True
 
     def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
@@ -23,8 +25,7 @@ class EventInline(admin.TabularInline):
     model = Event
     extra = 0
     can_delete = False
-    fields = ["created_at", "kind", "from_state", "to_state", "actor", "message"]
-    readonly_fields = fields
+    fields = readonly_fields = EVENT_COLUMNS
     ordering = ["created_at", "id"]
 
     def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:

@@ -25,8 +25,8 @@ class ArgusCollector:
     def collect(self) -> Iterator[Metric]:
         by_state = dict(Task.objects.values_list("state").annotate(n=Count("id")).order_by())
         tasks = GaugeMetricFamily("argus_tasks", "Tasks by state.", labels=["state"])
-        for state in TaskState.values:
-            tasks.add_metric([state], by_state.get(state, 0))
+        for task_state in TaskState.values:
+            tasks.add_metric([task_state], by_state.get(task_state, 0))
         yield tasks
 
         yield GaugeMetricFamily(

@@ -50,6 +50,7 @@ def test_the_reward_example_scores_gsm8k_answers() -> None:
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("reward", EXAMPLES / "gpu" / "reward.py")
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     score = module.compute_score

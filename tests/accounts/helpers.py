@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.sessions.backends.db import SessionStore
 from django.db import connection
-from django.http import HttpResponse
 
 from accounts.models import PREFIX_LENGTH
 
+if TYPE_CHECKING:
+    # What DRF's APIClient answers: a Response plus the test client's .json() (stubs only).
+    from rest_framework.response import _MonkeyPatchedResponse as ApiResponse
 
-def assert_error(
-    response: HttpResponse, status: int, message: str = "", fields: tuple[str, ...] = ()
-) -> dict[str, Any]:
+
+def assert_error(response: ApiResponse, status: int, message: str = "", fields: tuple[str, ...] = ()) -> dict[str, Any]:
     """The one error shape, ``{"error": {"code", "message", "fields"?}}``; returns the error."""
     assert response.status_code == status, response.content
     body = response.json()

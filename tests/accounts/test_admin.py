@@ -57,7 +57,9 @@ def test_adding_a_token_shows_it_once_and_stores_only_its_hash(site, alice):
     assert response.status_code == 200
     html = response.content.decode()
     assert "cannot be shown again" in html
-    raw = RAW_TOKEN_RE.search(html).group(0)
+    found = RAW_TOKEN_RE.search(html)
+    assert found is not None, html
+    raw = found.group(0)
     token = ApiToken.objects.get(token_hash=hash_token(raw))
     assert token.user == alice and token.name == "from-admin"
     assert works(raw)

@@ -1,17 +1,20 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import pytest
 from django.utils import timezone
-from rest_framework.response import Response
 from rest_framework.test import APIClient
 
 from accounts.models import ApiToken
 from tests.accounts.helpers import assert_error
 
+if TYPE_CHECKING:
+    from tests.accounts.helpers import ApiResponse
 
-def _get_me(authorization: str | None) -> Response:
+
+def _get_me(authorization: str | None) -> ApiResponse:
     client = APIClient()
     if authorization is not None:
         client.credentials(HTTP_AUTHORIZATION=authorization)

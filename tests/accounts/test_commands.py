@@ -2,27 +2,30 @@ from __future__ import annotations
 
 from datetime import timedelta
 from io import StringIO
+from typing import TYPE_CHECKING
 
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django.utils import timezone
-from rest_framework.response import Response
 from rest_framework.test import APIClient
 
 from accounts.homes import HOME_SUBDIRS
 from accounts.models import ApiToken, TokenState, hash_token
 from tests.accounts.test_users import INVALID_NAMES
 
+if TYPE_CHECKING:
+    from tests.accounts.helpers import ApiResponse
 
-def run(*args: str, stdin: str | None = None) -> tuple[str, str]:
+
+def run(command: str, *args: str, stdin: str | None = None) -> tuple[str, str]:
     out, err = StringIO(), StringIO()
     options = {"stdin": StringIO(stdin)} if stdin is not None else {}
-    call_command(*args, stdout=out, stderr=err, **options)
+    call_command(command, *args, stdout=out, stderr=err, **options)
     return out.getvalue(), err.getvalue()
 
 
-def me_with(raw: str) -> Response:
+def me_with(raw: str) -> ApiResponse:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
     return client.get("/api/v2/me")
@@ -157,7 +160,7 @@ def test_issue_with_an_expiry(alice):
     out, _ = run("argus_token", "issue", "alice", "--expires-days", "7")
     token = ApiToken.objects.get(token_hash=hash_token(out.strip()))
     expected = timezone.now() + timedelta(days=7)
-    assert abs(token.expires_at - expected) < timedelta(minutes=1)
+    assert token.expires_at is not None and abs(token.expires_at - expected) < timedelta(minutes=1)
 
 
 @pytest.mark.parametrize("days", ["0", "-1", "x"])

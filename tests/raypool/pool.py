@@ -135,10 +135,12 @@ def alive_nodes(gcs_address: str) -> dict[str, dict[str, float]]:
         status = get_cluster_status(gcs_address, 5)
     except Exception:
         return {}
-    return {
-        node.node_id: {usage.resource_name: usage.total for usage in node.resource_usage.usage}
-        for node in [*status.active_nodes, *status.idle_nodes]
-    }
+    nodes: dict[str, dict[str, float]] = {}
+    for node in [*status.active_nodes, *status.idle_nodes]:
+        # Ray's schema makes both optional (for nodes not up yet); an active or idle one has them.
+        assert node.node_id is not None and node.resource_usage is not None, node
+        nodes[node.node_id] = {usage.resource_name: usage.total for usage in node.resource_usage.usage}
+    return nodes
 
 
 def worker_nodes(gcs_address: str) -> dict[str, dict[str, float]]:

@@ -31,6 +31,13 @@ def record(**overrides: object) -> HeadRecord:
     return HeadRecord.new(**fields)
 
 
+def read_back(path: Path) -> HeadRecord:
+    """read_head() where the test wrote a good record: None would be a failure."""
+    head = read_head(path)
+    assert head is not None, f"no readable record at {path}"
+    return head
+
+
 def test_head_path_is_under_the_shared_root(tmp_path: Path) -> None:
     assert head_path(tmp_path, "argus-ray") == tmp_path / "ray" / "discovery" / "argus-ray" / "head.json"
 
@@ -55,7 +62,7 @@ def test_it_writes_the_record_of_the_spec(tmp_path: Path) -> None:
     }
     assert path.stat().st_mode & 0o777 == 0o644
     assert read_head(path) == record()
-    assert read_head(path).gcs_address == "10.0.0.12:6379"
+    assert read_back(path).gcs_address == "10.0.0.12:6379"
 
 
 def test_it_brackets_ipv6_addresses() -> None:
@@ -68,7 +75,7 @@ def test_a_rewrite_replaces_the_record_and_leaves_no_temp_file(tmp_path: Path) -
     path = tmp_path / "d" / "head.json"
     write_head(path, record())
     write_head(path, record(gcs_port=6400))
-    assert read_head(path).gcs_port == 6400
+    assert read_back(path).gcs_port == 6400
     assert os.listdir(path.parent) == ["head.json"]
 
 
@@ -82,7 +89,7 @@ def test_a_failed_write_leaves_the_old_record_and_no_temp_file(tmp_path: Path, m
     monkeypatch.setattr(discovery.os, "fsync", broken_fsync)
     with pytest.raises(OSError, match="disk full"):
         write_head(path, record(gcs_port=6400))
-    assert read_head(path).gcs_port == 6379
+    assert read_back(path).gcs_port == 6379
     assert os.listdir(path.parent) == ["head.json"]
 
 
@@ -167,7 +174,7 @@ def test_unknown_keys_are_ignored(tmp_path: Path) -> None:
 def test_a_record_written_with_an_offset_reads_back_in_utc(tmp_path: Path) -> None:
     path = tmp_path / "head.json"
     path.write_text(json.dumps({**GOOD, "expires_at": "2025-12-26T01:01:00+08:00"}))
-    assert read_head(path).expires_at == NOW + timedelta(seconds=60)
+    assert read_back(path).expires_at == NOW + timedelta(seconds=60)
 
 
 def test_head_file_from_settings_follows_the_shared_root(settings, tmp_path: Path) -> None:

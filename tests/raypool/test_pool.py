@@ -63,7 +63,11 @@ def workers(pool: Pool) -> list[Container]:
 
 
 def wait_for_two_workers(pool: Pool, timeout: float = 60) -> dict[str, dict[str, float]]:
-    return wait_for("two worker nodes", lambda: (n := worker_nodes(pool.head_address())) and len(n) == 2 and n, timeout)
+    def two() -> dict[str, dict[str, float]] | None:
+        nodes = worker_nodes(pool.head_address())
+        return nodes if len(nodes) == 2 else None
+
+    return wait_for("two worker nodes", two, timeout)
 
 
 def test_head_publishes_and_refreshes_head_json(pool: Pool) -> None:

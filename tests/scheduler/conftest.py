@@ -50,6 +50,7 @@ def on_ray(ray_cluster: LocalRayCluster, settings) -> Iterator[LocalRayCluster]:
     client = JobSubmissionClient(ray_cluster.job_server_url)
     for job in client.list_jobs():
         if not job.status.is_terminal():
+            assert job.submission_id is not None, job  # every job here came through the job API
             client.stop_job(job.submission_id)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -104,6 +105,11 @@ def tick_until(predicate: Callable[[], object], timeout: float = 90, every: floa
 def state_of(task: Task) -> str:
     task.refresh_from_db()
     return task.state
+
+
+def submission_ids(client: JobSubmissionClient) -> list[str]:
+    """The ids of the jobs submitted through the job API (a driver started by hand has none)."""
+    return [job.submission_id for job in client.list_jobs() if job.submission_id is not None]
 
 
 def ray_status(cluster: LocalRayCluster, submission_id: str) -> JobStatus:

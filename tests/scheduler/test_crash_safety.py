@@ -9,7 +9,7 @@ from tasks.models import EventKind, TaskState
 from tasks.scheduler import launch
 from tasks.scheduler.rayjobs import RayJobs
 from tasks.scheduler.tick import tick
-from tests.scheduler.conftest import standin_spec, state_of, tick_until
+from tests.scheduler.conftest import standin_spec, state_of, submission_ids, tick_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.django_db]
 S = TaskState
@@ -21,7 +21,7 @@ class Killed(BaseException):
 
 def _jobs_of(cluster, task) -> list[str]:
     client = JobSubmissionClient(cluster.job_server_url)
-    return [job.submission_id for job in client.list_jobs() if job.submission_id.startswith(task.task_id)]
+    return [sid for sid in submission_ids(client) if sid.startswith(task.task_id)]
 
 
 def test_killed_after_ray_accepted_the_job(alice, submit, on_ray, monkeypatch):

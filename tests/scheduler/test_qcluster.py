@@ -12,7 +12,7 @@ from django_q.models import Schedule
 from ray.job_submission import JobSubmissionClient
 
 from tasks.models import Attempt, TaskState
-from tests.scheduler.conftest import standin_spec, state_of
+from tests.scheduler.conftest import standin_spec, state_of, submission_ids
 
 pytestmark = [pytest.mark.ray, pytest.mark.django_db(transaction=True)]
 
@@ -38,6 +38,7 @@ def test_qcluster_dispatches_on_submit_and_hands_gpus_over(alice, submit, on_ray
     assert state_of(first) == TaskState.SUCCEEDED
     jobs = {job.submission_id: job for job in client.list_jobs()}
     a, b = jobs[f"{first.task_id}--a01"], jobs[f"{second.task_id}--a01"]
+    assert a.end_time is not None and b.start_time is not None
     assert b.start_time >= a.end_time  # never both at once
 
 
@@ -63,7 +64,7 @@ def test_a_scheduler_killed_mid_submission_loses_nothing_and_submits_nothing_twi
     start_qcluster()
     wait(lambda: all(state_of(task) == TaskState.SUCCEEDED for task in tasks), 180)
 
-    ids = [job.submission_id for job in client.list_jobs() if job.submission_id.startswith("alice-")]
+    ids = [sid for sid in submission_ids(client) if sid.startswith("alice-")]
     for task in tasks:
         mine = [sid for sid in ids if sid.startswith(task.task_id)]
         assert mine == [f"{task.task_id}--a01"], mine  # exactly one job, the first attempt's

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
@@ -22,14 +24,14 @@ def _scrape(client) -> dict[tuple[str, tuple], float]:
 
 def test_metrics_count_tasks_attempts_and_the_cluster(client, alice, make_task):
     make_task(alice)
-    make_task(alice, state=TaskState.PENDING_RESOURCES, created_at=timezone.now() - timezone.timedelta(minutes=10))
+    make_task(alice, state=TaskState.PENDING_RESOURCES, created_at=timezone.now() - timedelta(minutes=10))
     failed = make_task(alice, state=TaskState.FAILED)
     Attempt.objects.create(
         task=failed,
         attempt_no=1,
         ray_submission_id=f"{failed.task_id}--a01",
         failure_kind=FailureKind.RUNTIME_ERROR,
-        submitted_at=failed.created_at + timezone.timedelta(seconds=2),
+        submitted_at=failed.created_at + timedelta(seconds=2),
     )
     ClusterState.objects.create(
         reachable=True,

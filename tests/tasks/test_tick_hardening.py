@@ -96,8 +96,12 @@ def test_admission_stops_when_the_budget_is_spent_and_renews_the_lease(alice, ma
     def slow_submit(payload):
         clock.now += 20  # each submission waits on a slow Ray
 
+    def renew() -> bool:
+        renewals.append(clock.now)
+        return True
+
     ray.hooks["submit"] = slow_submit
-    budget = Budget(45, renew=lambda: renewals.append(clock.now) or True, clock=clock)
+    budget = Budget(45, renew=renew, clock=clock)
     report = tick(budget)
     # 0 s, 20 s and 40 s start a submission; at 60 s the budget (45 s) is spent.
     assert len(report.submitted) == 3 and len(ray.submitted) == 3
