@@ -104,7 +104,10 @@ class SavedSerializer(serializers.Serializer):
 class FileErrorDetailSerializer(serializers.Serializer):
     code = serializers.CharField()
     message = serializers.CharField()
-    fields = serializers.DictField(child=serializers.ListField(child=serializers.CharField()), required=False)
+    # Named like Serializer.fields: DRF takes declared fields off the class (see argus_site.api).
+    fields = serializers.DictField(  # type: ignore[assignment]
+        child=serializers.ListField(child=serializers.CharField()), required=False
+    )
 
 
 class FileErrorSerializer(serializers.Serializer):

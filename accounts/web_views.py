@@ -14,6 +14,7 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
 from django.http import FileResponse, HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -24,6 +25,7 @@ from django.views.decorators.http import require_POST
 from accounts import files
 from accounts.homes import HOME_SUBDIRS, home_dir
 from accounts.models import ApiToken, hash_token
+from accounts.users import request_user
 
 # A token just created travels to the one page view that shows it in a short-lived, signed,
 # HttpOnly cookie scoped to /account/: the browser that asked for it holds it for one redirect,
@@ -128,18 +130,19 @@ def logout_view(request: HttpRequest) -> HttpResponse:
 @never_cache  # the page can hold a raw token: no copy in any cache or in the back button
 @login_required
 def account_view(request: HttpRequest) -> HttpResponse:
+    user = request_user(request)
     form = TokenCreateForm()
     if request.method == "POST":
         form = TokenCreateForm(request.POST)
         if form.is_valid():
             days = form.cleaned_data["expires_days"]
             expires_at = timezone.now() + timedelta(days=days) if days else None
-            token, raw = ApiToken.issue(request.user, form.cleaned_data["name"], expires_at=expires_at)
+            token, issued = ApiToken.issue(user, form.cleaned_data["name"], expires_at=expires_at)
             messages.success(request, f"Token “{token.name}” created.")
-            response = redirect("account")
-            response.set_signed_cookie(
+            created = redirect("account")
+            created.set_signed_cookie(
                 NEW_TOKEN_COOKIE,
-                raw,
+                issued,
                 salt=NEW_TOKEN_COOKIE,
                 max_age=NEW_TOKEN_COOKIE_MAX_AGE,
                 path="/account/",
@@ -147,18 +150,18 @@ def account_view(request: HttpRequest) -> HttpResponse:
                 httponly=True,
                 samesite="Strict",
             )
-            return response
-    raw = request.get_signed_cookie(
+            return created
+    raw: str | None = request.get_signed_cookie(
         NEW_TOKEN_COOKIE, default=None, salt=NEW_TOKEN_COOKIE, max_age=NEW_TOKEN_COOKIE_MAX_AGE
     )
     # Only a token of this user: a cookie left behind by another account shows nothing.
-    if raw and not ApiToken.objects.filter(user=request.user, token_hash=hash_token(raw)).exists():
+    if raw and not ApiToken.objects.filter(user=user, token_hash=hash_token(raw)).exists():
         raw = None
     context = {
         "form": form,
-        "tokens": ApiToken.objects.filter(user=request.user),
+        "tokens": ApiToken.objects.filter(user=user),
         "new_token": raw,
-        "home": home_dir(request.user.username),
+        "home": home_dir(user.username),
     }
     response = render(request, "accounts/account.html", context, status=400 if form.errors else 200)
     response.delete_cookie(NEW_TOKEN_COOKIE, path="/account/", samesite="Strict")
@@ -216,7 +219,7 @@ def data_view(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def data_download_view(request: HttpRequest) -> HttpResponse:
+def data_download_view(request: HttpRequest) -> HttpResponseBase:
     try:
         location = _locate(request, request.GET)
         handle = files.open_file(location)

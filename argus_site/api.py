@@ -92,7 +92,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
 class ErrorBodySerializer(serializers.Serializer):
     code = serializers.CharField()
     message = serializers.CharField()
-    fields = serializers.DictField(
+    # A field named like Serializer.fields: DRF takes declared fields off the class, so the
+    # stub's BindingDict never meets this one.
+    fields = serializers.DictField(  # type: ignore[assignment]
         child=serializers.ListField(child=serializers.CharField()),
         required=False,
         help_text="The wrong fields, each with its messages.",

@@ -24,7 +24,11 @@ class YamlTextParser(BaseParser):
 
     media_type = "application/yaml"
 
-    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> bytes:
+    # DRF's stub says a parser returns a mapping; DRF itself passes on whatever parse() returns,
+    # and the spec view reads these bytes as request.data.
+    def parse(  # type: ignore[override]
+        self, stream: Any, media_type: str | None = None, parser_context: Any = None
+    ) -> bytes:
         return read_bounded(stream, settings.ARGUS_MAX_SPEC_BYTES)
 
 

@@ -82,7 +82,7 @@ class EventSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(serializers.IntegerField(allow_null=True))
     def get_attempt_no(self, event: Event) -> Any:
-        return event.attempt.attempt_no if event.attempt_id else None
+        return event.attempt.attempt_no if event.attempt is not None else None
 
 
 class SpecSubmission(serializers.Serializer):

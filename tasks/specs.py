@@ -143,7 +143,9 @@ class _SpecLoader(yaml.SafeLoader):
                 raise yaml.composer.ComposerError(
                     None, None, f"nested deeper than {MAX_YAML_DEPTH} levels", event.start_mark
                 )
-            return super().compose_node(parent, index)
+            node = super().compose_node(parent, index)
+            assert node is not None  # composing after a node event always yields one
+            return node
         finally:
             self._depth -= 1
 
@@ -267,7 +269,7 @@ class _Checker:
             messages.append(message)
 
     def keys(self, kind: str | None) -> None:
-        own = {TaskKind.BASIC: BASIC_KEYS, TaskKind.ADVANCED: ADVANCED_KEYS}
+        own: dict[str, tuple[str, ...]] = {TaskKind.BASIC: BASIC_KEYS, TaskKind.ADVANCED: ADVANCED_KEYS}
         # An unknown kind: judge the keys against both kinds, so only truly unknown ones are named.
         allowed = COMMON_KEYS + (own[kind] if kind else BASIC_KEYS + ADVANCED_KEYS)
         for key in self.data:

@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db.models import Case, IntegerField, QuerySet, Value, When
 from drf_spectacular.utils import extend_schema
 from rest_framework.generics import GenericAPIView
+from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -73,7 +74,10 @@ class QueueView(GenericAPIView):
     @extend_schema(summary="The queue: each task's position and why it waits")
     def get(self, request: Request) -> Response:
         page = self.paginate_queryset(self.get_queryset())
-        offset = self.paginator.page.start_index() - 1 if page is not None else 0
+        paginator = self.paginator
+        offset = 0
+        if page is not None and isinstance(paginator, PageNumberPagination) and paginator.page is not None:
+            offset = paginator.page.start_index() - 1
         rows = queue_entries(page or [], request.user, offset=offset)
         return self.get_paginated_response(QueueEntrySerializer(rows, many=True).data)
 
@@ -83,6 +87,7 @@ def cluster_summary() -> dict[str, Any]:
     nodes = state.nodes if state else []
     alive_workers = [node for node in nodes if node.get("alive") and node.get("is_worker")]
     record = read_head(head_file_from_settings())
+    head: dict[str, Any]
     if settings.ARGUS_RAY_JOB_SERVER_URL:
         head = {"job_server_url": settings.ARGUS_RAY_JOB_SERVER_URL, "updated_at": None, "fresh": True}
     elif record is not None:

@@ -10,6 +10,7 @@ from urllib.parse import urlencode
 import pytest
 from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.http import StreamingHttpResponse
 from rest_framework.test import APIClient
 
 from tests.accounts.helpers import assert_error
@@ -164,6 +165,7 @@ def test_it_downloads_a_file(api: APIClient, alice_home: Path) -> None:
     (alice_home / "models" / "notes.txt").write_text("hello\n")
     response = api.get(f"{FILES}/download", {"path": "models/notes.txt"})
     assert response.status_code == 200
+    assert isinstance(response, StreamingHttpResponse)
     assert b"".join(response.streaming_content) == b"hello\n"
     assert 'attachment; filename="notes.txt"' in response["Content-Disposition"]
 
@@ -328,6 +330,7 @@ def test_the_shared_folders_are_listed_and_downloadable(api: APIClient, gsm8k: P
     hf = api.get(FILES, {"area": "hf"}).json()
     assert hf["entries"][0]["spec_path"] == "$HOME/common/hf/hub"
     response = api.get(f"{FILES}/download", {"area": "datasets", "path": "gsm8k/train.parquet"})
+    assert isinstance(response, StreamingHttpResponse)
     assert b"".join(response.streaming_content) == b"PAR1"
 
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
@@ -116,7 +117,7 @@ def test_anonymous_cannot_submit(client_for, datasets):
 
 
 def test_list_shows_own_tasks_newest_first(alice, bob, client_for, make_task):
-    older = make_task(alice, created_at=timezone.now() - timezone.timedelta(minutes=5))
+    older = make_task(alice, created_at=timezone.now() - timedelta(minutes=5))
     newer = make_task(alice)
     make_task(bob)
     body = client_for(alice).get("/api/v2/tasks").json()
@@ -296,7 +297,7 @@ def _client_as(kind: str, alice: User, bob: User, admin: User, client_for):
         token.revoke()
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
     elif kind == "expired":
-        _, raw = ApiToken.issue(alice, "old", expires_at=timezone.now() - timezone.timedelta(days=1))
+        _, raw = ApiToken.issue(alice, "old", expires_at=timezone.now() - timedelta(days=1))
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
     elif kind == "disabled":
         client = client_for(alice)

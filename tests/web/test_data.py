@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.http import StreamingHttpResponse
 from django.test import Client
 
 pytestmark = pytest.mark.django_db
@@ -80,6 +81,7 @@ def test_it_downloads_a_file(as_alice: Client, alice_home: Path) -> None:
     (alice_home / "models" / "notes.txt").write_text("hello\n")
     response = as_alice.get("/data/download/?path=models/notes.txt")
     assert response.status_code == 200
+    assert isinstance(response, StreamingHttpResponse)
     assert b"".join(response.streaming_content) == b"hello\n"
     assert "attachment" in response["Content-Disposition"]
 
@@ -156,6 +158,7 @@ def test_the_shared_folders_are_read_only(as_alice: Client, shared_root: Path) -
     assert "Read-only" in page and 'name="file"' not in page and "/data/delete/" not in page
 
     response = as_alice.get("/data/download/?area=datasets&path=gsm8k/train.parquet")
+    assert isinstance(response, StreamingHttpResponse)
     assert b"".join(response.streaming_content) == b"PAR1"
 
     response = upload(as_alice, "gsm8k", area="datasets")

@@ -55,7 +55,7 @@ class TaskRunner:
         if config.get("standin.fail") == "runtime":
             # As verl: one worker per GPU in its bundle; their error reaches the driver wrapped twice.
             workers = [
-                WorkerDict.options(
+                WorkerDict.options(  # type: ignore[attr-defined]  # @ray.remote makes it an actor class (python/mypy#3135)
                     num_cpus=0,
                     num_gpus=1,
                     scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=i),
@@ -83,7 +83,7 @@ class TaskRunner:
 def main(argv: list[str]) -> int:
     config = overrides(argv)
     ray.init()
-    runner = TaskRunner.remote()
+    runner = TaskRunner.remote()  # type: ignore[attr-defined]  # an actor class, as above
     try:
         ray.get(runner.run.remote(config))
     except Exception:
