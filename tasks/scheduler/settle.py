@@ -20,13 +20,15 @@ from django.db.models import Count
 from django.utils import timezone
 
 from tasks.models import ACTIVE_STATES, Attempt, EventKind, FailureKind, Role, StaleState, Task, TaskState
-from tasks.scheduler.failures import trim
+from tasks.scheduler.failures import INSUFFICIENT, trim
 
 S = TaskState
 F = FailureKind
 ACTOR = Role.SCHEDULER.value
 # Failures of the program itself, counted against the spec's max_retries.
-REAL_FAILURES = (F.RUNTIME_ERROR, F.UNKNOWN, F.USER_ERROR)
+REAL_FAILURES = (F.RUNTIME_ERROR, F.UNKNOWN, F.USER_ERROR, F.STALLED)
+# Ends that a retry would only repeat.
+FINAL_FAILURES = (F.USER_ERROR, F.TIME_LIMIT)
 
 
 @dataclass(frozen=True)
@@ -113,15 +115,17 @@ def next_move(task: Task, attempt: Attempt, outcome: Outcome, counts: Counter[st
     line = outcome.line or ("The Ray job was stopped outside Argus." if outcome.stopped else "")
     summary = f"Attempt {number} failed ({kind}): {line or 'no error message'}. See the log."
     failed = Move(S.FAILED, summary, changes={"error_summary": summary[:2000]})
-    if outcome.final:
+    if outcome.final or kind in FINAL_FAILURES:
         return failed
     if kind == F.INSUFFICIENT_RESOURCES:
         delay = retry_interval(counts[F.INSUFFICIENT_RESOURCES])
         at = timezone.now() + timedelta(seconds=delay)
+        # verl's fail-fast counts GPUs; a placement Ray cannot give is said in Ray's words.
+        short = "verl found too few free GPUs" if INSUFFICIENT.search(line) else "the cluster had no room"
         return _retry(
             S.PENDING_RESOURCES,
             f"Attempt {number} hit a resource shortage; retry in {delay} s.",
-            f"verl found too few free GPUs ({line}); retrying after {at:%H:%M:%S} UTC",
+            f"{short} ({line}); retrying after {at:%H:%M:%S} UTC",
             delay=delay,
             next_run_at=at,
         )
@@ -145,9 +149,8 @@ def next_move(task: Task, attempt: Attempt, outcome: Outcome, counts: Counter[st
             )
         summary = f"Ray lost the job {lost} times (the head restarted?); giving up after ARGUS_LOST_RETRIES."
         return Move(S.FAILED, summary, changes={"error_summary": summary})
-    # A user error (a bad path, a bad argument) fails the same way every time: not retried.
     real = sum(counts[k] for k in REAL_FAILURES)
-    if kind != F.USER_ERROR and real <= task.max_retries:
+    if real <= task.max_retries:
         return _retry(
             S.QUEUED,
             f"Attempt {number} failed ({kind}); retry {real} of {task.max_retries}.",

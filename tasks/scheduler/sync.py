@@ -102,6 +102,9 @@ def apply_status(task: Task, attempt: Attempt, job: JobDetails) -> bool:
     ended_at = _ms(job.end_time)
     if status == JobStatus.SUCCEEDED:
         outcome = Outcome(ended_at=ended_at)
+    elif status in (JobStatus.STOPPED, JobStatus.FAILED) and attempt.stop_reason:
+        # Argus stopped it (time limit, silence, a placement that never came): that is the end.
+        outcome = Outcome(failure=attempt.stop_reason, line=attempt.stop_line, stopped=True, ended_at=ended_at)
     elif status == JobStatus.STOPPED:
         outcome = Outcome(stopped=True, ended_at=ended_at)
     elif status == JobStatus.FAILED:
