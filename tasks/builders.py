@@ -13,15 +13,20 @@ from typing import Any
 from accounts.homes import home_dir
 from tasks.models import TaskKind, Workload
 
+# The task's checkpoint folder, exported to advanced commands (they pass it to verl themselves).
+CHECKPOINT_ENV = "ARGUS_CHECKPOINT_DIR"
 PPO_MODULE = "verl.trainer.main_ppo"
 SFT_MODULE = "verl.trainer.sft_trainer_ray"
 
 
-def build_argv(resolved: dict[str, Any], *, username: str, job_root: Path) -> list[str]:
-    """The argv that runs ``resolved`` (from ParsedSpec.resolved), writing under ``job_root``.
+def build_argv(resolved: dict[str, Any], *, username: str, checkpoint_dir: Path) -> list[str]:
+    """The argv that runs ``resolved`` (from ParsedSpec.resolved), checkpointing in
+    ``checkpoint_dir``: the task's own folder, shared by its attempts, so that each retry
+    resumes from the last checkpoint (verl's ``resume_mode=auto``).
 
-    Advanced: ``["bash", "-c", resolved["command"]]`` (not a login shell: /etc/profile would
-    reset PATH, and the node's python3 is found through it).
+    Advanced: ``["env", "ARGUS_CHECKPOINT_DIR=<checkpoint_dir>", "bash", "-c", resolved["command"]]``
+    (not a login shell: /etc/profile would reset PATH, and the node's python3 is found through
+    it); the command passes ``trainer.default_local_dir=$ARGUS_CHECKPOINT_DIR`` to resume.
 
     PPO and GRPO (`verl.trainer.main_ppo`; GRPO is PPO's trainer with the GRPO estimator and
     no critic)::
@@ -35,7 +40,7 @@ def build_argv(resolved: dict[str, Any], *, username: str, job_root: Path) -> li
           trainer.total_epochs=<total_epochs>
           trainer.total_training_steps=<steps>          (only when set)
           trainer.save_freq=<save_freq> trainer.test_freq=<test_freq>
-          trainer.default_local_dir=<job_root>/checkpoints
+          trainer.default_local_dir=<checkpoint_dir> trainer.resume_mode=auto
           trainer.logger=['console']
 
     SFT (`verl.trainer.sft_trainer_ray`, config `sft_trainer_engine`, whose model group is
@@ -48,17 +53,17 @@ def build_argv(resolved: dict[str, Any], *, username: str, job_root: Path) -> li
           trainer.total_epochs=<total_epochs>
           trainer.total_training_steps=<steps>          (only when set)
           trainer.save_freq=<save_freq> trainer.test_freq=<test_freq>
-          trainer.default_local_dir=<job_root>/checkpoints
+          trainer.default_local_dir=<checkpoint_dir> trainer.resume_mode=auto
           trainer.logger=['console']
 
-    ``job_root`` must lie in ``username``'s jobs directory: outputs never go anywhere else, and a
-    caller mixing up users gets a ValueError rather than checkpoints in someone else's home.
+    ``checkpoint_dir`` must lie in ``username``'s jobs directory: outputs never go anywhere else,
+    and a caller mixing up users gets a ValueError rather than checkpoints in someone else's home.
     """
     jobs = home_dir(username) / "jobs"
-    if ".." in Path(job_root).parts or jobs not in Path(job_root).parents:
-        raise ValueError(f"{job_root} is not a job directory of {username} (under {jobs})")
+    if ".." in Path(checkpoint_dir).parts or jobs not in Path(checkpoint_dir).parents:
+        raise ValueError(f"{checkpoint_dir} is not in a job directory of {username} (under {jobs})")
     if resolved["kind"] == TaskKind.ADVANCED:
-        return ["bash", "-c", resolved["command"]]
+        return ["env", f"{CHECKPOINT_ENV}={checkpoint_dir}", "bash", "-c", resolved["command"]]
 
     workload = resolved["workload"]
     model = resolved["model_id"]
@@ -82,7 +87,8 @@ def build_argv(resolved: dict[str, Any], *, username: str, job_root: Path) -> li
     argv += [
         f"trainer.save_freq={resolved['save_freq']}",
         f"trainer.test_freq={resolved['test_freq']}",
-        f"trainer.default_local_dir={Path(job_root) / 'checkpoints'}",
+        f"trainer.default_local_dir={checkpoint_dir}",
+        "trainer.resume_mode=auto",
         "trainer.logger=['console']",
     ]
     return argv

@@ -1,6 +1,9 @@
-"""Where an attempt's files live: ``<root>/users/<user>/jobs/<ray_submission_id>/``.
+"""Where a task's files live, computed by the service, never by the user:
 
-Computed by the service, never by the user: spec.yaml, submission.json, driver.log, checkpoints/.
+- each attempt's ``<root>/users/<user>/jobs/<ray_submission_id>/``: spec.yaml, submission.json,
+  driver.log;
+- the task's ``<root>/users/<user>/jobs/<task_id>/checkpoints/``, shared by all its attempts so
+  that a retry resumes from the last checkpoint.
 """
 
 from __future__ import annotations
@@ -17,6 +20,10 @@ def job_root(username: str, submission_id: str) -> Path:
     return home_dir(username) / "jobs" / submission_id
 
 
+def checkpoint_dir(username: str, task_id: str) -> Path:
+    return home_dir(username) / "jobs" / task_id / "checkpoints"
+
+
 def driver_log_path(username: str, submission_id: str) -> Path:
     return job_root(username, submission_id) / "driver.log"
 
@@ -27,12 +34,19 @@ def attempt_log(task: Task, attempt: Attempt) -> Path:
 
 
 def resolved_spec(task: Task, attempt_no: int | None = None) -> dict[str, Any]:
-    """The spec as Ray will run it: macros expanded, plus the argv and the job root of an
-    attempt (the latest one, or the first when none exists yet)."""
+    """The spec as Ray will run it: macros expanded, plus the argv, the job root of an attempt
+    (the latest one, or the first when none exists yet) and the task's checkpoint folder."""
     if attempt_no is None:
         latest = task.attempts.order_by("-attempt_no").values_list("attempt_no", flat=True).first()
         attempt_no = latest or 1
     submission_id = Attempt.submission_id_for(task.task_id, attempt_no)
     root = job_root(task.user.username, submission_id)
-    argv = build_argv(task.spec, username=task.user.username, job_root=root)
-    return {**task.spec, "argv": argv, "job_root": str(root), "ray_submission_id": submission_id}
+    checkpoints = checkpoint_dir(task.user.username, task.task_id)
+    argv = build_argv(task.spec, username=task.user.username, checkpoint_dir=checkpoints)
+    return {
+        **task.spec,
+        "argv": argv,
+        "job_root": str(root),
+        "checkpoint_dir": str(checkpoints),
+        "ray_submission_id": submission_id,
+    }

@@ -10,8 +10,8 @@ from tasks.specs import parse_spec
 
 
 @pytest.fixture
-def job_root(shared_root: Path) -> Path:
-    return shared_root / "users" / "alice" / "jobs" / "alice-ppo-20250101-120000-abcd--a01"
+def checkpoint_dir(shared_root: Path) -> Path:
+    return shared_root / "users" / "alice" / "jobs" / "alice-ppo-20250101-120000-abcd" / "checkpoints"
 
 
 def resolved(workload: str, **changes: Any) -> dict[str, Any]:
@@ -34,8 +34,8 @@ def resolved(workload: str, **changes: Any) -> dict[str, Any]:
     return spec
 
 
-def test_it_builds_the_ppo_argv(job_root: Path) -> None:
-    assert build_argv(resolved("ppo"), username="alice", job_root=job_root) == [
+def test_it_builds_the_ppo_argv(checkpoint_dir: Path) -> None:
+    assert build_argv(resolved("ppo"), username="alice", checkpoint_dir=checkpoint_dir) == [
         "python3",
         "-m",
         "verl.trainer.main_ppo",
@@ -48,14 +48,15 @@ def test_it_builds_the_ppo_argv(job_root: Path) -> None:
         "trainer.total_epochs=1",
         "trainer.save_freq=10",
         "trainer.test_freq=-1",
-        f"trainer.default_local_dir={job_root}/checkpoints",
+        f"trainer.default_local_dir={checkpoint_dir}",
+        "trainer.resume_mode=auto",
         "trainer.logger=['console']",
     ]
 
 
-def test_it_builds_the_grpo_argv(job_root: Path) -> None:
+def test_it_builds_the_grpo_argv(checkpoint_dir: Path) -> None:
     spec = resolved("grpo", nnodes=1, n_gpus_per_node=8, total_epochs=3, total_training_steps=200)
-    assert build_argv(spec, username="alice", job_root=job_root) == [
+    assert build_argv(spec, username="alice", checkpoint_dir=checkpoint_dir) == [
         "python3",
         "-m",
         "verl.trainer.main_ppo",
@@ -69,14 +70,15 @@ def test_it_builds_the_grpo_argv(job_root: Path) -> None:
         "trainer.total_training_steps=200",
         "trainer.save_freq=10",
         "trainer.test_freq=-1",
-        f"trainer.default_local_dir={job_root}/checkpoints",
+        f"trainer.default_local_dir={checkpoint_dir}",
+        "trainer.resume_mode=auto",
         "trainer.logger=['console']",
     ]
 
 
-def test_it_builds_the_sft_argv(job_root: Path) -> None:
+def test_it_builds_the_sft_argv(checkpoint_dir: Path) -> None:
     spec = resolved("sft", model_id="/models/tiny", save_freq=-1, test_freq=5)
-    assert build_argv(spec, username="alice", job_root=job_root) == [
+    assert build_argv(spec, username="alice", checkpoint_dir=checkpoint_dir) == [
         "python3",
         "-m",
         "verl.trainer.sft_trainer_ray",
@@ -88,19 +90,20 @@ def test_it_builds_the_sft_argv(job_root: Path) -> None:
         "trainer.total_epochs=1",
         "trainer.save_freq=-1",
         "trainer.test_freq=5",
-        f"trainer.default_local_dir={job_root}/checkpoints",
+        f"trainer.default_local_dir={checkpoint_dir}",
+        "trainer.resume_mode=auto",
         "trainer.logger=['console']",
     ]
 
 
-def test_it_builds_from_a_parsed_spec(alice, shared_root: Path, job_root: Path) -> None:
+def test_it_builds_from_a_parsed_spec(alice, shared_root: Path, checkpoint_dir: Path) -> None:
     (shared_root / "datasets" / "t.parquet").write_bytes(b"PAR1")
     (shared_root / "users" / "alice" / "datasets" / "v.parquet").write_bytes(b"PAR1")
     text = (
         "workload: grpo\nnnodes: 1\nn_gpus_per_node: 2\nmodel_id: Qwen/Qwen2.5-0.5B-Instruct\n"
         "train_file: $HOME/common/datasets/t.parquet\nval_file: $HOME/datasets/v.parquet\n"
     )
-    argv = build_argv(parse_spec(text, username="alice").resolved, username="alice", job_root=job_root)
+    argv = build_argv(parse_spec(text, username="alice").resolved, username="alice", checkpoint_dir=checkpoint_dir)
     assert argv[3:5] == [
         f"data.train_files={shared_root}/datasets/t.parquet",
         f"data.val_files={shared_root}/users/alice/datasets/v.parquet",
@@ -110,10 +113,12 @@ def test_it_builds_from_a_parsed_spec(alice, shared_root: Path, job_root: Path) 
     assert not any(arg.startswith("trainer.total_training_steps") for arg in argv)
 
 
-def test_it_runs_advanced_commands_through_bash(job_root: Path) -> None:
+def test_it_runs_advanced_commands_through_bash_with_the_checkpoint_folder(checkpoint_dir: Path) -> None:
     spec = {"kind": "advanced", "workload": "ppo", "nnodes": 1, "n_gpus_per_node": 1}
     spec["command"] = "python3 -m verl.trainer.main_ppo \\\n  trainer.nnodes=1"
-    assert build_argv(spec, username="alice", job_root=job_root) == [
+    assert build_argv(spec, username="alice", checkpoint_dir=checkpoint_dir) == [
+        "env",
+        f"ARGUS_CHECKPOINT_DIR={checkpoint_dir}",
         "bash",
         "-c",
         "python3 -m verl.trainer.main_ppo \\\n  trainer.nnodes=1",
@@ -123,12 +128,12 @@ def test_it_runs_advanced_commands_through_bash(job_root: Path) -> None:
 @pytest.mark.parametrize(
     "where",
     [
-        "users/bob/jobs/x--a01",
-        "users/alice/datasets/x--a01",
+        "users/bob/jobs/x/checkpoints",
+        "users/alice/datasets/x/checkpoints",
         "users/alice/jobs",
-        "users/alice/jobs/../../bob/jobs/x--a01",
+        "users/alice/jobs/../../bob/jobs/x/checkpoints",
     ],
 )
-def test_it_refuses_a_job_root_outside_the_users_jobs(shared_root: Path, where: str) -> None:
-    with pytest.raises(ValueError, match="is not a job directory of alice"):
-        build_argv(resolved("ppo"), username="alice", job_root=shared_root / where)
+def test_it_refuses_a_checkpoint_folder_outside_the_users_jobs(shared_root: Path, where: str) -> None:
+    with pytest.raises(ValueError, match="is not in a job directory of alice"):
+        build_argv(resolved("ppo"), username="alice", checkpoint_dir=shared_root / where)

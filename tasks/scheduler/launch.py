@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from raypool.config import WORKER_RESOURCE
 from tasks.builders import build_argv
-from tasks.jobfiles import driver_log_path, job_root
+from tasks.jobfiles import checkpoint_dir, driver_log_path, job_root
 from tasks.models import ACTIVE_STATES, Attempt, Event, EventKind, FailureKind, Role, Task, TaskState
 from tasks.scheduler import admission
 from tasks.scheduler.rayjobs import ClusterView, JobExists, RayJobs, RayUnavailable, Submission, SubmitRejected
@@ -175,9 +175,7 @@ def start_attempt(ray: RayJobs, task: Task, placement: dict[str, int]) -> bool:
 
 def submission_payload(task: Task, attempt: Attempt) -> Submission:
     argv = build_argv(
-        task.spec,
-        username=task.user.username,
-        job_root=job_root(task.user.username, attempt.ray_submission_id),
+        task.spec, username=task.user.username, checkpoint_dir=checkpoint_dir(task.user.username, task.task_id)
     )
     entrypoint = shlex.join(["python3", "-m", "raypool.driver", "--log", attempt.log_path, "--", *argv])
     return {
@@ -195,7 +193,8 @@ def submission_payload(task: Task, attempt: Attempt) -> Submission:
 
 def _write_job_files(task: Task, attempt: Attempt, payload: Submission) -> None:
     root = job_root(task.user.username, attempt.ray_submission_id)
-    (root / "checkpoints").mkdir(parents=True, exist_ok=True)
+    root.mkdir(parents=True, exist_ok=True)
+    checkpoint_dir(task.user.username, task.task_id).mkdir(parents=True, exist_ok=True)
     (root / "spec.yaml").write_text(task.spec_raw)
     (root / "submission.json").write_text(json.dumps(payload, indent=2) + "\n")
 

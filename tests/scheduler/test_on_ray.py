@@ -31,7 +31,7 @@ def test_a_task_runs_to_success_with_logs_and_curves(alice, client_for, submit, 
     assert payload["submission_id"] == attempt.ray_submission_id
     assert payload["entrypoint_resources"] == {"worker_node": 1}
     assert payload["metadata"] == {"argus_task_id": task.task_id, "argus_user": "alice", "argus_attempt": "1"}
-    assert (job_root / "checkpoints").is_dir()
+    assert (shared_root / "users/alice/jobs" / task.task_id / "checkpoints").is_dir()  # the task's, for resumes
     log = (job_root / "driver.log").read_text()
     assert "step:4 - " in log
     assert "(TaskRunner pid=" in log

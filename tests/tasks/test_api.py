@@ -219,7 +219,11 @@ def test_spec_shows_raw_and_resolved(alice, client_for, make_task, shared_root):
     assert resolved["argv"][:3] == ["python3", "-m", "verl.trainer.main_ppo"]
     job_root = shared_root / "users/alice/jobs" / f"{task.task_id}--a01"
     assert resolved["job_root"] == str(job_root)
-    assert f"trainer.default_local_dir={job_root}/checkpoints" in resolved["argv"]
+    # Checkpoints in the task's own folder, shared by its attempts: a retry resumes from them.
+    checkpoints = shared_root / "users/alice/jobs" / task.task_id / "checkpoints"
+    assert resolved["checkpoint_dir"] == str(checkpoints)
+    assert f"trainer.default_local_dir={checkpoints}" in resolved["argv"]
+    assert "trainer.resume_mode=auto" in resolved["argv"]
 
 
 def test_events_are_the_trail(alice, client_for, make_task):

@@ -7,7 +7,7 @@ import re
 import pytest
 from playwright.sync_api import Page, expect
 
-from tasks.models import TaskState
+from tasks.models import Role, TaskState
 from tests.web.helpers import shot
 from webhooks.models import Delivery, DeliveryStatus, Webhook
 
@@ -28,10 +28,10 @@ def test_it_adds_a_webhook_shows_its_secret_once_and_deletes_it(signed_in_page: 
     shot(page, "webhook-created")
 
     task = make_task(hook.user)
-    task.transition(TaskState.CANCELED)  # not wanted: no delivery
+    task.transition(TaskState.CANCELED, actor="api:alice")  # not wanted: no delivery
     task = make_task(hook.user)
     for state in (TaskState.SUBMITTING, TaskState.SUBMITTED, TaskState.RUNNING, TaskState.FAILED):
-        task.transition(state)
+        task.transition(state, role=Role.SCHEDULER, actor="scheduler")
     Delivery.objects.update(status=DeliveryStatus.PENDING, attempts=2, error="HTTP 502 Bad Gateway")
 
     page.get_by_role("link", name="Back to your account").click()
