@@ -57,6 +57,30 @@ VERL_LOG = """\
 """
 
 
+def verl_log(steps: range, *, total: int = 10, resumed_from: int | None = None) -> str:
+    """A driver log as verl writes it for one attempt: the resume check (its own words), the
+    total, then a ``step:N`` line per step. ``resumed_from``: the checkpoint step it loaded."""
+    prefix = "(TaskRunner pid=3165) "
+    lines = [f"{prefix}Total training steps: {total}"]
+    if resumed_from is None:
+        lines.append(f"{prefix}Training from scratch")
+    else:
+        folder = f"/private/users/alice/jobs/alice-ppo-20261123-101500-3f2a/checkpoints/global_step_{resumed_from}"
+        lines += [
+            f"{prefix}Load from checkpoint folder: {folder}",
+            f"{prefix}Setting global step to {resumed_from}",
+            f"{prefix}Resuming from {folder}",
+        ]
+    for step in steps:
+        # Distinct values per attempt and step, so a test can tell whose point it sees.
+        base = 0.1 * step + (0.5 if resumed_from is not None else 0.0)
+        lines.append(
+            f"{prefix}step:{step} - critic/score/mean:{base:.3f} - actor/pg_loss:np.float64({1 - base:.3f})"
+            f" - timing_s/step:{1.5 + step / 100:.2f}"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def ray_up(checked_ago: timedelta = timedelta(seconds=2)) -> ClusterState:
     """Ray as a scheduler that just looked saw it: a head and two 4-GPU workers, head.json fresh."""
     write_head(
