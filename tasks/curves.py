@@ -169,20 +169,24 @@ def merge_attempts(attempts: Iterable[AttemptCurves]) -> TaskCurves:
 
 
 def resume_summary(attempt: Attempt) -> str:
-    """``attempt 2 resumed from step 40`` / ``attempt 1 started from scratch``, in words.
+    """``attempt 2 resumed from step 40`` / ``attempt 1 started from scratch``."""
+    return f"attempt {attempt.attempt_no} {resume_words(attempt)}"
+
+
+def resume_words(attempt: Attempt) -> str:
+    """How the attempt started: ``resumed from step 40``, ``started from scratch``, ….
 
     The scheduler fills ``resumed_from_step`` once verl says it loaded a checkpoint, which can
     take minutes after Ray starts the job: until a later attempt has ended, null only means
     "not yet", and saying "from scratch" then would alarm for nothing.
     """
-    name = f"attempt {attempt.attempt_no}"
     if attempt.resumed_from_step is not None:
-        return f"{name} resumed from step {attempt.resumed_from_step}"
+        return f"resumed from step {attempt.resumed_from_step}"
     if attempt.start_time is None:
-        return f"{name} never started" if attempt.end_time else f"{name} has not started yet"
+        return "never started" if attempt.end_time else "has not started yet"
     if attempt.end_time is None and attempt.attempt_no > 1:
-        return f"{name} has not loaded a checkpoint yet"
-    return f"{name} started from scratch"
+        return "has not loaded a checkpoint yet"
+    return "started from scratch"
 
 
 def time_left_s(task: Task, attempt: Attempt | None, now: datetime) -> int | None:

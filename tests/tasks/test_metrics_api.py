@@ -13,9 +13,9 @@ from django.utils import timezone
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
-from tasks.models import FailureKind, Task, TaskState
+from tasks.models import TaskState
 from tests.accounts.test_schema import conforms, documented
-from tests.web.task_data import run_attempt, verl_log
+from tests.web.task_data import resumed_task
 
 pytestmark = pytest.mark.django_db
 
@@ -25,20 +25,6 @@ NOW = datetime(2026, 11, 23, 14, 0, tzinfo=UTC)
 @pytest.fixture(scope="module")
 def schema() -> dict[str, Any]:
     return SchemaGenerator(patterns=[path("api/v2/", include("tasks.urls"))]).get_schema(public=True)
-
-
-def resumed_task(make_task: Callable[..., Task], user: User, **changes: Any) -> Task:
-    """Attempt 1 saved at step 3 and was stopped after step 5; attempt 2 resumed from 3."""
-    task = make_task(user, **{"state": TaskState.RUNNING, **changes})
-    run_attempt(
-        task,
-        log=verl_log(range(1, 6)),
-        ray_status="STOPPED",
-        failure_kind=FailureKind.STALLED,
-        end_time=timezone.now() - timedelta(minutes=5),
-    )
-    run_attempt(task, log=verl_log(range(4, 8), resumed_from=3), resumed_from_step=3)
-    return task
 
 
 def test_metrics_run_across_attempts_by_default(alice, client_for, make_task, schema):
@@ -106,9 +92,8 @@ def frozen(monkeypatch: pytest.MonkeyPatch) -> datetime:
 def test_the_detail_gives_the_time_left_of_the_running_attempt(
     alice, client_for: Callable[[User | None], APIClient], make_task, frozen, schema
 ):
-    task = resumed_task(make_task, alice, time_limit_s=2 * 3600)
     # The limit counts from the current attempt's start, not the task's first.
-    task.attempts.filter(attempt_no=2).update(start_time=frozen - timedelta(minutes=48))
+    task = resumed_task(make_task, alice, started_ago=timedelta(minutes=48), time_limit_s=2 * 3600)
     body = client_for(alice).get(f"/api/v2/tasks/{task.task_id}").json()
     assert body["time_limit_s"] == 7200
     assert body["time_left_s"] == 72 * 60

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from raypool.discovery import HeadRecord, head_file_from_settings, write_head
 from tasks.jobfiles import driver_log_path
-from tasks.models import Attempt, ClusterState, EventKind, Task, TaskState
+from tasks.models import Attempt, ClusterState, EventKind, FailureKind, Task, TaskState
 
 NODES = [
     {
@@ -146,4 +146,21 @@ def running_task(make_task: Any, user: Any, **changes: Any) -> Task:
         to_state=TaskState.RUNNING,
         message="Ray reports the job RUNNING.",
     )
+    return task
+
+
+def resumed_task(make_task: Any, user: Any, *, started_ago: timedelta = timedelta(minutes=4), **changes: Any) -> Task:
+    """A RUNNING task on its second attempt: attempt 1 saved a checkpoint at step 3 and stalled
+    after step 5; attempt 2, started ``started_ago``, resumed from step 3 and is at step 7."""
+    task = make_task(user, **{"state": TaskState.RUNNING, **changes})
+    now = timezone.now()
+    run_attempt(
+        task,
+        log=verl_log(range(1, 6)),
+        ray_status="STOPPED",
+        failure_kind=FailureKind.STALLED,
+        start_time=now - started_ago - timedelta(hours=1),
+        end_time=now - started_ago - timedelta(minutes=1),
+    )
+    run_attempt(task, log=verl_log(range(4, 8), resumed_from=3), resumed_from_step=3, start_time=now - started_ago)
     return task
