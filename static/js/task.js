@@ -159,6 +159,8 @@ function drawSeams(u) {
   ctx.font = `${11 * px}px system-ui, sans-serif`;
   ctx.textAlign = "left"; // uPlot leaves the context as its axes last set it
   ctx.textBaseline = "top";
+  let labelEnd = -Infinity; // where the last label ended: a close seam's label goes a row lower
+  let row = 0;
   seams.forEach((seam, i) => {
     const x = xs[i];
     if (x < left || x > left + width) return;
@@ -167,8 +169,11 @@ function drawSeams(u) {
     ctx.moveTo(x, top);
     ctx.lineTo(x, top + height);
     ctx.stroke();
+    const label = `attempt ${seam.attempt}`;
+    row = x + 4 * px < labelEnd ? row + 1 : 0;
+    labelEnd = x + 4 * px + ctx.measureText(label).width + 4 * px;
     ctx.fillStyle = SEAM_COLOUR;
-    ctx.fillText(`attempt ${seam.attempt}`, x + 4 * px, top + 3 * px);
+    ctx.fillText(label, x + 4 * px, top + (3 + row * 13) * px);
   });
   ctx.restore();
 }
