@@ -17,7 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from argus_site.api import Conflict, PayloadTooLarge, actor_of, error_responses
-from tasks.curves import parse_log
+from tasks.curves import AttemptCurves, merge_attempts, parse_log
 from tasks.filters import TaskFilter
 from tasks.jobfiles import attempt_log, resolved_spec
 from tasks.logs import follow, read_all, tail_lines
@@ -184,8 +184,11 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         return response
 
     @extend_schema(
-        summary="Training curves of an attempt",
-        description="Parsed from verl's `step:N - key:value` lines in the driver log.",
+        summary="Training curves of the task, across its attempts, or of one attempt",
+        description="Parsed from verl's `step:N - key:value` lines in the driver logs. By default the "
+        "curves run across all attempts (`attempt` is null): a step logged by several attempts counts "
+        "once, the latest attempt's values win, and `attempts` says where each attempt ran and the "
+        "checkpoint step it resumed from. `attempt=N` gives that attempt's own curves.",
         parameters=[MetricsQuery],
         responses={200: MetricsSerializer, **ERRORS},
     )
@@ -194,12 +197,15 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         query = MetricsQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
         task = self.get_object()
-        attempt = self._attempt(task, query.validated_data.get("attempt"))
-        if attempt is None:
-            return Response({"attempt": None, "last_step": None, "total_steps": None, "series": {}})
-        path = attempt_log(task, attempt)
-        curves = parse_log(path)
-        body = {"attempt": attempt.attempt_no, **curves.to_json()}
+        number = query.validated_data.get("attempt")
+        chosen = self._attempt(task, number) if number is not None else None
+        attempts = [chosen] if chosen else list(task.attempts.order_by("attempt_no"))
+        # Each driver.log is read once, in chunks: they can be gigabytes.
+        merged = merge_attempts(
+            AttemptCurves(attempt.attempt_no, attempt.resumed_from_step, parse_log(attempt_log(task, attempt)))
+            for attempt in attempts
+        )
+        body = {"attempt": number, **merged.to_json()}
         if body["total_steps"] is None:
             body["total_steps"] = task.spec.get("total_training_steps")
         return Response(body)

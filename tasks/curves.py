@@ -3,15 +3,21 @@
 The lines reach the driver log as Ray prints them: maybe with an actor prefix
 (``(TaskRunner pid=3165)``), ANSI colours, numpy reprs (``np.float64(-0.00066)``), and, on
 one host with several nodes, twice. One point per step: a repeated line replaces the last.
+
+A task's attempts share one checkpoint folder, so attempt 2 may resume at step 40 and log 41,
+42, …: ``merge_attempts`` joins the attempts' curves into one, with where each attempt ran.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
+from tasks.models import Attempt, Task, TaskState
 from tasks.scheduler.failures import strip_ansi
 
 STEP = re.compile(r"(?:^|[\s)])step:(?P<step>\d+)\s+-\s+(?P<rest>.+)$")
@@ -89,3 +95,106 @@ def parse_log(path: Path) -> Curves:
         if pending:
             feed_line(curves, pending.decode("utf-8", "replace"))
     return curves
+
+
+@dataclass
+class AttemptCurves:
+    """One attempt's curves (``parse_log`` of its driver.log) and where it said it resumed."""
+
+    attempt_no: int
+    resumed_from_step: int | None
+    curves: Curves
+
+
+@dataclass
+class Boundary:
+    """Where an attempt ran on the step axis: the first and last step its own log holds (null
+    when it logged none), and the checkpoint step it resumed from (null: from scratch)."""
+
+    attempt_no: int
+    first_step: int | None
+    last_step: int | None
+    resumed_from_step: int | None
+
+    def to_json(self) -> dict[str, int | None]:
+        return {
+            "attempt_no": self.attempt_no,
+            "first_step": self.first_step,
+            "last_step": self.last_step,
+            "resumed_from_step": self.resumed_from_step,
+        }
+
+
+@dataclass
+class TaskCurves:
+    curves: Curves
+    boundaries: list[Boundary]
+
+    def to_json(self) -> dict[str, object]:
+        return {**self.curves.to_json(), "attempts": [boundary.to_json() for boundary in self.boundaries]}
+
+
+def merge_attempts(attempts: Iterable[AttemptCurves]) -> TaskCurves:
+    """The curves of a task's attempts (in attempt order) as one.
+
+    A step logged by several attempts counts once: the latest attempt's values for that step
+    replace all of the earlier ones' (a resumed run re-did that step from the checkpoint, so
+    the earlier values belong to a trajectory that was thrown away). ``last_step`` is where
+    the training is now: the last step of the latest attempt that logged one, even if an
+    earlier attempt got further before it stopped. ``total_steps`` likewise comes from the
+    latest attempt that printed it.
+    """
+    rows: dict[int, dict[str, float]] = {}  # step -> {metric: value}, the latest attempt's
+    merged = Curves()
+    boundaries: list[Boundary] = []
+    for part in attempts:
+        own: dict[int, dict[str, float]] = {}
+        for key, points in part.curves.series.items():
+            for step, value in points.items():
+                own.setdefault(step, {})[key] = value
+        rows.update(own)
+        if part.curves.last_step is not None:
+            merged.last_step = part.curves.last_step
+        if part.curves.total_steps is not None:
+            merged.total_steps = part.curves.total_steps
+        first, last = (min(own), max(own)) if own else (None, None)
+        boundaries.append(Boundary(part.attempt_no, first, last, part.resumed_from_step))
+    for step, row in rows.items():
+        for key, value in row.items():
+            merged.series.setdefault(key, {})[step] = value
+    return TaskCurves(merged, boundaries)
+
+
+# ---- What the task page and the API say of an attempt's resume and a task's time limit.
+
+
+def resume_summary(attempt: Attempt) -> str:
+    """``attempt 2 resumed from step 40`` / ``attempt 1 started from scratch``."""
+    return f"attempt {attempt.attempt_no} {resume_words(attempt)}"
+
+
+def resume_words(attempt: Attempt) -> str:
+    """How the attempt started: ``resumed from step 40``, ``started from scratch``, ….
+
+    The scheduler fills ``resumed_from_step`` once verl says it loaded a checkpoint, which can
+    take minutes after Ray starts the job: until a later attempt has ended, null only means
+    "not yet", and saying "from scratch" then would alarm for nothing.
+    """
+    if attempt.resumed_from_step is not None:
+        return f"resumed from step {attempt.resumed_from_step}"
+    if attempt.start_time is None:
+        return "never started" if attempt.end_time else "has not started yet"
+    if attempt.end_time is None and attempt.attempt_no > 1:
+        return "has not loaded a checkpoint yet"
+    return "started from scratch"
+
+
+def time_left_s(task: Task, attempt: Attempt | None, now: datetime) -> int | None:
+    """Seconds the running attempt has left under the task's time limit, which counts from the
+    attempt's start on Ray (a retry gets the whole limit again); null when there is no limit
+    or nothing is running."""
+    if task.time_limit_s is None or task.state != TaskState.RUNNING:
+        return None
+    if attempt is None or attempt.start_time is None or attempt.end_time is not None:
+        return None
+    return max(0, task.time_limit_s - int((now - attempt.start_time).total_seconds()))

@@ -2,13 +2,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from tasks.curves import resume_summary, time_left_s
 from tasks.models import Attempt, Event, Task
 
 
 class AttemptSerializer(serializers.ModelSerializer):
+    summary = serializers.SerializerMethodField(
+        help_text='"attempt 2 resumed from step 40", "attempt 1 started from scratch", …'
+    )
+
     class Meta:
         model = Attempt
         fields = [
@@ -22,7 +28,12 @@ class AttemptSerializer(serializers.ModelSerializer):
             "submitted_at",
             "start_time",
             "end_time",
+            "resumed_from_step",
+            "summary",
         ]
+
+    def get_summary(self, attempt: Attempt) -> str:
+        return resume_summary(attempt)
 
 
 class TaskSerializer(serializers.ModelSerializer):
@@ -60,10 +71,21 @@ class TaskSerializer(serializers.ModelSerializer):
 
 class TaskDetailSerializer(TaskSerializer):
     attempts = AttemptSerializer(many=True, read_only=True)
+    time_left_s = serializers.SerializerMethodField(
+        help_text="Seconds the running attempt has left under time_limit_s (counted from its start on Ray); "
+        "null when there is no limit or nothing is running."
+    )
 
     class Meta(TaskSerializer.Meta):
-        fields = [*TaskSerializer.Meta.fields, "attempts"]
+        fields = [*TaskSerializer.Meta.fields, "time_limit_s", "time_left_s", "attempts"]
         read_only_fields = fields
+        extra_kwargs = {"time_limit_s": {"help_text": "Seconds each attempt may run; null: no limit."}}
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_time_left_s(self, task: Task) -> int | None:
+        # all(): the prefetched attempts of the detail view, with no query of its own.
+        latest = max(task.attempts.all(), key=lambda attempt: attempt.attempt_no, default=None)
+        return time_left_s(task, latest, timezone.now())
 
 
 class TaskSpecSerializer(serializers.Serializer):
@@ -98,12 +120,26 @@ class LogQuery(serializers.Serializer):
 
 
 class MetricsQuery(serializers.Serializer):
-    attempt = serializers.IntegerField(min_value=1, required=False, help_text="Attempt number; default the latest.")
+    attempt = serializers.IntegerField(
+        min_value=1, required=False, help_text="One attempt's curves; default: the whole task, across its attempts."
+    )
+
+
+class AttemptSpanSerializer(serializers.Serializer):
+    attempt_no = serializers.IntegerField()
+    first_step = serializers.IntegerField(allow_null=True, help_text="The first step its log holds; null: none yet.")
+    last_step = serializers.IntegerField(allow_null=True, help_text="The last step its log holds; null: none yet.")
+    resumed_from_step = serializers.IntegerField(
+        allow_null=True, help_text="The checkpoint step it resumed from; null: from scratch (or not said yet)."
+    )
 
 
 class MetricsSerializer(serializers.Serializer):
-    attempt = serializers.IntegerField(allow_null=True)
-    last_step = serializers.IntegerField(allow_null=True)
+    attempt = serializers.IntegerField(allow_null=True, help_text="The attempt asked for; null: across all attempts.")
+    attempts = AttemptSpanSerializer(many=True, help_text="Where each attempt ran on the step axis, in order.")
+    last_step = serializers.IntegerField(
+        allow_null=True, help_text="The last step of the latest attempt that logged one: where the training is now."
+    )
     total_steps = serializers.IntegerField(allow_null=True)
     series = serializers.DictField(
         child=serializers.ListField(child=serializers.ListField(child=serializers.FloatField())),

@@ -25,9 +25,10 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from accounts.homes import home_dir, shared_root
+from tasks.curves import resume_words, time_left_s
 from tasks.filters import TaskFilter
 from tasks.jobfiles import resolved_spec
-from tasks.models import ACTIVE_STATES, WAITING_STATES, IllegalTransition, StaleState, Task, TaskState
+from tasks.models import ACTIVE_STATES, WAITING_STATES, Attempt, IllegalTransition, StaleState, Task, TaskState
 from tasks.specs import SpecError
 from tasks.submit import submit_spec
 from tasks.views_ray import cluster_summary, queue_entries, queue_tasks, waiting_reason
@@ -38,6 +39,8 @@ EVENTS_SHOWN = 100
 # Idle, the scheduler still looks at Ray once a minute (its safety-net schedule): a last look
 # older than this means it is not running at all.
 SCHEDULER_SILENT_AFTER = timedelta(minutes=3)
+# Under this many seconds left, the time left stands out: time to look at the checkpoints.
+TIME_LEFT_LOW = 15 * 60
 # The buttons of the new-task form, each filling templates/tasks/specs/<key>.yaml.
 SPEC_TEMPLATES = [("ppo", "PPO"), ("grpo", "GRPO"), ("sft", "SFT"), ("advanced", "Advanced")]
 
@@ -145,6 +148,25 @@ def _spec_as_run(task: Task) -> dict[str, str]:
     return {"command": command, "resolved": yaml.safe_dump(resolved, sort_keys=False, allow_unicode=True, width=120)}
 
 
+def _span(seconds: int) -> str:
+    """A time limit or what is left of it, in words: ``2 h``, ``1 h 12 min``, ``10 min``, ``45 s``."""
+    if seconds < 60:
+        return f"{seconds} s"
+    hours, minutes = divmod(seconds // 60, 60)
+    return " ".join(part for part in (f"{hours} h" if hours else "", f"{minutes} min" if minutes else "") if part)
+
+
+def _time_left(task: Task, latest: Attempt | None) -> dict[str, Any] | None:
+    """What the status says of the running attempt's time limit; None when nothing counts down."""
+    left = time_left_s(task, latest, timezone.now())
+    if left is None:
+        return None
+    # Minutes only: the status is polled every few seconds and should read the same until a
+    # minute has passed (static/js/live.js then leaves it alone).
+    words = "under a minute" if left < 60 else _span(left - left % 60)
+    return {"words": words, "low": left < TIME_LEFT_LOW}
+
+
 @never_cache
 @login_required
 def task_detail_view(request: HttpRequest, task_id: str) -> HttpResponse:
@@ -154,6 +176,10 @@ def task_detail_view(request: HttpRequest, task_id: str) -> HttpResponse:
     context: dict[str, Any] = {
         "task": task,
         "attempts": attempts,
+        # (attempt, how it started) for the attempts table.
+        "attempt_rows": [(attempt, resume_words(attempt)) for attempt in attempts],
+        "time_limit": _span(task.time_limit_s) if task.time_limit_s else "",
+        "time_left": _time_left(task, attempts[-1] if attempts else None),
         "events": events,
         "event_count": task.events.count() if len(events) == EVENTS_SHOWN else len(events),
         "waiting": task.state in WAITING_STATES,

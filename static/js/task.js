@@ -1,7 +1,8 @@
 // A task's page: the log tail and the training curves, read from the task API with the session
 // cookie. Both poll while the task is unfinished and read once more when it ends; htmx keeps
 // #task-status current (static/js/live.js), and its data-terminal and data-attempts say when
-// the task has ended and which attempts exist.
+// the task has ended and which attempts exist. The log is one attempt's (the picker); the
+// curves are the whole task's, across its attempts, with a dashed line where each took over.
 "use strict";
 
 const TAIL_LINES = 200;
@@ -9,6 +10,8 @@ const LOG_EVERY_MS = 2000;
 const METRICS_EVERY_MS = 5000;
 const CHART_HEIGHT = 170;
 const STEP_INCREMENTS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000];
+const SEAM_COLOUR = "#b45309";
+const SEAM_TINT = "rgba(180, 83, 9, 0.07)";
 // verl colours its console output; the log is shown as plain text.
 const ANSI = /\x1b\[[0-9;?]*[A-Za-z]/g;
 
@@ -24,7 +27,7 @@ const finished = () => status().dataset.terminal === "true";
 const attemptNumbers = () => status().dataset.attempts.split(",").filter(Boolean);
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-// "" follows the latest attempt (the API's default); a number pins one.
+// The log: "" follows the latest attempt (the API's default); a number pins one.
 function query(extra = {}) {
   const params = new URLSearchParams(extra);
   if (select.value) params.set("attempt", select.value);
@@ -56,7 +59,7 @@ function syncAttempts() {
   }
   picker.hidden = numbers.length < 2;
   for (const link of root.querySelectorAll("[data-log-link], [data-metrics-link]")) {
-    link.search = query();
+    if (link.matches("[data-log-link]")) link.search = query();
     link.hidden = numbers.length === 0; // nothing to read before the first attempt
   }
 }
@@ -83,6 +86,8 @@ const showAll = root.querySelector("[data-show-all]");
 const FIRST_CURVES = 6;
 const progress = document.getElementById("step-progress");
 const stepText = root.querySelector("[data-step-text]");
+const seamText = root.querySelector("[data-seams]");
+let seams = []; // where a later attempt took over the curves: { x, attempt, words }
 
 // What people look at first: rewards and scores, then losses, then the rest by name.
 function rank(metric) {
@@ -103,7 +108,74 @@ function resize(figure) {
 
 function describe(metric, points) {
   const [step, value] = points.at(-1);
-  return `${metric}: ${points.length} points, last ${value.toPrecision(4)} at step ${step}`;
+  const across = seams.map((seam) => `; attempt ${seam.attempt} from step ${seam.x + 0.5}`).join("");
+  return `${metric}: ${points.length} points, last ${value.toPrecision(4)} at step ${step}${across}`;
+}
+
+// The API gives each attempt's first and last step. A later attempt's steps replace an
+// earlier one's, so attempt N took over the curves at its first step, unless a still later
+// attempt started at or before it (and replaced it in turn). The line sits half a step
+// before, between the last point of the one and the first of the other.
+function seamsOf(spans) {
+  const ran = spans.filter((span) => span.first_step !== null);
+  return ran
+    .slice(1)
+    .filter((span, i) => ran.slice(i + 2).every((later) => later.first_step > span.first_step))
+    .map((span) => ({
+      x: span.first_step - 0.5,
+      attempt: span.attempt_no,
+      words:
+        span.resumed_from_step === null
+          ? `attempt ${span.attempt_no} started from scratch`
+          : `attempt ${span.attempt_no} resumed from step ${span.resumed_from_step}`,
+    }));
+}
+
+function showSeams(spans) {
+  seams = seamsOf(spans);
+  seamText.hidden = seams.length === 0;
+  const ran = spans.filter((span) => span.first_step !== null).length;
+  const words = seams.map((seam) => seam.words).join("; ");
+  seamText.textContent = `The curves run across ${ran} attempts; a dashed line marks where one took over: ${words}.`;
+}
+
+// A uPlot hook: the seams, drawn on the chart's canvas (no DOM, no styles: CSP-safe). Each
+// later attempt's stretch is tinted in turn, so that three attempts read as three bands.
+function drawSeams(u) {
+  const { ctx } = u;
+  const { left, top, width, height } = u.bbox;
+  const px = uPlot.pxRatio;
+  const xs = seams.map((seam) => Math.round(u.valToPos(seam.x, "x", true)));
+  ctx.save();
+  ctx.fillStyle = SEAM_TINT;
+  xs.forEach((x, i) => {
+    if (i % 2 === 1) return;
+    const from = Math.max(x, left);
+    const to = Math.min(xs[i + 1] ?? left + width, left + width);
+    if (to > from) ctx.fillRect(from, top, to - from, height);
+  });
+  ctx.lineWidth = px;
+  ctx.setLineDash([4 * px, 3 * px]);
+  ctx.font = `${11 * px}px system-ui, sans-serif`;
+  ctx.textAlign = "left"; // uPlot leaves the context as its axes last set it
+  ctx.textBaseline = "top";
+  let labelEnd = -Infinity; // where the last label ended: a close seam's label goes a row lower
+  let row = 0;
+  seams.forEach((seam, i) => {
+    const x = xs[i];
+    if (x < left || x > left + width) return;
+    ctx.strokeStyle = SEAM_COLOUR;
+    ctx.beginPath();
+    ctx.moveTo(x, top);
+    ctx.lineTo(x, top + height);
+    ctx.stroke();
+    const label = `attempt ${seam.attempt}`;
+    row = x + 4 * px < labelEnd ? row + 1 : 0;
+    labelEnd = x + 4 * px + ctx.measureText(label).width + 4 * px;
+    ctx.fillStyle = SEAM_COLOUR;
+    ctx.fillText(label, x + 4 * px, top + (3 + row * 13) * px);
+  });
+  ctx.restore();
 }
 
 function makeChart(metric, data) {
@@ -122,6 +194,7 @@ function makeChart(metric, data) {
       axes: [{ size: 30, incrs: STEP_INCREMENTS }, { size: 56 }],
       series: [{ label: "step" }, { label: "value", stroke: "#0172ad", width: 1.5, points: { size: 4 } }],
       cursor: { drag: { x: false, y: false } },
+      hooks: { draw: [drawSeams] },
     },
     data,
     figure,
@@ -187,8 +260,10 @@ function showProgress({ last_step: last, total_steps: total }) {
 
 async function refreshMetrics() {
   if (attemptNumbers().length === 0) return;
-  const body = await (await get(`${api}/metrics?${query()}`)).json();
+  // The whole task: the API's default runs the curves across attempts.
+  const body = await (await get(`${api}/metrics`)).json();
   showProgress(body);
+  showSeams(body.attempts);
   drawCharts(body.series);
 }
 
@@ -215,13 +290,7 @@ syncAttempts();
 document.addEventListener("htmx:afterSettle", syncAttempts);
 select.addEventListener("change", () => {
   syncAttempts();
-  for (const { plot, figure } of charts.values()) {
-    plot.destroy();
-    figure.remove();
-  }
-  charts.clear();
   refreshLog().catch(() => {});
-  refreshMetrics().catch(() => {});
 });
 filter.addEventListener("input", applyFilter);
 showAll.addEventListener("click", () => {

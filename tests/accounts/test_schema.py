@@ -12,7 +12,14 @@ from drf_spectacular.generators import SchemaGenerator
 
 from accounts.models import ApiToken
 
-TYPES = {"string": str, "integer": int, "boolean": bool, "object": dict, "array": list}
+TYPES: dict[str, type | tuple[type, ...]] = {
+    "string": str,
+    "integer": int,
+    "number": (int, float),  # JSON has one number type: a step of 3 is a number too
+    "boolean": bool,
+    "object": dict,
+    "array": list,
+}
 
 
 @pytest.fixture(scope="module")

@@ -40,7 +40,8 @@ def test_a_task_runs_to_success_with_logs_and_curves(alice, client_for, submit, 
     text = client.get(f"/api/v2/tasks/{task.task_id}/logs?tail=1").content.decode()
     assert text.strip() == "[argus-driver] command exited with code 0"
     metrics = client.get(f"/api/v2/tasks/{task.task_id}/metrics").json()
-    assert metrics["attempt"] == 1
+    assert metrics["attempt"] is None  # the whole task, across its attempts: here one
+    assert [span["attempt_no"] for span in metrics["attempts"]] == [1]
     assert metrics["last_step"] == 4
     assert metrics["total_steps"] == 4
     assert [step for step, _ in metrics["series"]["critic/score/mean"]] == [1, 2, 3, 4]

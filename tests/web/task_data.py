@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from raypool.discovery import HeadRecord, head_file_from_settings, write_head
 from tasks.jobfiles import driver_log_path
-from tasks.models import Attempt, ClusterState, EventKind, Task, TaskState
+from tasks.models import Attempt, ClusterState, EventKind, FailureKind, Task, TaskState
 
 NODES = [
     {
@@ -55,6 +55,30 @@ VERL_LOG = """\
 (TaskRunner pid=3165) step:2 - critic/score/mean:0.25 - actor/pg_loss:np.float64(0.43) - timing_s/step:1.7
 (TaskRunner pid=3165) step:3 - critic/score/mean:0.31 - actor/pg_loss:np.float64(0.40) - timing_s/step:1.8
 """
+
+
+def verl_log(steps: range, *, total: int = 10, resumed_from: int | None = None) -> str:
+    """A driver log as verl writes it for one attempt: the resume check (its own words), the
+    total, then a ``step:N`` line per step. ``resumed_from``: the checkpoint step it loaded."""
+    prefix = "(TaskRunner pid=3165) "
+    lines = [f"{prefix}Total training steps: {total}"]
+    if resumed_from is None:
+        lines.append(f"{prefix}Training from scratch")
+    else:
+        folder = f"/private/users/alice/jobs/alice-ppo-20261123-101500-3f2a/checkpoints/global_step_{resumed_from}"
+        lines += [
+            f"{prefix}Load from checkpoint folder: {folder}",
+            f"{prefix}Setting global step to {resumed_from}",
+            f"{prefix}Resuming from {folder}",
+        ]
+    for step in steps:
+        # Distinct values per attempt and step, so a test can tell whose point it sees.
+        base = 0.1 * step + (0.5 if resumed_from is not None else 0.0)
+        lines.append(
+            f"{prefix}step:{step} - critic/score/mean:{base:.3f} - actor/pg_loss:np.float64({1 - base:.3f})"
+            f" - timing_s/step:{1.5 + step / 100:.2f}"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def ray_up(checked_ago: timedelta = timedelta(seconds=2)) -> ClusterState:
@@ -122,4 +146,21 @@ def running_task(make_task: Any, user: Any, **changes: Any) -> Task:
         to_state=TaskState.RUNNING,
         message="Ray reports the job RUNNING.",
     )
+    return task
+
+
+def resumed_task(make_task: Any, user: Any, *, started_ago: timedelta = timedelta(minutes=4), **changes: Any) -> Task:
+    """A RUNNING task on its second attempt: attempt 1 saved a checkpoint at step 3 and stalled
+    after step 5; attempt 2, started ``started_ago``, resumed from step 3 and is at step 7."""
+    task = make_task(user, **{"state": TaskState.RUNNING, **changes})
+    now = timezone.now()
+    run_attempt(
+        task,
+        log=verl_log(range(1, 6)),
+        ray_status="STOPPED",
+        failure_kind=FailureKind.STALLED,
+        start_time=now - started_ago - timedelta(hours=1),
+        end_time=now - started_ago - timedelta(minutes=1),
+    )
+    run_attempt(task, log=verl_log(range(4, 8), resumed_from=3), resumed_from_step=3, start_time=now - started_ago)
     return task

@@ -19,7 +19,7 @@ from playwright.sync_api import Page, expect
 
 from tasks.models import EventKind, FailureKind, Role, Task, TaskState
 from tests.web.helpers import PageWatch, shot, sign_in
-from tests.web.task_data import ray_down, ray_up, run_attempt, running_task
+from tests.web.task_data import ray_down, ray_up, resumed_task, run_attempt, running_task
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -349,3 +349,50 @@ def test_the_task_page_without_ray(signed_in_page: Page, alice: User, make_task:
     expect(page.locator("[data-ray-notice]")).to_contain_text(NO_RAY)
     expect(page.locator("#log-text")).to_contain_text("No attempt yet")
     shot(page, "no-ray-task")
+
+
+# Counts, on a chart's canvas, the pixels of each column in the seam colour (task.js's
+# SEAM_COLOUR, #b45309): a dashed line is one column with many of them.
+SEAM_COLUMNS = """canvas => {
+  const { width, height } = canvas;
+  const data = canvas.getContext("2d").getImageData(0, 0, width, height).data;
+  const columns = new Array(width).fill(0);
+  for (let i = 0; i < data.length; i += 4) {
+    const [r, g, b] = [data[i], data[i + 1], data[i + 2]];
+    if (Math.abs(r - 180) < 30 && Math.abs(g - 83) < 30 && b < 50) columns[(i / 4) % width] += 1;
+  }
+  return { height, tallest: Math.max(...columns) };
+}"""
+
+
+def test_the_curves_run_across_attempts_with_the_seam_marked(
+    signed_in_page: Page, alice: User, make_task: Callable[..., Task]
+) -> None:
+    page = signed_in_page
+    # Attempt 2 resumed from step 3 and has run 47½ minutes of its 2 hours.
+    task = resumed_task(make_task, alice, started_ago=timedelta(minutes=47, seconds=30), time_limit_s=2 * 3600)
+    page.goto(f"/tasks/{task.task_id}/")
+    status = page.locator("#task-status")
+    expect(status.locator(".status-text")).to_contain_text("attempt 2, resumed from step 3")
+    expect(status.locator("[data-time-left]")).to_have_text("Time limit 2 h; 1 h 12 min left.")
+    expect(page.locator(".facts")).to_contain_text("time limit 2 h")
+    expect(status.locator("tr[data-attempt='1']")).to_contain_text("started from scratch")
+    expect(status.locator("tr[data-attempt='2']")).to_contain_text("resumed from step 3")
+
+    # The curves: steps 1-7, one point each (4 and 5 from attempt 2), with the seam.
+    expect(page.locator("[data-step-text]")).to_have_text("Step 7 of 10")
+    seams = page.locator("[data-seams]")
+    expect(seams).to_be_visible()
+    expect(seams).to_contain_text("across 2 attempts")
+    expect(seams).to_contain_text("attempt 2 resumed from step 3")
+    score = page.locator("[data-charts] figure[data-metric='critic/score/mean']")
+    expect(score).to_have_attribute("aria-label", re.compile(r"^critic/score/mean: 7 points, .*attempt 2 from step 4$"))
+    drawn = score.locator("canvas").evaluate(SEAM_COLUMNS)
+    assert drawn["tallest"] > drawn["height"] / 3, drawn  # a line across the plot, not a stray pixel
+    shot(page, "task-resumed")
+
+    # The log picker shows one attempt's log; the curves stay the whole task's.
+    page.get_by_label("Attempt", exact=True).select_option("1")
+    expect(page.locator("#log-text")).to_contain_text("Training from scratch")
+    expect(score).to_have_attribute("aria-label", re.compile("7 points"))
+    expect(page.locator("[data-metrics-link]")).to_have_attribute("href", re.compile(r"/metrics$"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -17,8 +17,8 @@ from django.utils import timezone
 from accounts.homes import home_dir
 from tasks.models import EventKind, FailureKind, Task, TaskState
 from tasks.specs import parse_spec
-from tasks.web_views import SPEC_TEMPLATES, TASKS_PER_PAGE
-from tests.web.task_data import ray_down, ray_up, run_attempt, running_task
+from tasks.web_views import SPEC_TEMPLATES, TASKS_PER_PAGE, _span
+from tests.web.task_data import ray_down, ray_up, resumed_task, run_attempt, running_task
 
 pytestmark = pytest.mark.django_db
 
@@ -468,3 +468,62 @@ def test_every_page_renders_with_and_without_ray(
     response = as_alice.get(url)
     assert response.status_code == 200
     assert (NO_RAY in text_of(response)) is (ray != "up")
+
+
+# --- durable training: resumes and the time limit ------------------------------------------
+
+
+@pytest.fixture
+def frozen(monkeypatch: pytest.MonkeyPatch) -> datetime:
+    """Django's clock stopped at the real now: the time left is exact, and the template's
+    "48 minutes ago" (timesince reads the real clock) agrees with it."""
+    now = timezone.now()
+    monkeypatch.setattr(timezone, "now", lambda: now)
+    return now
+
+
+def test_the_task_page_says_where_each_attempt_started_and_the_time_left(
+    as_alice: Client, alice: User, make_task: MakeTask, frozen: datetime
+) -> None:
+    task = resumed_task(make_task, alice, time_limit_s=2 * 3600, started_ago=timedelta(minutes=48))
+    page = text_of(as_alice.get(f"/tasks/{task.task_id}/"))
+    assert re.search(r"Running, started 48\xa0minutes ago: attempt 2, resumed from step 3\.", page)
+    assert '<span class="time-left" data-time-left>Time limit 2 h; 1 h 12 min left.</span>' in page
+    assert "<span>time limit 2 h</span>" in page
+    rows = dict(re.findall(r'<tr data-attempt="(\d)">(.*?)</tr>', page, re.S))
+    assert '<span class="muted">started from scratch</span>' in rows["1"]
+    assert '<span class="resumed">resumed from step 3</span>' in rows["2"]
+    # The curves' key is filled by static/js/task.js; the page has its place, hidden until then.
+    assert '<p class="chart-seams" data-seams hidden></p>' in page
+    # A Content-Security-Policy is coming: no inline style or script in what the page shows.
+    assert " style=" not in page
+    assert not re.search(r"<script(?![^>]*\bsrc=)[^>]*>", page)
+
+
+def test_little_time_left_stands_out(as_alice: Client, alice: User, make_task: MakeTask, frozen: datetime) -> None:
+    task = resumed_task(make_task, alice, time_limit_s=2 * 3600, started_ago=timedelta(hours=1, minutes=50, seconds=30))
+    part = text_of(as_alice.get(f"/tasks/{task.task_id}/", HTTP_HX_REQUEST="true"))
+    assert '<span class="time-left time-left-low" data-time-left>Time limit 2 h; 9 min left.</span>' in part
+    over = resumed_task(make_task, alice, time_limit_s=2 * 3600, started_ago=timedelta(hours=2, minutes=1))
+    part = text_of(as_alice.get(f"/tasks/{over.task_id}/", HTTP_HX_REQUEST="true"))
+    assert "Time limit 2 h; under a minute left." in part  # the scheduler stops it at its next look
+
+
+@pytest.mark.parametrize(
+    ("changes", "limit_shown"),
+    [({"time_limit_s": None}, False), ({"state": TaskState.SUCCEEDED, "finished_at": timezone.now()}, True)],
+)
+def test_no_time_left_without_a_limit_or_once_finished(
+    as_alice: Client, alice: User, make_task: MakeTask, frozen: datetime, changes: dict, limit_shown: bool
+) -> None:
+    task = resumed_task(make_task, alice, started_ago=timedelta(minutes=10), **{"time_limit_s": 2 * 3600, **changes})
+    page = text_of(as_alice.get(f"/tasks/{task.task_id}/"))
+    assert "data-time-left" not in page and " left." not in page
+    assert ("<span>time limit 2 h</span>" in page) is limit_shown
+
+
+@pytest.mark.parametrize(
+    ("seconds", "words"), [(45, "45 s"), (600, "10 min"), (5400, "1 h 30 min"), (7200, "2 h"), (93600, "26 h")]
+)
+def test_a_time_limit_in_words(seconds: int, words: str) -> None:
+    assert _span(seconds) == words
