@@ -11,12 +11,12 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import exceptions, mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.parsers import JSONParser
 from rest_framework.permissions import IsAdminUser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from argus_site.api import Conflict, PayloadTooLarge, actor_of, error_responses
+from argus_site.parsers import JSONParser
 from tasks.curves import parse_log
 from tasks.filters import TaskFilter
 from tasks.jobfiles import attempt_log, resolved_spec

@@ -184,9 +184,14 @@ def _load(source: bytes | str | dict[str, Any]) -> tuple[str, Any]:
     too_large = f"the spec is larger than {limit} bytes"
     data: Any = None
     if isinstance(source, dict):
+        # A JSON body is already parsed: hold it to the YAML loader's depth limit before yaml.dump
+        # recurses through it (900 levels overflow the stack).
+        if _deeper_than(source, MAX_YAML_DEPTH):
+            raise _whole(f"nested deeper than {MAX_YAML_DEPTH} levels")
         try:
             raw = yaml.dump(source, Dumper=_LiteralDumper, sort_keys=False, allow_unicode=True)
-        except yaml.YAMLError as exc:
+        except (yaml.YAMLError, ValueError) as exc:
+            # ValueError: an integer too long for Python to write out (sys.get_int_max_str_digits).
             raise _whole(f"cannot be written as YAML: {exc}") from exc
         data = source
     elif isinstance(source, bytes):
@@ -209,11 +214,26 @@ def _load(source: bytes | str | dict[str, Any]) -> tuple[str, Any]:
     return raw, data if data is not None else _parse_yaml(raw)
 
 
+def _deeper_than(value: Any, limit: int) -> bool:
+    """True when lists and mappings inside ``value`` nest more than ``limit`` levels (no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return True
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return False
+
+
 def _parse_yaml(text: str) -> Any:
     if not text.strip():
         raise _whole("is empty")
-    loader = _SpecLoader(text)
+    loader: _SpecLoader | None = None
     try:
+        # Built inside the try: PyYAML's reader checks the whole text for characters YAML
+        # forbids (C0/C1 controls) as the loader is made, raising ReaderError there.
+        loader = _SpecLoader(text)
         # get_single_data(), spelled out so that a second document gets a message of its own.
         loader.get_event()  # StreamStartEvent
         if loader.check_event(yaml.StreamEndEvent):
@@ -236,10 +256,23 @@ def _parse_yaml(text: str) -> Any:
         # A scalar YAML types but Python cannot build: `2024-13-45`, an integer of 5,000 digits.
         raise _whole(f"invalid YAML value: {exc}") from exc
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 # --- Validation ----------------------------------------------------------------------------------
+
+
+# Python refuses to write out integers longer than this (sys.get_int_max_str_digits); a spec may
+# hold one (`nnodes: 0x` and 20,000 hex digits), and an error message must still be written.
+_MAX_SHOWN_BITS = 64
+
+
+def _shown(value: Any) -> str:
+    """``value`` as an error message shows it: a huge integer by its size, not its digits."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > _MAX_SHOWN_BITS:
+        return f"an integer of {value.bit_length()} bits"
+    return str(value)
 
 
 def _type_name(value: Any) -> str:
@@ -272,7 +305,7 @@ class _Checker:
         allowed = COMMON_KEYS + (own[kind] if kind else BASIC_KEYS + ADVANCED_KEYS)
         for key in self.data:
             if not isinstance(key, str):
-                self.fail(str(key), f"keys must be strings, not {_type_name(key)}")
+                self.fail(_shown(key), f"keys must be strings, not {_type_name(key)}")
             elif key in allowed:
                 continue
             elif kind == TaskKind.ADVANCED and key in BASIC_KEYS:
@@ -312,7 +345,7 @@ class _Checker:
             self.fail(key, f"must be an integer, not {_type_name(value)}")
             return None
         if not low <= value <= high:
-            self.fail(key, f"must be between {low} and {high}, not {value}")
+            self.fail(key, f"must be between {low} and {high}, not {_shown(value)}")
             return None
         return value
 

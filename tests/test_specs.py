@@ -244,6 +244,38 @@ def test_it_refuses_deep_nesting() -> None:
     assert "nested deeper" in errors("workload: " + "[" * 5000 + "]" * 5000)["spec"][0]
 
 
+@pytest.mark.parametrize("char", ["\x01", "\x1b", "\x80", "\x9f"])
+def test_it_refuses_c0_and_c1_control_characters(char: str) -> None:
+    # PyYAML's reader refuses them as the loader is built, before any parsing starts.
+    assert errors(f"workload: ppo{char}\n") == {
+        "spec": [f"invalid YAML at line 1: character #x{ord(char):04x} is not allowed"]
+    }
+
+
+def test_it_names_a_huge_integer_by_its_size() -> None:
+    # Python will not write out an int of more than 4,300 digits; the message must not try.
+    # `? key` is YAML's explicit key: a plain one may not be longer than 1,024 characters.
+    fields = errors("nnodes: 0x" + "f" * 20000 + "\n? 0x" + "f" * 20000 + "\n: 1\n")
+    assert fields["nnodes"] == ["must be between 1 and 1024, not an integer of 80000 bits"]
+    assert fields["an integer of 80000 bits"] == ["keys must be strings, not an integer"]
+
+
+def test_it_refuses_a_deeply_nested_json_object() -> None:
+    spec: dict[str, Any] = {}
+    inner = spec
+    for _ in range(900):
+        inner["a"] = {}
+        inner = inner["a"]
+    assert errors(spec) == {"spec": ["nested deeper than 16 levels"]}
+
+
+def test_it_accepts_a_json_object_nested_to_the_limit(data: Path) -> None:
+    nested: Any = "x"
+    for _ in range(15):
+        nested = [nested]
+    assert errors(basic(model_id=nested))["model_id"] == ["must be a string, not a list"]
+
+
 def test_it_reports_broken_yaml_with_line_and_column() -> None:
     fields = errors("workload: ppo\nnnodes: [1, 2\nn_gpus_per_node: 4\n")
     assert list(fields) == ["spec"]

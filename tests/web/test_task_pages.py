@@ -214,6 +214,13 @@ def test_a_valid_spec_is_queued_and_opens_its_page(as_alice: Client, datasets: P
     assert f"Task {task.task_id} is queued." in messages_of(page)
 
 
+def test_a_control_character_in_the_form_is_a_400_naming_it(as_alice: Client) -> None:
+    response = as_alice.post("/tasks/new/", {"spec": "workload: ppo\x1b[31m\nnnodes: 1\n"})
+    assert response.status_code == 400
+    assert "character #x001b is not allowed" in text_of(response)
+    assert not Task.objects.exists()
+
+
 def test_browser_line_breaks_do_not_break_an_advanced_command(as_alice: Client, datasets: Path) -> None:
     # Browsers send a textarea's lines as CRLF; a \r in a command would be refused.
     spec = render_to_string("tasks/specs/advanced.yaml").replace("\n", "\r\n")
