@@ -309,6 +309,25 @@ def max_upload_bytes() -> int:
     return int(settings.ARGUS_MAX_UPLOAD_BYTES)
 
 
+# What a multipart body adds around the file itself (boundaries, headers, the small fields),
+# so that a body plainly over the limit is refused before it is read.
+MULTIPART_SLACK = 64 * 1024
+
+
+def check_upload_length(content_length: str | None) -> None:
+    """Refuse an upload whose declared length is over the limit, before a byte of it is read.
+
+    Django never reads past Content-Length, so checking it first bounds what is read at all.
+    """
+    try:
+        length = int(content_length or 0)
+    except ValueError:
+        length = 0  # Django's parser treats it the same way
+    limit = max_upload_bytes()
+    if length > limit + MULTIPART_SLACK:
+        raise TooLarge(f"The upload is {length} bytes; the upload limit is {limit} bytes.", "file")
+
+
 def save_upload(folder: Location, upload: UploadedFile, *, name: str = "", overwrite: bool = False) -> Location:
     """Write ``upload`` into ``folder`` as ``name`` (default: its own name).
 
@@ -380,6 +399,9 @@ def make_folder(location: Location) -> None:
     """Create a folder (and missing parents) in the home."""
     if not location.parts:
         raise InvalidPath("Give the new folder's name.")
+    # Missing parents are created too: every part follows the rules of an uploaded file's name.
+    for part in location.parts:
+        check_name(part, "path")
     _check_writable(location, location.path.parent)
     with _storage(location):
         try:

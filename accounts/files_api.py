@@ -25,9 +25,6 @@ STATUS_FOR = {
     files.AccessDenied: status.HTTP_403_FORBIDDEN,
     files.NoSpace: status.HTTP_507_INSUFFICIENT_STORAGE,
 }
-# What a multipart body adds around the file itself (boundaries, headers, the small fields),
-# so that a body plainly over the limit is refused before it is read.
-MULTIPART_SLACK = 64 * 1024
 
 
 class FileAreaProblem(exceptions.APIException):
@@ -121,13 +118,6 @@ def _query(serializer_class: type[serializers.Serializer], request: Request) -> 
     return serializer.validated_data
 
 
-def _content_length(request: Request) -> int:
-    try:
-        return int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        return 0  # Django's parser treats it the same way
-
-
 def _saved(location: files.Location) -> dict[str, Any]:
     return {"area": location.area, "path": location.rel, "spec_path": location.spec_path}
 
@@ -178,8 +168,7 @@ class FilesView(FileAreaView):
     )
     def post(self, request: Request) -> Response:
         query = _query(UploadQuery, request)
-        if _content_length(request) > files.max_upload_bytes() + MULTIPART_SLACK:
-            raise files.TooLarge(f"The upload limit is {files.max_upload_bytes()} bytes.", "file")
+        files.check_upload_length(request.META.get("CONTENT_LENGTH"))
         body = UploadBody(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data

@@ -18,6 +18,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
 
@@ -212,6 +213,9 @@ def data_view(request: HttpRequest) -> HttpResponse:
     # The home's own top folders cannot be deleted (files.delete refuses): offer no button.
     context["protected"] = HOME_SUBDIRS if location.area == files.HOME and not location.parts else ()
     context["area"] = location.area
+    # The upload form repeats its folder in the URL: an upload refused for its size is refused
+    # unread, and its body is where the form's fields are.
+    context["folder_query"] = urlencode({"area": location.area, "path": location.rel})
     return render(request, "accounts/data.html", context)
 
 
@@ -226,9 +230,22 @@ def data_download_view(request: HttpRequest) -> HttpResponse:
     return FileResponse(handle, as_attachment=True, filename=location.name)
 
 
+# CSRF is checked by csrf_protect below, after the size: the middleware would read the whole
+# body (request.POST) first, writing gigabytes to a temporary file before the view refuses them.
+@csrf_exempt
 @login_required
 @require_POST
 def data_upload_view(request: HttpRequest) -> HttpResponse:
+    try:
+        files.check_upload_length(request.META.get("CONTENT_LENGTH"))
+    except files.TooLarge as error:
+        messages.error(request, error.message)
+        return _back_to_folder(request.GET)
+    return _save_upload(request)
+
+
+@csrf_protect
+def _save_upload(request: HttpRequest) -> HttpResponse:
     upload = request.FILES.get("file")
     if upload is None:
         messages.error(request, "Choose a file to upload.")

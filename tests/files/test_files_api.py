@@ -385,6 +385,13 @@ def test_a_path_through_a_file_is_an_error_not_a_crash(api: APIClient, alice_hom
     assert_error(upload(api, "code/reward.py"), 400, "not a folder", fields=("path",))
 
 
+@pytest.mark.parametrize("path", ["evil\nname\x1b[31m", "models/a\tb", "models/ok/\x7fdel/x"])
+def test_mkdir_follows_the_upload_name_rules(api: APIClient, alice_home: Path, path: str) -> None:
+    response = api.post(f"{FILES}/mkdir?" + urlencode({"path": path}))
+    assert_error(response, 400, "control characters", fields=("path",))
+    assert sorted(p.name for p in alice_home.rglob("*")) == sorted(p.name for p in alice_home.glob("*"))
+
+
 def test_a_name_too_long_for_the_storage_is_refused(api: APIClient) -> None:
     assert_error(api.post(f"{FILES}/mkdir?path=models/{'x' * 300}"), 400, "longer than", fields=("path",))
 
