@@ -24,6 +24,7 @@ from django.views.decorators.http import require_POST
 
 from accounts import files
 from accounts.homes import HOME_SUBDIRS, home_dir
+from accounts.middleware import SESSION_TOKEN_KEY
 from accounts.models import ApiToken, hash_token
 
 # A token just created travels to the one page view that shows it in a short-lived, signed,
@@ -109,6 +110,8 @@ def login_view(request: HttpRequest) -> HttpResponse:
             if token_form.is_valid():
                 token_form.api_token.touch()
                 login(request, token_form.api_token.user, backend=MODEL_BACKEND)
+                # Set after login(), which starts a fresh session: the session ends with the token.
+                request.session[SESSION_TOKEN_KEY] = token_form.api_token.pk
                 return redirect(next_url)
         else:
             password_form = PasswordLoginForm(request, data=request.POST)

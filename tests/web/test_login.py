@@ -149,3 +149,43 @@ def test_sign_out_is_a_post(client: Client, alice: User) -> None:
     response = client.post("/logout/")
     assert response["Location"] == "/login/"
     assert signed_in_as(client) is None
+
+
+# --- A session opened with a token ends with that token ----------------------------------------
+
+
+def _end_by_revoking(token: ApiToken) -> None:
+    token.revoke()
+
+
+def _end_by_expiry(token: ApiToken) -> None:
+    ApiToken.objects.filter(pk=token.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+
+
+@pytest.mark.parametrize("end", [_end_by_revoking, _end_by_expiry], ids=["revoked", "expired"])
+def test_a_token_session_ends_when_its_token_does(client: Client, alice: User, end) -> None:
+    token, raw = ApiToken.issue(alice, "laptop")
+    client.post("/login/", {"token": raw})
+    assert client.get("/account/").status_code == 200
+    end(token)
+    assert client.get("/account/")["Location"] == "/login/?next=/account/"
+    assert signed_in_as(client) is None
+    # Nor can it mint a token, through the page or the API.
+    client.post("/account/", {"name": "new", "expires_days": ""})
+    assert client.post("/api/v2/me/tokens", {"name": "new"}, content_type="application/json").status_code == 401
+    assert ApiToken.objects.filter(user=alice).count() == 1
+
+
+def test_a_token_session_lives_on_while_another_token_is_revoked(client: Client, alice: User) -> None:
+    _, raw = ApiToken.issue(alice, "laptop")
+    other, _ = ApiToken.issue(alice, "ci")
+    client.post("/login/", {"token": raw})
+    other.revoke()
+    assert client.get("/account/").status_code == 200
+
+
+def test_a_password_session_outlives_the_users_tokens(client: Client, alice: User) -> None:
+    token, _ = ApiToken.issue(alice, "laptop")
+    client.post("/login/", {"username": "alice", "password": PASSWORD})
+    token.revoke()
+    assert client.get("/account/").status_code == 200
