@@ -118,8 +118,25 @@ def login_view(request: HttpRequest) -> HttpResponse:
             if password_form.is_valid():
                 login(request, password_form.get_user())
                 return redirect(next_url)
-    context = {"password_form": password_form, "token_form": token_form, "next": next_url}
-    return render(request, "accounts/login.html", context)
+    return render_login(request, password_form, token_form)
+
+
+def render_login(
+    request: HttpRequest,
+    password_form: PasswordLoginForm | None = None,
+    token_form: TokenLoginForm | None = None,
+    *,
+    lockout: str = "",
+    status: int = 200,
+) -> HttpResponse:
+    """The sign-in page; ``lockout`` says why a password sign-in is refused (accounts.throttle)."""
+    context = {
+        "password_form": password_form or PasswordLoginForm(request),
+        "token_form": token_form or TokenLoginForm(),
+        "next": _next_url(request),
+        "lockout": lockout,
+    }
+    return render(request, "accounts/login.html", context, status=status)
 
 
 @require_POST

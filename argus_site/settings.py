@@ -7,6 +7,7 @@ Importing this module never touches the database: a Ray worker image runs
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -63,6 +64,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_q",
+    "axes",
     "accounts",
     "tasks",
     "raypool",
@@ -78,6 +80,8 @@ MIDDLEWARE = [
     "accounts.middleware.TokenSessionMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: it turns a locked-out sign-in into accounts.throttle's page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "argus_site.urls"
@@ -116,6 +120,24 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, so that tests can run a real qcluster against the test database.
     DATABASES["default"]["TEST"] = {"NAME": f"/tmp/argus-test-{os.getpid()}.sqlite3"}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# django-axes first: it refuses a locked-out account or address before the password is checked.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Failed password sign-ins are counted per account and per address, each on its own; past the
+# limit both the web and the admin sign-in refuse for the cool-off (accounts/throttle.py).
+ARGUS_LOGIN_FAILURE_LIMIT = envint("ARGUS_LOGIN_FAILURE_LIMIT", 10)
+ARGUS_LOGIN_COOLOFF_S = envint("ARGUS_LOGIN_COOLOFF_S", 15 * 60)
+# Reverse proxies in front of Argus that append to X-Forwarded-For (0: none, use the peer).
+ARGUS_PROXY_HOPS = envint("ARGUS_PROXY_HOPS", 0)
+AXES_FAILURE_LIMIT = ARGUS_LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = timedelta(seconds=ARGUS_LOGIN_COOLOFF_S)
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "accounts.throttle.locked_out"
+AXES_CLIENT_IP_CALLABLE = "accounts.throttle.client_address"
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
