@@ -434,7 +434,7 @@ def test_the_cluster_shows_nodes_gpus_and_the_head(as_alice: Client) -> None:
     assert "on 2 live worker nodes" in page
     for ip in ("10.0.0.1", "10.0.0.2", "10.0.0.3"):
         assert f'<code class="path">{ip}</code>' in page
-    assert 'aria-label="1 of 4 GPUs free"><span style="width: 25%">' in page
+    assert 'aria-label="1 of 4 GPUs free"><span class="fill-5">' in page  # 25 %, in steps of 5 %
     assert "20 / 32" in page
     assert ">Fresh</span>" in page and "http://10.0.0.1:8265" in page
     assert "data-ray-notice" not in page
