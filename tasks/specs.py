@@ -211,7 +211,31 @@ def _load(source: bytes | str | dict[str, Any]) -> tuple[str, Any]:
         raise _whole(f"is not valid Unicode (character {exc.start})") from exc
     if size > limit:
         raise _whole(too_large, "too_large")
-    return raw, data if data is not None else _parse_yaml(raw)
+    document = data if data is not None else _parse_yaml(raw)
+    # YAML's "\udb7e" escapes and JSON's make lone surrogates out of valid text; a key holding
+    # one could not even be written into the error response.
+    surrogate = _lone_surrogate(document)
+    if surrogate is not None:
+        raise _whole(f"is not valid Unicode: it holds a lone surrogate ({surrogate!a})")
+    return raw, document
+
+
+def _lone_surrogate(value: Any) -> str | None:
+    """The first string (key or value) in ``value`` that is not valid Unicode, if any (no recursion)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return item
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
 
 
 def _deeper_than(value: Any, limit: int) -> bool:

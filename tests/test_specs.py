@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -317,6 +318,17 @@ def test_it_rejects_non_utf8_bytes() -> None:
 
 def test_it_rejects_lone_surrogates_in_text() -> None:
     assert "not valid Unicode" in errors("workload: ppo\ufeff\ud800")["spec"][0]
+
+
+@pytest.mark.parametrize(
+    "source",
+    ['{"\\udb7e\\udd49-": {}, "a": "x"}', 'workload: "\\ud800"\n', {"workload": "ppo", "\ud800": 1}],
+    ids=["yaml-key-escape", "yaml-value-escape", "json-key"],
+)
+def test_it_rejects_lone_surrogates_made_by_escapes(source: str | dict[str, Any]) -> None:
+    fields = errors(source)
+    assert list(fields) == ["spec"] and "lone surrogate" in fields["spec"][0]
+    json.dumps(fields, ensure_ascii=False).encode("utf-8")  # the answer can be written
 
 
 def test_it_rejects_keys_that_are_not_strings(data: Path) -> None:

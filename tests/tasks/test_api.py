@@ -114,8 +114,18 @@ def _nested_json(depth: int) -> str:
         ('{"nnodes": ' + "9" * 5000 + "}", "application/json", "parse_error"),
         ('{"nnodes": NaN}', "application/json", "parse_error"),
         (b'{"spec": "\xff"}', "application/json", "parse_error"),
+        ('{"\\udb7e\\udd49-": {}, "a": "\u00f1m"}', "text/plain", "invalid"),
     ],
-    ids=["control-character", "huge-hex", "deep-json-array", "deep-json-object", "huge-json-int", "nan", "bad-utf8"],
+    ids=[
+        "control-character",
+        "huge-hex",
+        "deep-json-array",
+        "deep-json-object",
+        "huge-json-int",
+        "nan",
+        "bad-utf8",
+        "surrogate-escape",
+    ],
 )
 def test_no_body_is_a_500(alice, client_for, body, content_type, code):
     response = client_for(alice).post("/api/v2/tasks", body, content_type=content_type)
