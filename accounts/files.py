@@ -41,6 +41,11 @@ SPEC_PREFIXES = {HOME: "$HOME", "datasets": "$HOME/common/datasets", "hf": "$HOM
 MAX_LISTING = 1000
 MAX_NAME_BYTES = 255
 MAX_PATH_CHARS = 4096
+# What split_path accepts, for the API schema: no leading `/`, no `..` part, no NUL (`.` and
+# empty parts are allowed and ignored). A part other than `..` is a part not starting with a
+# dot, a dot and more that is not a dot, or two dots and more.
+_PART = r"(?:[^/\x00.][^/\x00]*|\.(?:[^/\x00.][^/\x00]*)?|\.\.[^/\x00]+)"
+PATH_PATTERN = rf"^(?:{_PART}(?:/{_PART}?)*)?$"
 UPLOAD_TEMP_PREFIX = ".argus-upload-"
 
 
@@ -57,6 +62,12 @@ class FileAreaError(Exception):
 
 class InvalidPath(FileAreaError):
     code = "invalid_path"
+
+
+class WrongType(FileAreaError):
+    """A file where a folder is needed, or the reverse: the path is fine, what is there is not."""
+
+    code = "wrong_type"
 
 
 class NotFound(FileAreaError):
@@ -127,7 +138,7 @@ class Location:
 
     def child(self, name: str) -> Location:
         name = check_name(name)
-        return locate(self.username, f"{self.rel}/{name}" if self.rel else name, self.area)
+        return locate(self.username, f"{self.rel}/{name}" if self.rel else name, self.area, new=True)
 
     def real(self) -> Path:
         """The file or folder this names, symlinks followed; it must exist and be readable."""
@@ -200,8 +211,12 @@ def check_name(name: str, field: str = "name") -> str:
     return name
 
 
-def split_path(rel: str) -> tuple[str, ...]:
-    """The parts of a relative path; '' and '.' parts are dropped, anything that escapes refused."""
+def split_path(rel: str, *, new: bool = False) -> tuple[str, ...]:
+    """The parts of a relative path; '' and '.' parts are dropped, anything that escapes refused.
+
+    A name longer than the storage allows names nothing that exists (404), unless the path is
+    ``new``, to be created: then it is a name that cannot be used (400).
+    """
     if len(rel) > MAX_PATH_CHARS:
         raise InvalidPath(f"The path is longer than {MAX_PATH_CHARS} characters.")
     if "\x00" in rel:
@@ -212,15 +227,19 @@ def split_path(rel: str) -> tuple[str, ...]:
     if ".." in parts:
         raise InvalidPath("'..' is not allowed in paths.")
     if any(len(part.encode(errors="surrogateescape")) > MAX_NAME_BYTES for part in parts):
-        raise InvalidPath(f"A name in the path is longer than {MAX_NAME_BYTES} bytes.")
+        too_long = f"A name in the path is longer than {MAX_NAME_BYTES} bytes"
+        if new:
+            raise InvalidPath(f"{too_long}.")
+        raise NotFound(f"{too_long}: no file or folder can have it.")
     return parts
 
 
-def locate(username: str, rel: str, area: str = HOME) -> Location:
-    """Check ``rel`` inside ``area`` for ``username``; nothing is created or changed."""
+def locate(username: str, rel: str, area: str = HOME, *, new: bool = False) -> Location:
+    """Check ``rel`` inside ``area`` for ``username`` (``new``: a path to create); nothing is
+    created or changed."""
     if area not in AREAS:
         raise InvalidPath(f"Unknown area {area!r}: use one of {', '.join(AREAS)}.", "area")
-    parts = split_path(rel)
+    parts = split_path(rel, new=new)
     root = area_root(username, area)
     if not parts:
         return Location(username, area, root, parts, root)
@@ -246,7 +265,7 @@ def _storage(location: Location) -> Iterator[None]:
     except PermissionError:
         raise AccessDenied(f"The storage refuses access to {what} (permission denied).") from None
     except NotADirectoryError:
-        raise InvalidPath(f"A part of {what} is a file, not a folder.") from None
+        raise WrongType(f"A part of {what} is a file, not a folder.") from None
     except OSError as exc:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise NoSpace(f"The storage is full: {what} could not be written.") from None
@@ -256,7 +275,7 @@ def _storage(location: Location) -> Iterator[None]:
 def _real_folder(location: Location) -> Path:
     real = location.real()
     if not real.is_dir():
-        raise InvalidPath(f"{location.rel} is a file, not a folder.")
+        raise WrongType(f"{location.rel} is a file, not a folder.")
     return real
 
 
@@ -298,7 +317,7 @@ def open_file(location: Location) -> BinaryIO:
     """The file, open for reading, for a download."""
     real = location.real()
     if real.is_dir():
-        raise InvalidPath(f"{location.rel or '/'} is a folder: only files can be downloaded.")
+        raise WrongType(f"{location.rel or '/'} is a folder: only files can be downloaded.")
     # O_NOFOLLOW: if the file was swapped for a link since it was checked, refuse it.
     with _storage(location):
         fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW)
@@ -307,6 +326,25 @@ def open_file(location: Location) -> BinaryIO:
 
 def max_upload_bytes() -> int:
     return int(settings.ARGUS_MAX_UPLOAD_BYTES)
+
+
+# What a multipart body adds around the file itself (boundaries, headers, the small fields),
+# so that a body plainly over the limit is refused before it is read.
+MULTIPART_SLACK = 64 * 1024
+
+
+def check_upload_length(content_length: str | None) -> None:
+    """Refuse an upload whose declared length is over the limit, before a byte of it is read.
+
+    Django never reads past Content-Length, so checking it first bounds what is read at all.
+    """
+    try:
+        length = int(content_length or 0)
+    except ValueError:
+        length = 0  # Django's parser treats it the same way
+    limit = max_upload_bytes()
+    if length > limit + MULTIPART_SLACK:
+        raise TooLarge(f"The upload is {length} bytes; the upload limit is {limit} bytes.", "file")
 
 
 def save_upload(folder: Location, upload: UploadedFile, *, name: str = "", overwrite: bool = False) -> Location:
@@ -352,7 +390,7 @@ def save_upload(folder: Location, upload: UploadedFile, *, name: str = "", overw
 def delete(location: Location, *, recursive: bool = False) -> None:
     """Delete a file or link, an empty folder, or (``recursive``) a folder and all inside it."""
     if not location.parts:
-        raise InvalidPath("Choose a file or folder: the top folder itself cannot be deleted.")
+        raise ReadOnly("Choose a file or folder: the top folder itself cannot be deleted.")
     _check_writable(location, location.path.parent)
     if location.area == HOME and len(location.parts) == 1 and location.parts[0] in HOME_SUBDIRS:
         raise ReadOnly(f"{location.rel}/ is part of every home and cannot be deleted.")
@@ -379,7 +417,10 @@ def delete(location: Location, *, recursive: bool = False) -> None:
 def make_folder(location: Location) -> None:
     """Create a folder (and missing parents) in the home."""
     if not location.parts:
-        raise InvalidPath("Give the new folder's name.")
+        raise AlreadyExists("Give the new folder's name: the top folder already exists.")
+    # Missing parents are created too: every part follows the rules of an uploaded file's name.
+    for part in location.parts:
+        check_name(part, "path")
     _check_writable(location, location.path.parent)
     with _storage(location):
         try:

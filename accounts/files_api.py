@@ -14,10 +14,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts import files
+from argus_site.api import QueryBooleanField, parse_query, refuse_blank
 
 STATUS_FOR = {
     files.InvalidPath: status.HTTP_400_BAD_REQUEST,
     files.NotFound: status.HTTP_404_NOT_FOUND,
+    files.WrongType: status.HTTP_409_CONFLICT,
     files.ReadOnly: status.HTTP_403_FORBIDDEN,
     files.AlreadyExists: status.HTTP_409_CONFLICT,
     files.NotEmpty: status.HTTP_409_CONFLICT,
@@ -25,9 +27,6 @@ STATUS_FOR = {
     files.AccessDenied: status.HTTP_403_FORBIDDEN,
     files.NoSpace: status.HTTP_507_INSUFFICIENT_STORAGE,
 }
-# What a multipart body adds around the file itself (boundaries, headers, the small fields),
-# so that a body plainly over the limit is refused before it is read.
-MULTIPART_SLACK = 64 * 1024
 
 
 class FileAreaProblem(exceptions.APIException):
@@ -39,13 +38,22 @@ class FileAreaProblem(exceptions.APIException):
         self.fields = {error.field: [error.message]}
 
 
+PATH_HELP = "Relative to the area's top folder ($HOME for `home`); no leading `/`, no `..`."
+PATH_ERRORS: dict[str, Any] = {
+    "invalid": "Paths are relative to the area's top folder: no leading '/', no '..' part, no NUL."
+}
+
+
 class AreaQuery(serializers.Serializer):
-    path = serializers.CharField(
+    path = serializers.RegexField(
+        files.PATH_PATTERN,
+        max_length=files.MAX_PATH_CHARS,
         required=False,
         allow_blank=True,
         default="",
         trim_whitespace=False,
-        help_text="Relative to the area's top folder ($HOME for `home`); no leading `/`, no `..`.",
+        help_text=PATH_HELP,
+        error_messages=PATH_ERRORS,
     )
     area = serializers.ChoiceField(
         choices=files.AREAS,
@@ -54,14 +62,25 @@ class AreaQuery(serializers.Serializer):
     )
 
 
-class DeleteQuery(AreaQuery):
-    recursive = serializers.BooleanField(
-        required=False, default=False, help_text="Delete a folder and everything in it."
+class TargetQuery(AreaQuery):
+    """A file or folder itself, never the area's top folder: a path is required."""
+
+    path = serializers.RegexField(
+        files.PATH_PATTERN,
+        min_length=1,
+        max_length=files.MAX_PATH_CHARS,
+        trim_whitespace=False,
+        help_text=PATH_HELP,
+        error_messages=PATH_ERRORS,
     )
 
 
+class DeleteQuery(TargetQuery):
+    recursive = QueryBooleanField(required=False, default=False, help_text="Delete a folder and everything in it.")
+
+
 class UploadQuery(AreaQuery):
-    overwrite = serializers.BooleanField(required=False, default=False, help_text="Replace an existing file.")
+    overwrite = QueryBooleanField(required=False, default=False, help_text="Replace an existing file.")
 
 
 class UploadBody(serializers.Serializer):
@@ -69,7 +88,7 @@ class UploadBody(serializers.Serializer):
     name = serializers.CharField(
         required=False, allow_blank=True, default="", help_text="Save under this name instead."
     )
-    overwrite = serializers.BooleanField(required=False, default=False, help_text="Replace an existing file.")
+    overwrite = QueryBooleanField(required=False, default=False, help_text="Replace an existing file.")
 
 
 class EntrySerializer(serializers.Serializer):
@@ -118,19 +137,6 @@ def _errors(*codes: int) -> dict[int, OpenApiResponse]:
     return {code: OpenApiResponse(FileErrorSerializer) for code in (401, *codes)}
 
 
-def _query(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
-    serializer = serializer_class(data=request.query_params)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
-
-
-def _content_length(request: Request) -> int:
-    try:
-        return int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        return 0  # Django's parser treats it the same way
-
-
 def _saved(location: files.Location) -> dict[str, Any]:
     return {"area": location.area, "path": location.rel, "spec_path": location.spec_path}
 
@@ -150,11 +156,11 @@ class FilesView(FileAreaView):
         operation_id="files_list",
         summary="List a folder",
         parameters=[AreaQuery],
-        responses={200: ListingSerializer, **_errors(400, 404)},
+        responses={200: ListingSerializer, **_errors(400, 404, 409)},
         tags=["files"],
     )
     def get(self, request: Request) -> Response:
-        query = _query(AreaQuery, request)
+        query = parse_query(AreaQuery, request)
         location = files.locate(request.user.username, query["path"], query["area"])
         listing = files.list_folder(location)
         body = {
@@ -180,10 +186,10 @@ class FilesView(FileAreaView):
         tags=["files"],
     )
     def post(self, request: Request) -> Response:
-        query = _query(UploadQuery, request)
-        if _content_length(request) > files.max_upload_bytes() + MULTIPART_SLACK:
-            raise files.TooLarge(f"The upload limit is {files.max_upload_bytes()} bytes.", "file")
+        query = parse_query(UploadQuery, request)
+        files.check_upload_length(request.META.get("CONTENT_LENGTH"))
         body = UploadBody(data=request.data)
+        refuse_blank(body, request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
         folder = files.locate(request.user.username, query["path"], query["area"])
@@ -200,7 +206,7 @@ class FilesView(FileAreaView):
         tags=["files"],
     )
     def delete(self, request: Request) -> Response:
-        query = _query(DeleteQuery, request)
+        query = parse_query(DeleteQuery, request)
         location = files.locate(request.user.username, query["path"], query["area"])
         files.delete(location, recursive=query["recursive"])
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -210,31 +216,33 @@ class FileDownloadView(FileAreaView):
     @extend_schema(
         operation_id="files_download",
         summary="Download a file",
-        parameters=[AreaQuery],
+        parameters=[TargetQuery],
         responses={
             (200, "application/octet-stream"): OpenApiResponse(OpenApiTypes.BINARY),
-            **_errors(400, 404),
+            **_errors(400, 404, 409),
         },
         tags=["files"],
     )
     def get(self, request: Request) -> FileResponse:
-        query = _query(AreaQuery, request)
+        query = parse_query(TargetQuery, request)
         location = files.locate(request.user.username, query["path"], query["area"])
         handle = files.open_file(location)
-        return FileResponse(handle, as_attachment=True, filename=location.name)
+        # Always bytes to save, as the schema says, whatever the name suggests (a guessed
+        # text/html would invite a browser to render a user's file).
+        return FileResponse(handle, as_attachment=True, filename=location.name, content_type="application/octet-stream")
 
 
 class FolderView(FileAreaView):
     @extend_schema(
         operation_id="files_mkdir",
         summary="Create a folder (and missing parents) in your home",
-        parameters=[AreaQuery],
+        parameters=[TargetQuery],
         request=None,
         responses={201: SavedSerializer, **_errors(400, 403, 409)},
         tags=["files"],
     )
     def post(self, request: Request) -> Response:
-        query = _query(AreaQuery, request)
-        location = files.locate(request.user.username, query["path"], query["area"])
+        query = parse_query(TargetQuery, request)
+        location = files.locate(request.user.username, query["path"], query["area"], new=True)
         files.make_folder(location)
         return Response(SavedSerializer(_saved(location)).data, status=status.HTTP_201_CREATED)

@@ -19,11 +19,13 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
 
 from accounts import files
 from accounts.homes import HOME_SUBDIRS, home_dir
+from accounts.middleware import SESSION_TOKEN_KEY
 from accounts.models import ApiToken, hash_token
 from accounts.users import request_user
 
@@ -110,14 +112,33 @@ def login_view(request: HttpRequest) -> HttpResponse:
             if token_form.is_valid():
                 token_form.api_token.touch()
                 login(request, token_form.api_token.user, backend=MODEL_BACKEND)
+                # Set after login(), which starts a fresh session: the session ends with the token.
+                request.session[SESSION_TOKEN_KEY] = token_form.api_token.pk
                 return redirect(next_url)
         else:
             password_form = PasswordLoginForm(request, data=request.POST)
             if password_form.is_valid():
                 login(request, password_form.get_user())
                 return redirect(next_url)
-    context = {"password_form": password_form, "token_form": token_form, "next": next_url}
-    return render(request, "accounts/login.html", context)
+    return render_login(request, password_form, token_form)
+
+
+def render_login(
+    request: HttpRequest,
+    password_form: PasswordLoginForm | None = None,
+    token_form: TokenLoginForm | None = None,
+    *,
+    lockout: str = "",
+    status: int = 200,
+) -> HttpResponse:
+    """The sign-in page; ``lockout`` says why a password sign-in is refused (accounts.throttle)."""
+    context = {
+        "password_form": password_form or PasswordLoginForm(request),
+        "token_form": token_form or TokenLoginForm(),
+        "next": _next_url(request),
+        "lockout": lockout,
+    }
+    return render(request, "accounts/login.html", context, status=status)
 
 
 @require_POST
@@ -215,6 +236,9 @@ def data_view(request: HttpRequest) -> HttpResponse:
     # The home's own top folders cannot be deleted (files.delete refuses): offer no button.
     context["protected"] = HOME_SUBDIRS if location.area == files.HOME and not location.parts else ()
     context["area"] = location.area
+    # The upload form repeats its folder in the URL: an upload refused for its size is refused
+    # unread, and its body is where the form's fields are.
+    context["folder_query"] = urlencode({"area": location.area, "path": location.rel})
     return render(request, "accounts/data.html", context)
 
 
@@ -229,9 +253,22 @@ def data_download_view(request: HttpRequest) -> HttpResponseBase:
     return FileResponse(handle, as_attachment=True, filename=location.name)
 
 
+# CSRF is checked by csrf_protect below, after the size: the middleware would read the whole
+# body (request.POST) first, writing gigabytes to a temporary file before the view refuses them.
+@csrf_exempt
 @login_required
 @require_POST
 def data_upload_view(request: HttpRequest) -> HttpResponse:
+    try:
+        files.check_upload_length(request.META.get("CONTENT_LENGTH"))
+    except files.TooLarge as error:
+        messages.error(request, error.message)
+        return _back_to_folder(request.GET)
+    return _save_upload(request)
+
+
+@csrf_protect
+def _save_upload(request: HttpRequest) -> HttpResponse:
     upload = request.FILES.get("file")
     if upload is None:
         messages.error(request, "Choose a file to upload.")

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, TooManyFieldsSent
 from django.http import Http404, HttpRequest, JsonResponse
 from django.http.response import HttpResponseBase
 from django.views import defaults
-from drf_spectacular.utils import OpenApiResponse
+from drf_spectacular.utils import OpenApiResponse, extend_schema_field
 from rest_framework import exceptions, serializers, status
 from rest_framework.pagination import PageNumberPagination
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
@@ -34,8 +36,74 @@ class ServiceUnavailable(exceptions.APIException):
 
 
 class Pagination(PageNumberPagination):
+    """Page numbers, held to what the schema says: ``page`` ≥ 1 and ``page_size`` 1 to 500 are
+    integers or a 400 (DRF quietly took `page_size=null` as the default and `page=0` as a 404);
+    a page past the last one is a 404."""
+
     page_size_query_param = "page_size"
     max_page_size = 500
+
+    def get_page_size(self, request: Request) -> int:
+        raw = request.query_params.get(self.page_size_query_param)
+        if raw is None:
+            return int(self.page_size or 0)
+        return _query_int(self.page_size_query_param, raw, 1, self.max_page_size)
+
+    def get_page_number(self, request: Request, paginator: Any) -> int:
+        # No `page=last` (DRF's extra): the schema says an integer.
+        raw = request.query_params.get(self.page_query_param)
+        return 1 if raw is None else _query_int(self.page_query_param, raw, 1, None)
+
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        parameters = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            schema = parameter.setdefault("schema", {})
+            schema["minimum"] = 1
+            if parameter["name"] == self.page_size_query_param:
+                schema["maximum"] = self.max_page_size
+        return parameters
+
+
+def parse_query(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
+    """A route's query parameters, validated by ``serializer_class`` (a 400 names each bad one)."""
+    serializer = serializer_class(data=request.query_params)
+    refuse_blank(serializer, request.query_params)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+def refuse_blank(serializer: serializers.Serializer, data: Any) -> None:
+    """400 for `name=` where the field takes no blank: DRF reads a blank optional form or query
+    value as absent, so `area=` quietly meant the default area though the schema forbids it."""
+    blank = {
+        name: ["may not be blank."]
+        for name, field in serializer.fields.items()
+        if data.get(name) == "" and not getattr(field, "allow_blank", False)
+    }
+    if blank:
+        raise exceptions.ValidationError(blank)
+
+
+def _query_int(name: str, raw: str, low: int, high: int | None) -> int:
+    """A query parameter that must be a whole number in [low, high]: digits only, no sign or ".0"."""
+    if not raw.isascii() or not raw.isdigit() or not low <= int(raw) <= (high if high is not None else int(raw)):
+        bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
+        raise exceptions.ValidationError({name: [f"must be a whole number {bounds}, not {raw[:40]!r}"]})
+    return int(raw)
+
+
+@extend_schema_field({"type": "string", "enum": ["true", "false", "1", "0"]})
+class QueryBooleanField(serializers.BooleanField):
+    """A switch in a query string or a form: `true` or `1`, `false` or `0`, and nothing else,
+    as the schema says (DRF's own also takes yes, on, T, TRUE…, which no client needs)."""
+
+    # The booleans: DRF itself hands an absent form field in as False.
+    TRUE_VALUES = {"true", "1", True}
+    FALSE_VALUES = {"false", "0", False}
+
+    @staticmethod
+    def _lower_if_str(value: Any) -> Any:
+        return value  # DRF lowercases (TRUE, False…); the schema's enum is case-sensitive
 
 
 def actor_of(request: HttpRequest) -> str:
@@ -65,6 +133,12 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):
         exc = exceptions.PermissionDenied()
+    elif isinstance(exc, RequestDataTooBig):
+        # Django raises it reading a body over DATA_UPLOAD_MAX_MEMORY_SIZE; unhandled, it becomes
+        # Django's HTML 400 page instead of the API's error shape.
+        exc = PayloadTooLarge(f"The request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE // 1024} KiB.")
+    elif isinstance(exc, TooManyFieldsSent):
+        exc = exceptions.ParseError(str(exc))
     response = drf_exception_handler(exc, context)
     if response is None or not isinstance(exc, exceptions.APIException):
         return response
@@ -105,6 +179,23 @@ class ErrorSerializer(serializers.Serializer):
     """The one shape of every error (exception_handler above), for the schema."""
 
     error = ErrorBodySerializer()
+
+
+def document_common_errors(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+    """drf-spectacular postprocessing hook: answers every route can give, in the error shape.
+
+    Every route needs a token (401). A paginated list answers 400 for a bad page, page size or
+    filter and 404 for a page past the last one.
+    """
+    error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
+            responses = operation.setdefault("responses", {})
+            names = {parameter.get("name") for parameter in operation.get("parameters", [])}
+            codes = ["401", *(["400", "404"] if "page" in names else [])]
+            for code in codes:
+                responses.setdefault(code, {"content": error, "description": ""})
+    return result
 
 
 def error_responses(*codes: int) -> dict[int, OpenApiResponse]:

@@ -8,15 +8,15 @@ from django.db.models import QuerySet
 from django.http import HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiExample, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import exceptions, mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.parsers import JSONParser
 from rest_framework.permissions import IsAdminUser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from argus_site.api import Conflict, PayloadTooLarge, actor_of, error_responses
+from argus_site.api import Conflict, PayloadTooLarge, actor_of, error_responses, parse_query
+from argus_site.parsers import JSONParser
 from tasks.curves import AttemptCurves, merge_attempts, parse_log
 from tasks.filters import TaskFilter
 from tasks.jobfiles import attempt_log, resolved_spec
@@ -28,6 +28,7 @@ from tasks.serializers import (
     LogQuery,
     MetricsQuery,
     MetricsSerializer,
+    SpecDocument,
     SpecSubmission,
     TaskDetailSerializer,
     TaskSerializer,
@@ -70,9 +71,12 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
 
     @extend_schema(
         summary="Submit a task",
+        description="The spec as a YAML document (application/yaml, text/yaml: a mapping), as YAML text "
+        '(text/plain), or as JSON: `{"spec": "<yaml>"}` or the mapping itself. What types cannot say '
+        "(files that exist and may be read, an advanced command's checks) is a 400 naming each field.",
         request={
-            "application/yaml": OpenApiTypes.STR,
-            "text/yaml": OpenApiTypes.STR,
+            "application/yaml": SpecDocument,
+            "text/yaml": SpecDocument,
             "text/plain": OpenApiTypes.STR,
             "application/json": SpecSubmission,
         },
@@ -81,9 +85,14 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
             OpenApiExample(
                 "PPO",
                 media_type="application/yaml",
-                value="workload: ppo\nnnodes: 1\nn_gpus_per_node: 4\nmodel_id: Qwen/Qwen2.5-0.5B-Instruct\n"
-                "train_file: $HOME/common/datasets/gsm8k/train.parquet\n"
-                "val_file: $HOME/common/datasets/gsm8k/test.parquet\n",
+                value={
+                    "workload": "ppo",
+                    "nnodes": 1,
+                    "n_gpus_per_node": 4,
+                    "model_id": "Qwen/Qwen2.5-0.5B-Instruct",
+                    "train_file": "$HOME/common/datasets/gsm8k/train.parquet",
+                    "val_file": "$HOME/common/datasets/gsm8k/test.parquet",
+                },
             )
         ],
     )
@@ -98,7 +107,11 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         location = f"/api/v2/tasks/{task.task_id}"
         return Response(body, status=status.HTTP_201_CREATED, headers={"Location": location})
 
-    @extend_schema(summary="List tasks (yours; an admin sees everyone's), newest first")
+    @extend_schema(
+        summary="List tasks (yours; an admin sees everyone's), newest first",
+        # A username never holds NUL, and Django's form field refuses it (400): the schema says so.
+        parameters=[OpenApiParameter("user", str, description="Only this user's tasks.", pattern=r"^[^\x00]*$")],
+    )
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return super().list(request, *args, **kwargs)
 
@@ -112,7 +125,9 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         task = self.get_object()
         return Response({"raw": task.spec_raw, "resolved": resolved_spec(task)})
 
-    @extend_schema(summary="The task's event trail, oldest first", responses={200: EventSerializer(many=True)})
+    @extend_schema(
+        summary="The task's event trail, oldest first", responses={200: EventSerializer(many=True), **ERRORS}
+    )
     @action(detail=True, methods=["get"], filterset_class=None, pagination_class=None)
     def events(self, request: Request, task_id: str) -> Response:
         task = self.get_object()
@@ -157,15 +172,14 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
     )
     @action(detail=True, methods=["get"], filterset_class=None)
     def logs(self, request: Request, task_id: str) -> HttpResponseBase:
-        query = LogQuery(data=request.query_params)
-        query.is_valid(raise_exception=True)
+        query = parse_query(LogQuery, request)
         task = self.get_object()
-        attempt = self._attempt(task, query.validated_data.get("attempt"))
+        attempt = self._attempt(task, query.get("attempt"))
         if attempt is None:
             return HttpResponse(b"", content_type=TEXT)
         path = attempt_log(task, attempt)
-        tail = query.validated_data.get("tail")
-        if not query.validated_data["follow"]:
+        tail = query.get("tail")
+        if not query["follow"]:
             if tail is not None:
                 return HttpResponse(tail_lines(path, tail), content_type=TEXT)
             return StreamingHttpResponse(read_all(path), content_type=TEXT)
@@ -194,10 +208,9 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
     )
     @action(detail=True, methods=["get"], filterset_class=None)
     def metrics(self, request: Request, task_id: str) -> Response:
-        query = MetricsQuery(data=request.query_params)
-        query.is_valid(raise_exception=True)
+        query = parse_query(MetricsQuery, request)
         task = self.get_object()
-        number = query.validated_data.get("attempt")
+        number = query.get("attempt")
         chosen = self._attempt(task, number) if number is not None else None
         attempts = [chosen] if chosen else list(task.attempts.order_by("attempt_no"))
         # Each driver.log is read once, in chunks: they can be gigabytes.

@@ -7,15 +7,7 @@ from typing import Any
 from django.conf import settings
 from rest_framework.parsers import BaseParser
 
-from argus_site.api import PayloadTooLarge
-
-
-def read_bounded(stream: Any, limit: int) -> bytes:
-    """Read at most ``limit`` bytes; more than that is a 413, not a slow full read."""
-    data = stream.read(limit + 1) if stream is not None else b""
-    if len(data) > limit:
-        raise PayloadTooLarge(f"The spec is larger than {limit // 1024} KiB.")
-    return data
+from argus_site.parsers import read_bounded
 
 
 class YamlTextParser(BaseParser):
@@ -29,7 +21,7 @@ class YamlTextParser(BaseParser):
     def parse(  # type: ignore[override]
         self, stream: Any, media_type: str | None = None, parser_context: Any = None
     ) -> bytes:
-        return read_bounded(stream, settings.ARGUS_MAX_SPEC_BYTES)
+        return read_bounded(stream, settings.ARGUS_MAX_SPEC_BYTES, "The spec")
 
 
 class TextYamlParser(YamlTextParser):

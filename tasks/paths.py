@@ -101,7 +101,9 @@ def other_user_home(path: str, username: str) -> bool:
     return False
 
 
-def resolve_input_path(value: str, username: str, *, within: Sequence[Path] | None = None) -> Path:
+def resolve_input_path(
+    value: str, username: str, *, within: Sequence[Path] | None = None, must_exist: bool = True
+) -> Path:
     """Check a path a task will read and return it, macros expanded and normalised.
 
     ``within`` narrows the allowed roots (custom reward files must be under `$HOME/code`);
@@ -110,18 +112,49 @@ def resolve_input_path(value: str, username: str, *, within: Sequence[Path] | No
     1. expand the macros; the result must be absolute and free of `..` and odd characters;
     2. as written, it must lie under an allowed root and not in another user's home;
     3. its real path (symlinks resolved) must lie under the real path of an allowed root;
-    4. it must exist.
+    4. it must exist (unless not ``must_exist``: a folder a run reads only if it is there).
 
     The path as written is returned, not the real one, so a shared root mounted through a
     symlink keeps the name users know. Raises PathPolicyError.
     """
+    path = _absolute(value, username, "read")
+    roots = list(within) if within is not None else allowed_read_roots(username)
+    shown = ", ".join(str(r) for r in roots)
+    if not any(_within(path, r) for r in roots):
+        raise PathPolicyError(f"{value!r} is outside the allowed directories ({shown})")
+    real = os.path.realpath(path)
+    if not any(_within(real, r.resolve()) for r in roots):
+        raise PathPolicyError(f"{value!r} leads outside the allowed directories through a symlink")
+    if must_exist and not os.path.exists(real):
+        raise PathPolicyError(f"{value!r} does not exist")
+    return Path(path)
+
+
+def resolve_output_path(value: str, username: str) -> Path:
+    """Check a folder a task will write to: it must lie inside its owner's `$HOME/jobs/`.
+
+    The same steps as :func:`resolve_input_path`, with the jobs folder as the only root (and
+    not the folder itself: each run writes into a folder of its own), and no need to exist yet.
+    """
+    path = _absolute(value, username, "written")
+    jobs = home_dir(_safe_username(username)) / "jobs"
+    if not (_within(path, jobs) and path != normalise(str(jobs))):
+        raise PathPolicyError(f"{value!r} is not inside your jobs folder: write outputs under $HOME/jobs/<name>")
+    if not _within(os.path.realpath(path), jobs.resolve()):
+        raise PathPolicyError(f"{value!r} leads outside your jobs folder through a symlink")
+    return Path(path)
+
+
+def _absolute(value: str, username: str, use: str) -> str:
+    """Steps 1 and 2 of the checks: macros expanded, absolute, no `..`, no odd characters,
+    not in another user's home; returns the path normalised."""
     expanded = expand_macros(value.strip(), username)
     if not expanded:
         raise PathPolicyError("is empty")
     if not expanded.startswith("/"):
         raise PathPolicyError(
             f"{value!r} is not an absolute path: start it with / or $HOME "
-            "(a relative or ~ path would be read on the worker, not in your Argus home)"
+            f"(a relative or ~ path would be {use} on the worker, not in your Argus home)"
         )
     if has_parent_reference(expanded):
         raise PathPolicyError(f"{value!r} contains '..'")
@@ -132,13 +165,4 @@ def resolve_input_path(value: str, username: str, *, within: Sequence[Path] | No
     path = normalise(expanded)
     if other_user_home(path, username):
         raise PathPolicyError(f"{value!r} is in another user's home")
-    roots = list(within) if within is not None else allowed_read_roots(username)
-    shown = ", ".join(str(r) for r in roots)
-    if not any(_within(path, r) for r in roots):
-        raise PathPolicyError(f"{value!r} is outside the allowed directories ({shown})")
-    real = os.path.realpath(path)
-    if not any(_within(real, r.resolve()) for r in roots):
-        raise PathPolicyError(f"{value!r} leads outside the allowed directories through a symlink")
-    if not os.path.exists(real):
-        raise PathPolicyError(f"{value!r} does not exist")
-    return Path(path)
+    return path

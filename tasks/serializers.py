@@ -6,8 +6,10 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from argus_site.api import QueryBooleanField
 from tasks.curves import resume_summary, time_left_s
-from tasks.models import Attempt, Event, Task
+from tasks.models import Attempt, Event, Priority, Task, TaskKind, Workload
+from tasks.specs import MAX_EPOCHS, MAX_FREQ, MAX_GPUS_PER_NODE, MAX_NNODES, MAX_RETRIES, MAX_TRAINING_STEPS
 
 
 class AttemptSerializer(serializers.ModelSerializer):
@@ -107,6 +109,29 @@ class EventSerializer(serializers.ModelSerializer):
         return event.attempt.attempt_no if event.attempt is not None else None
 
 
+class SpecDocument(serializers.Serializer):
+    """For the schema: the spec a YAML body holds (SPEC §3). An optional key may be null (it then
+    takes its default). Its rules beyond types (files that exist and may be read, a command's
+    checks) are the spec parser's: such a spec is a 400."""
+
+    kind = serializers.ChoiceField(choices=TaskKind.choices, required=False, allow_null=True)
+    workload = serializers.ChoiceField(choices=Workload.choices)
+    nnodes = serializers.IntegerField(min_value=1, max_value=MAX_NNODES)
+    n_gpus_per_node = serializers.IntegerField(min_value=1, max_value=MAX_GPUS_PER_NODE)
+    priority = serializers.ChoiceField(choices=Priority.choices, required=False, allow_null=True)
+    max_retries = serializers.IntegerField(min_value=0, max_value=MAX_RETRIES, required=False, allow_null=True)
+    model_id = serializers.CharField(required=False, allow_null=True, help_text="Basic specs.")
+    train_file = serializers.CharField(required=False, allow_null=True, help_text="Basic specs.")
+    val_file = serializers.CharField(required=False, allow_null=True, help_text="Basic specs.")
+    total_epochs = serializers.IntegerField(min_value=1, max_value=MAX_EPOCHS, required=False, allow_null=True)
+    total_training_steps = serializers.IntegerField(
+        min_value=1, max_value=MAX_TRAINING_STEPS, required=False, allow_null=True
+    )
+    save_freq = serializers.IntegerField(min_value=-1, max_value=MAX_FREQ, required=False, allow_null=True)
+    test_freq = serializers.IntegerField(min_value=-1, max_value=MAX_FREQ, required=False, allow_null=True)
+    command = serializers.CharField(required=False, allow_null=True, help_text="Advanced specs (kind: advanced).")
+
+
 class SpecSubmission(serializers.Serializer):
     """For the schema: JSON bodies either wrap the YAML text or are the spec itself."""
 
@@ -116,7 +141,7 @@ class SpecSubmission(serializers.Serializer):
 class LogQuery(serializers.Serializer):
     attempt = serializers.IntegerField(min_value=1, required=False, help_text="Attempt number; default the latest.")
     tail = serializers.IntegerField(min_value=0, max_value=1_000_000, required=False, help_text="Last N lines only.")
-    follow = serializers.BooleanField(required=False, default=False, help_text="Stream until the attempt ends.")
+    follow = QueryBooleanField(required=False, default=False, help_text="Stream until the attempt ends.")
 
 
 class MetricsQuery(serializers.Serializer):

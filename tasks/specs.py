@@ -18,7 +18,7 @@ import yaml
 from django.conf import settings
 
 from accounts.homes import home_dir
-from tasks import paths
+from tasks import hydra_argv, paths
 from tasks.models import Priority, TaskKind, Workload
 
 # Upper bounds that no real request reaches; they keep absurd numbers out of the database and
@@ -186,9 +186,14 @@ def _load(source: bytes | str | dict[str, Any]) -> tuple[str, Any]:
     too_large = f"the spec is larger than {limit} bytes"
     data: Any = None
     if isinstance(source, dict):
+        # A JSON body is already parsed: hold it to the YAML loader's depth limit before yaml.dump
+        # recurses through it (900 levels overflow the stack).
+        if _deeper_than(source, MAX_YAML_DEPTH):
+            raise _whole(f"nested deeper than {MAX_YAML_DEPTH} levels")
         try:
             raw = yaml.dump(source, Dumper=_LiteralDumper, sort_keys=False, allow_unicode=True)
-        except yaml.YAMLError as exc:
+        except (yaml.YAMLError, ValueError) as exc:
+            # ValueError: an integer too long for Python to write out (sys.get_int_max_str_digits).
             raise _whole(f"cannot be written as YAML: {exc}") from exc
         data = source
     elif isinstance(source, bytes):
@@ -208,14 +213,53 @@ def _load(source: bytes | str | dict[str, Any]) -> tuple[str, Any]:
         raise _whole(f"is not valid Unicode (character {exc.start})") from exc
     if size > limit:
         raise _whole(too_large, "too_large")
-    return raw, data if data is not None else _parse_yaml(raw)
+    document = data if data is not None else _parse_yaml(raw)
+    # YAML's "\udb7e" escapes and JSON's make lone surrogates out of valid text; a key holding
+    # one could not even be written into the error response.
+    surrogate = _lone_surrogate(document)
+    if surrogate is not None:
+        raise _whole(f"is not valid Unicode: it holds a lone surrogate ({surrogate!a})")
+    return raw, document
+
+
+def _lone_surrogate(value: Any) -> str | None:
+    """The first string (key or value) in ``value`` that is not valid Unicode, if any (no recursion)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return item
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """True when lists and mappings inside ``value`` nest more than ``limit`` levels (no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return True
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return False
 
 
 def _parse_yaml(text: str) -> Any:
     if not text.strip():
         raise _whole("is empty")
-    loader = _SpecLoader(text)
+    loader: _SpecLoader | None = None
     try:
+        # Built inside the try: PyYAML's reader checks the whole text for characters YAML
+        # forbids (C0/C1 controls) as the loader is made, raising ReaderError there.
+        loader = _SpecLoader(text)
         # get_single_data(), spelled out so that a second document gets a message of its own.
         loader.get_event()  # StreamStartEvent
         if loader.check_event(yaml.StreamEndEvent):
@@ -238,10 +282,23 @@ def _parse_yaml(text: str) -> Any:
         # A scalar YAML types but Python cannot build: `2024-13-45`, an integer of 5,000 digits.
         raise _whole(f"invalid YAML value: {exc}") from exc
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 # --- Validation ----------------------------------------------------------------------------------
+
+
+# Python refuses to write out integers longer than this (sys.get_int_max_str_digits); a spec may
+# hold one (`nnodes: 0x` and 20,000 hex digits), and an error message must still be written.
+_MAX_SHOWN_BITS = 64
+
+
+def _shown(value: Any) -> str:
+    """``value`` as an error message shows it: a huge integer by its size, not its digits."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > _MAX_SHOWN_BITS:
+        return f"an integer of {value.bit_length()} bits"
+    return str(value)
 
 
 def _type_name(value: Any) -> str:
@@ -274,7 +331,7 @@ class _Checker:
         allowed = COMMON_KEYS + (own[kind] if kind else BASIC_KEYS + ADVANCED_KEYS)
         for key in self.data:
             if not isinstance(key, str):
-                self.fail(str(key), f"keys must be strings, not {_type_name(key)}")
+                self.fail(_shown(key), f"keys must be strings, not {_type_name(key)}")
             elif key in allowed:
                 continue
             elif kind == TaskKind.ADVANCED and key in BASIC_KEYS:
@@ -314,7 +371,7 @@ class _Checker:
             self.fail(key, f"must be an integer, not {_type_name(value)}")
             return None
         if not low <= value <= high:
-            self.fail(key, f"must be between {low} and {high}, not {value}")
+            self.fail(key, f"must be between {low} and {high}, not {_shown(value)}")
             return None
         return value
 
@@ -403,13 +460,21 @@ class _Checker:
 #   look innocent. Globs (`*`, `?`, and `[`, `{` inside a path) expand to names never checked,
 #   and `~` expands to the worker's home, not the user's Argus home.
 # - Entry: the command must be `[VAR=value …] python3 -m <module>` with an allowed module.
-#   Assignments that change which program or code runs are refused: PATH (bash looks `python3`
-#   up through a prefixed PATH), LD_* (preloaded libraries), PYTHONPATH and friends (a module
-#   of the user's named `verl.trainer.main_ppo` would pass the module check).
+#   The variables are an allow-list (_ENV_NAMES, _ENV_PREFIXES): almost any other one changes
+#   which code runs. PATH (bash looks `python3` up through it), LD_* (preloaded libraries),
+#   PYTHONPATH (a module of the user's named `verl.trainer.main_ppo`), HOME (Python's user site
+#   in it imports uploaded `.pth` files), PYTHONWARNINGS (`ignore::mod.W` imports `mod`),
+#   PYTHONINSPECT, BASH_ENV, …: a deny-list is always one name short.
+# - Hydra: the arguments are read by Hydra's own parsers (tasks.hydra_argv), so a group value
+#   (`trainer={nnodes:4}`), a list or a quoted string is checked leaf by leaf like a dotted key.
+#   Sweeps and `--multirun` (one task launching many runs), Hydra's own settings but the output
+#   folders (callbacks, launchers, sweepers and search paths load code or configs from anywhere)
+#   and `key@package=` overrides are refused; `--config-path`/`--config-dir` must be a relative
+#   path (inside the trainer's package) or a folder the task may read.
 # - Paths: every absolute path in any argument is checked against other users' homes, as
 #   written and with symlinks resolved; `..` components are refused anywhere. Input overrides
 #   (data files, model paths) must be allowed, existing paths; reward files must be under the
-#   owner's $HOME/code/.
+#   owner's $HOME/code/; output folders (_OUTPUT_KEYS and every `*_dir`) under $HOME/jobs/.
 #
 # What string checks cannot close: a custom reward function is the user's own Python, run by
 # verl with the worker's permissions, and can read whatever the worker can. Stopping that needs
@@ -428,30 +493,45 @@ _FORBIDDEN_CHARS = {
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _ASSIGNMENT = re.compile(r"""([A-Za-z_][A-Za-z0-9_]*)=(?:'[^']*'|"[^"]*"|[^\s'"])*\s+""")
 _ENTRY = re.compile(r"(python3?)\s+-m\s+([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)(?:\s|$)")
-_DENIED_ENV = frozenset(
+# The variables verl users set to tune and log a run (NCCL, CUDA, vLLM, PyTorch, W&B, the HF hub).
+_ENV_NAMES = frozenset(
     {
-        "PATH",
-        "PYTHONPATH",
-        "PYTHONHOME",
-        "PYTHONSTARTUP",
-        "PYTHONUSERBASE",
-        "PYTHONPLATLIBDIR",
-        "PYTHONEXECUTABLE",
-        "BASH_ENV",
-        "ENV",
+        "PYTHONUNBUFFERED",
+        "PYTHONHASHSEED",
+        "PYTHONFAULTHANDLER",
+        "HYDRA_FULL_ERROR",
+        "TOKENIZERS_PARALLELISM",
+        "OMP_NUM_THREADS",
+        "MKL_NUM_THREADS",
     }
 )
+_ENV_PREFIXES = ("NCCL_", "CUDA_", "VLLM_", "TORCH_", "PYTORCH_", "WANDB_", "HF_")
+# NCCL_NET_PLUGIN and the like load a shared library or module by name.
+_ENV_REFUSED_WORD = "PLUGIN"
+# A variable with such a name holds a place (HF_HOME, WANDB_DIR, TORCH_EXTENSIONS_DIR): it must
+# be an absolute path the task may read, never a relative one resolved on the worker.
+_ENV_PATH_SUFFIXES = ("_HOME", "_DIR", "_PATH", "_CACHE", "_FILE", "_ROOT")
 # `..` as a whole path component, wherever a path may start or end inside an argument.
 _PARENT = re.compile(r"""(?:^|(?<=[/=:,\['"]))\.\.(?=$|[/,\]'"])""")
 # An absolute path inside an argument: after `=`, `:`, `,`, `[`, a quote or the word start (not
 # after a name character, which makes it a relative path such as `Qwen/Qwen2.5`).
-_ABSOLUTE = re.compile(r"""(?<![\w.~-])/[^\s'",\]]*""")
+_ABSOLUTE = re.compile(r"""(?<![\w.~-])/[^\s'",\]}]*""")
 _TILDE = re.compile(r"(?:^|[=:])~(?:[\w.-]*/|$)")
-_OVERRIDE = re.compile(r"\+{0,2}([\w.]+)=(.*)", re.DOTALL)
 _DATA_KEYS = ("data.train_files", "data.val_files")
 _MODEL_KEYS = ("actor_rollout_ref.model.path", "critic.model.path", "model.path")
 # verl's own key, and verl >= 0.7.1's `reward.custom_reward_function.path`.
 _REWARD_KEY = "custom_reward_function.path"
+# Where a run writes. Besides these, every key whose last part is `dir` or ends in `_dir`
+# (verl's rollout_data_dir, validation_data_dir, default_hdfs_dir, cache_dir…) is an output.
+_OUTPUT_KEYS = ("trainer.default_local_dir", "hydra.run.dir", "hydra.sweep.dir")
+_OUTPUT_NAMES = ("save_path",)
+# Hydra's own settings a command may change: where it writes, and how much it logs. The rest
+# (callbacks, launcher, sweeper, searchpath, job_logging handlers…) loads code or configs.
+_HYDRA_ALLOWED: tuple[str, ...] = ("hydra.run.dir", "hydra.sweep.dir", "hydra.sweep.subdir", "hydra.output_subdir")
+_HYDRA_ALLOWED += ("hydra.job.chdir", "hydra.job.name", "hydra.verbose")
+_HYDRA_GROUPS_ALLOWED = ("hydra/job_logging", "hydra/hydra_logging")
+# Sub-folders Hydra joins to an output folder: a relative name keeps them inside it.
+_HYDRA_SUBDIRS = ("hydra.sweep.subdir", "hydra.output_subdir")
 
 
 def _module_allowed(module: str, prefixes: Iterable[str]) -> bool:
@@ -460,11 +540,44 @@ def _module_allowed(module: str, prefixes: Iterable[str]) -> bool:
     return any(module.startswith(p) if p.endswith(".") else module == p or module.startswith(p + ".") for p in prefixes)
 
 
-def _hydra_values(value: str) -> list[str]:
-    """The items of an override value: `a`, `'a'`, or a list `[a,'b']`."""
-    value = value.strip()
-    items = value[1:-1].split(",") if value.startswith("[") and value.endswith("]") else [value]
-    return [item.strip().strip("'\"") for item in items if item.strip()]
+def _brace_expanded(command: str) -> bool:
+    """True when bash would brace-expand part of ``command``: an unquoted `{` whose matching
+    unquoted `}` encloses, at its own level, an unquoted `,` or `..` (shlex does not expand)."""
+    quote = ""
+    opened: list[int] = []  # for each open brace: 0, or 1 once a `,` or `..` is seen in it
+    previous = ""
+    for char in command:
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "{":
+            opened.append(0)
+        elif char == "}" and opened:
+            if opened.pop():
+                return True
+        elif opened and (char == "," or (char == "." and previous == ".")):
+            opened[-1] = 1
+        previous = char if not quote else ""
+    return False
+
+
+def _env_allowed(name: str) -> bool:
+    return (name in _ENV_NAMES or name.startswith(_ENV_PREFIXES)) and _ENV_REFUSED_WORD not in name
+
+
+def _is_hydra(key: str) -> bool:
+    return key == "hydra" or key.startswith(("hydra.", "hydra/"))
+
+
+def _is_read_path(key: str) -> bool:
+    last = key.rsplit(".", 1)[-1]
+    return not _is_output(key) and (last == "path" or last.endswith("_path"))
+
+
+def _is_output(key: str) -> bool:
+    last = key.rsplit(".", 1)[-1]
+    return key in _OUTPUT_KEYS or last in _OUTPUT_NAMES or last == "dir" or last.endswith("_dir")
 
 
 class _CommandCheck:
@@ -477,18 +590,23 @@ class _CommandCheck:
         tokens = self._syntax(command)
         if tokens is None:
             return
-        overrides: dict[str, list[str]] = {}
         for token in tokens:
             self._paths_in(token)
-            match = _OVERRIDE.fullmatch(token)
-            if match:
-                overrides.setdefault(match.group(1), []).append(match.group(2))
-        self._inputs(overrides)
-        self._resources(overrides, "trainer.nnodes", "nnodes", nnodes)
-        self._resources(overrides, "trainer.n_gpus_per_node", "n_gpus_per_node", n_gpus)
-        if "data.train_files" not in overrides:
+        arguments = self._entry(command.replace("\\\n", ""), tokens)
+        if arguments is None:
+            return
+        argv = hydra_argv.parse(arguments)
+        self.errors.extend(argv.errors)
+        self._hydra(argv)
+        self._inputs(argv)
+        self._outputs(argv)
+        self._resources(argv, "trainer.nnodes", "nnodes", nnodes)
+        self._resources(argv, "trainer.n_gpus_per_node", "n_gpus_per_node", n_gpus)
+        if argv.errors:
+            return  # the warnings below would only repeat that the arguments cannot be read
+        if not argv.values("data.train_files"):
             self.warnings.append("The command sets no data.train_files=…: verl will use its default dataset path.")
-        if "auto" not in overrides.get("ray_kwargs.ray_init.address", []):
+        if "auto" not in argv.values("ray_kwargs.ray_init.address"):
             self.warnings.append(
                 "The command lacks +ray_kwargs.ray_init.address=auto: verl may start a Ray "
                 "instance of its own instead of joining the cluster."
@@ -520,15 +638,20 @@ class _CommandCheck:
             return None
         if any(token.startswith("#") for token in tokens):
             self.errors.append("may not contain comments (a # comment can hide a line continuation)")
-        self._entry(joined)
+        if _brace_expanded(joined):
+            self.errors.append(
+                "has a word bash would expand {…} into several words ({a,b}, {1..9}); quote a Hydra "
+                "group value with several keys: 'trainer={nnodes:1,n_gpus_per_node:4}'"
+            )
         return tokens
 
-    def _entry(self, joined: str) -> None:
+    def _entry(self, joined: str, tokens: list[str]) -> list[str] | None:
+        """Check `[VAR=value …] python3 -m <module>`; returns the module's arguments (None: no entry)."""
         pos = len(joined) - len(joined.lstrip())
+        assignments = 0
         while match := _ASSIGNMENT.match(joined, pos):
-            name = match.group(1)
-            if name in _DENIED_ENV or name.startswith("LD_"):
-                self.errors.append(f"may not set {name}: it changes which program or code runs")
+            assignments += 1
+            self._variable(tokens[assignments - 1])
             pos = match.end()
         entry = _ENTRY.match(joined, pos)
         allowed = list(settings.ARGUS_ADVANCED_ALLOWED_MODULES)
@@ -537,8 +660,21 @@ class _CommandCheck:
                 "must start with python3 -m <module> (optionally after VAR=value assignments), "
                 f"where the module starts with {' or '.join(allowed)}"
             )
-        elif not _module_allowed(entry.group(2), allowed):
+            return None
+        if not _module_allowed(entry.group(2), allowed):
             self.errors.append(f"runs module {entry.group(2)!r}; allowed modules start with {' or '.join(allowed)}")
+        # Each assignment is one word, as are python3, -m and the module (the patterns hold no quotes there).
+        return tokens[assignments + 3 :]
+
+    def _variable(self, word: str) -> None:
+        name, _, value = word.partition("=")
+        if not _env_allowed(name):
+            self.errors.append(
+                f"may not set {name}: only {', '.join(sorted(_ENV_NAMES))} and {', '.join(_ENV_PREFIXES)}… "
+                f"variables (no *{_ENV_REFUSED_WORD}*) may be set; others change which program or code runs"
+            )
+        elif name.endswith(_ENV_PATH_SUFFIXES) and value:
+            self._input(name, value, within=None, exists=False)
 
     def _paths_in(self, token: str) -> None:
         if _PARENT.search(token):
@@ -551,38 +687,90 @@ class _CommandCheck:
             elif paths.other_user_home(paths.normalise(path), self.username):
                 self.errors.append(f"path {path!r} is in another user's home")
 
-    def _inputs(self, overrides: dict[str, list[str]]) -> None:
-        for key, values in overrides.items():
-            if key in _DATA_KEYS or key in _MODEL_KEYS:
-                for item in (item for value in values for item in _hydra_values(value)):
-                    if item == "null" or "://" in item or (key in _MODEL_KEYS and paths.is_hub_id(item)):
-                        continue  # unset, a remote URL, or a hub model: nothing local to check
-                    self._input(key, item, within=None)
-            elif key == _REWARD_KEY or key.endswith("." + _REWARD_KEY):
-                for value in values:
-                    self._input(key, value.strip().strip("'\""), within=[home_dir(self.username) / "code"])
+    def _hydra(self, argv: hydra_argv.HydraArgv) -> None:
+        if argv.multirun or argv.sweeps:
+            shown = ", ".join(repr(s) for s in argv.sweeps) or "--multirun"
+            self.errors.append(f"may not sweep ({shown}): a task is one run; submit one task per setting")
+        if argv.experimental_rerun:
+            self.errors.append("may not use --experimental-rerun: it loads a pickled file, which runs code")
+        for switch, value in (("--config-path", argv.config_path), ("--config-dir", argv.config_dir)):
+            # Relative: inside the trainer's own package (`..` is refused everywhere); absolute:
+            # a folder the task may read.
+            if value is not None and (value.startswith("/") or "://" in value):
+                if value.startswith("file://"):
+                    value = value.removeprefix("file://")
+                if "://" in value:
+                    self.errors.append(f"{switch}: {value!r} must be a folder path, not a URL")
+                else:
+                    self._input(switch, value, within=None, exists=False)
+        for override in argv.packages:
+            self.errors.append(f"{override!r}: key@package overrides are not allowed; set the keys themselves")
+        for group, _ in argv.groups:
+            if _is_hydra(group) and group not in _HYDRA_GROUPS_ALLOWED:
+                self.errors.append(f"may not choose {group}: Hydra's launchers, sweepers and callbacks run other code")
+        for key in {leaf.key for leaf in argv.leaves} | set(argv.deleted):
+            if _is_hydra(key) and key not in _HYDRA_ALLOWED:
+                self.errors.append(
+                    f"may not set {key}: of Hydra's own settings only {', '.join(_HYDRA_ALLOWED)} may be set"
+                )
 
-    def _input(self, key: str, value: str, within: list[Path] | None) -> None:
+    def _inputs(self, argv: hydra_argv.HydraArgv) -> None:
+        for leaf in argv.leaves:
+            value = leaf.value
+            if leaf.key in _DATA_KEYS or leaf.key in _MODEL_KEYS:
+                if value is None or not isinstance(value, str) or "://" in value:
+                    continue  # unset, or a remote URL: nothing local to check
+                if leaf.key in _MODEL_KEYS and paths.is_hub_id(value):
+                    continue  # a hub model, fetched through the shared cache
+                self._input(leaf.key, value, within=None)
+            elif leaf.key == _REWARD_KEY or leaf.key.endswith("." + _REWARD_KEY):
+                if value is not None:
+                    self._input(leaf.key, str(value), within=[home_dir(self.username) / "code"])
+            elif (
+                _is_read_path(leaf.key) and isinstance(value, str) and "://" not in value and not paths.is_hub_id(value)
+            ):
+                # verl loads Python files and configs through many `*.path` keys (data.custom_cls.path,
+                # tool and interaction configs…): they read only where the task may read.
+                self._input(leaf.key, value, within=None, exists=False)
+
+    def _input(self, key: str, value: str, within: list[Path] | None, exists: bool = True) -> None:
         try:
-            path = paths.resolve_input_path(value, self.username, within=within)
+            path = paths.resolve_input_path(value, self.username, within=within, must_exist=exists)
         except paths.PathPolicyError as exc:
             self.errors.append(f"{key}: {exc}")
             return
         if within is not None and not path.is_file():
             self.errors.append(f"{key}: {value!r} is not a file")
 
-    def _resources(self, overrides: dict[str, list[str]], key: str, field: str, wanted: int | None) -> None:
+    def _outputs(self, argv: hydra_argv.HydraArgv) -> None:
+        for leaf in argv.leaves:
+            if leaf.value is None:
+                continue  # unset: verl's default, or Argus's
+            value = str(leaf.value)
+            if leaf.key in _HYDRA_SUBDIRS:
+                if value.startswith("/") or "://" in value:
+                    self.errors.append(f"{leaf.key}: {value!r} must be a name relative to the output folder")
+            elif _is_output(leaf.key):
+                try:
+                    paths.resolve_output_path(value, self.username)
+                except paths.PathPolicyError as exc:
+                    self.errors.append(f"{leaf.key}: {exc}")
+
+    def _resources(self, argv: hydra_argv.HydraArgv, key: str, field: str, wanted: int | None) -> None:
         if wanted is None:
             return  # the spec's own number is invalid and already reported
-        values = overrides.get(key)
-        if not values:
+        leaves = [leaf for leaf in argv.leaves if leaf.key == key]
+        if not leaves and key not in argv.deleted:
             self.warnings.append(
                 f"The command sets no {key}=…: verl's default may not match {field}: {wanted}, "
                 "which is what Argus reserves."
             )
             return
-        for value in values:
-            if value.strip("'\"") != str(wanted):
+        if key in argv.deleted:
+            self.errors.append(f"may not delete {key}: Argus reserves {field}: {wanted}")
+        for leaf in leaves:
+            if isinstance(leaf.value, bool) or str(leaf.value) != str(wanted):
                 # Argus admits the task on the spec's numbers; a command asking for more would take
                 # GPUs promised to other tasks.
-                self.errors.append(f"sets {key}={value} but the spec says {field}: {wanted}")
+                shown = leaf.override if leaf.override.startswith(key) else f"{key}={leaf.value} (in {leaf.override})"
+                self.errors.append(f"sets {shown} but the spec says {field}: {wanted}")

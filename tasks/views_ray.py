@@ -71,7 +71,9 @@ class QueueView(GenericAPIView):
     def get_queryset(self) -> QuerySet[Task]:
         return queue_tasks()
 
-    @extend_schema(summary="The queue: each task's position and why it waits")
+    @extend_schema(
+        summary="The queue: each task's position and why it waits", responses=QueueEntrySerializer(many=True)
+    )
     def get(self, request: Request) -> Response:
         page = self.paginate_queryset(self.get_queryset())
         paginator = self.paginator

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -244,6 +245,38 @@ def test_it_refuses_deep_nesting() -> None:
     assert "nested deeper" in errors("workload: " + "[" * 5000 + "]" * 5000)["spec"][0]
 
 
+@pytest.mark.parametrize("char", ["\x01", "\x1b", "\x80", "\x9f"])
+def test_it_refuses_c0_and_c1_control_characters(char: str) -> None:
+    # PyYAML's reader refuses them as the loader is built, before any parsing starts.
+    assert errors(f"workload: ppo{char}\n") == {
+        "spec": [f"invalid YAML at line 1: character #x{ord(char):04x} is not allowed"]
+    }
+
+
+def test_it_names_a_huge_integer_by_its_size() -> None:
+    # Python will not write out an int of more than 4,300 digits; the message must not try.
+    # `? key` is YAML's explicit key: a plain one may not be longer than 1,024 characters.
+    fields = errors("nnodes: 0x" + "f" * 20000 + "\n? 0x" + "f" * 20000 + "\n: 1\n")
+    assert fields["nnodes"] == ["must be between 1 and 1024, not an integer of 80000 bits"]
+    assert fields["an integer of 80000 bits"] == ["keys must be strings, not an integer"]
+
+
+def test_it_refuses_a_deeply_nested_json_object() -> None:
+    spec: dict[str, Any] = {}
+    inner = spec
+    for _ in range(900):
+        inner["a"] = {}
+        inner = inner["a"]
+    assert errors(spec) == {"spec": ["nested deeper than 16 levels"]}
+
+
+def test_it_accepts_a_json_object_nested_to_the_limit(data: Path) -> None:
+    nested: Any = "x"
+    for _ in range(15):
+        nested = [nested]
+    assert errors(basic(model_id=nested))["model_id"] == ["must be a string, not a list"]
+
+
 def test_it_reports_broken_yaml_with_line_and_column() -> None:
     fields = errors("workload: ppo\nnnodes: [1, 2\nn_gpus_per_node: 4\n")
     assert list(fields) == ["spec"]
@@ -285,6 +318,17 @@ def test_it_rejects_non_utf8_bytes() -> None:
 
 def test_it_rejects_lone_surrogates_in_text() -> None:
     assert "not valid Unicode" in errors("workload: ppo\ufeff\ud800")["spec"][0]
+
+
+@pytest.mark.parametrize(
+    "source",
+    ['{"\\udb7e\\udd49-": {}, "a": "x"}', 'workload: "\\ud800"\n', {"workload": "ppo", "\ud800": 1}],
+    ids=["yaml-key-escape", "yaml-value-escape", "json-key"],
+)
+def test_it_rejects_lone_surrogates_made_by_escapes(source: str | dict[str, Any]) -> None:
+    fields = errors(source)
+    assert list(fields) == ["spec"] and "lone surrogate" in fields["spec"][0]
+    json.dumps(fields, ensure_ascii=False).encode("utf-8")  # the answer can be written
 
 
 def test_it_rejects_keys_that_are_not_strings(data: Path) -> None:
@@ -610,3 +654,178 @@ def test_it_rejects_gpu_counts_that_disagree_with_the_spec(data: Path) -> None:
 
 def test_it_rejects_an_empty_command(data: Path) -> None:
     assert errors(advanced("  \n")) == {"command": ["must not be empty"]}
+
+
+# --- Hydra's own forms, the environment, outputs (issue 12) ------------------------------------------
+
+# The spec's numbers are nnodes: 2, n_gpus_per_node: 4 (see `advanced`).
+
+
+@pytest.mark.parametrize(
+    ("argument", "expected"),
+    [
+        ("'trainer={n_gpus_per_node:8,nnodes:4}'", "sets trainer.nnodes=4 (in trainer={n_gpus_per_node:8,nnodes:4})"),
+        ("'trainer={n_gpus_per_node:8,nnodes:2}'", "sets trainer.n_gpus_per_node=8"),
+        ("trainer={n_gpus_per_node:8}", "sets trainer.n_gpus_per_node=8 (in trainer={n_gpus_per_node:8})"),
+        ("+trainer.nnodes=8", "sets trainer.nnodes=8 (in +trainer.nnodes=8)"),
+        ("'trainer.nnodes=int(8)'", "sets trainer.nnodes=int(8) but"),
+        ("'data={val_files:/etc/passwd,x:1}'", "data.val_files: '/etc/passwd' is outside the allowed directories"),
+        ("'data={train_files:[/etc/passwd]}'", "data.train_files: '/etc/passwd' is outside the allowed directories"),
+        (
+            "'custom_reward_function={path:/tmp/evil.py,name:compute_score}'",
+            "custom_reward_function.path: '/tmp/evil.py'",
+        ),
+        ("actor_rollout_ref.model={path:/etc}", "actor_rollout_ref.model.path: '/etc' is outside"),
+        ("'actor_rollout_ref={model:{path:\"/etc\"}}'", "actor_rollout_ref.model.path: '/etc' is outside"),
+        ("data.custom_cls.path=/tmp/evil.py", "data.custom_cls.path: '/tmp/evil.py' is outside"),
+    ],
+)
+def test_it_checks_hydra_group_values_leaf_by_leaf(data: Path, argument: str, expected: str) -> None:
+    assert expected in command_errors(f"{ENTRY} {argument}")
+
+
+@pytest.mark.parametrize(
+    "argument",
+    [
+        "trainer={n_gpus_per_node:8,nnodes:4}",
+        "data={val_files:/etc/passwd,x:1}",
+        "{data.val_files,x}=/etc/passwd",
+        "x=a{1..9}",
+    ],
+)
+def test_it_refuses_words_bash_would_brace_expand(data: Path, argument: str) -> None:
+    # Unquoted, bash splits `k={a:1,b:2}` into `k=a:1 k=b:2` before Hydra sees it: the checks
+    # must see the words that run, so such words are refused and quoting them is suggested.
+    assert "bash would expand {…} into several words" in command_errors(f"{ENTRY} {argument}")
+
+
+def test_it_accepts_group_values_that_pass_the_same_checks(data: Path) -> None:
+    command = (
+        f"{ENTRY} 'data={{train_files:[$HOME/common/datasets/gsm8k/train.parquet],max_prompt_length:512}}' "
+        "'trainer={nnodes:2,n_gpus_per_node:4,total_epochs:1,default_local_dir:$HOME/jobs/run1}' "
+        "'custom_reward_function={path:$HOME/code/reward.py,name:compute_score}' "
+        "actor_rollout_ref/rollout=vllm +ray_kwargs.ray_init.address=auto"
+    )
+    assert parse_spec(advanced(command), username="alice").warnings == []
+
+
+@pytest.mark.parametrize(
+    ("assignment", "name"),
+    [
+        ("HOME=$HOME/fakehome", "HOME"),
+        ("PYTHONWARNINGS=ignore::mod.W", "PYTHONWARNINGS"),
+        ("PYTHONINSPECT=1", "PYTHONINSPECT"),
+        ("PYTHONUSERBASE=$HOME/code", "PYTHONUSERBASE"),
+        ("PYTHONSAFEPATH=0", "PYTHONSAFEPATH"),
+        ("NCCL_NET_PLUGIN=$HOME/code/x.so", "NCCL_NET_PLUGIN"),
+        ("IFS=x", "IFS"),
+    ],
+)
+def test_it_allows_only_listed_variables(data: Path, assignment: str, name: str) -> None:
+    assert f"may not set {name}: only " in command_errors(f"{assignment} {ENTRY}")
+
+
+@pytest.mark.parametrize(
+    ("assignment", "expected"),
+    [
+        ("HF_HOME=/tmp/hf", "HF_HOME: '/tmp/hf' is outside the allowed directories"),
+        ("WANDB_DIR=wandb", "WANDB_DIR: 'wandb' is not an absolute path"),
+        ("TORCH_EXTENSIONS_DIR={root}/users/bob/code", "is in another user's home"),
+    ],
+)
+def test_it_keeps_path_variables_in_the_allowed_areas(data: Path, assignment: str, expected: str) -> None:
+    assert expected in command_errors(f"{assignment.format(root=data)} {ENTRY}")
+
+
+def test_it_accepts_the_variables_verl_users_set(data: Path) -> None:
+    command = (
+        "PYTHONUNBUFFERED=1 HYDRA_FULL_ERROR=1 TOKENIZERS_PARALLELISM=false NCCL_DEBUG=WARN "
+        "CUDA_DEVICE_MAX_CONNECTIONS=1 VLLM_ATTENTION_BACKEND=XFORMERS TORCH_NCCL_AVOID_RECORD_STREAMS=1 "
+        "WANDB_MODE=offline HF_HOME=$HOME/common/hf HF_HUB_OFFLINE=1 "
+        f"{ENTRY} data.train_files=$HOME/common/datasets/gsm8k/train.parquet +ray_kwargs.ray_init.address=auto"
+    )
+    assert parse_spec(advanced(command), username="alice").warnings == []
+
+
+@pytest.mark.parametrize(
+    ("argument", "expected"),
+    [
+        ("--config-path=/tmp/evil", "--config-path: '/tmp/evil' is outside the allowed directories"),
+        ("--config-path /tmp/evil", "--config-path: '/tmp/evil' is outside the allowed directories"),
+        ("--config-p=/tmp/evil", "--config-path: '/tmp/evil' is outside"),  # argparse takes prefixes
+        ("-cd /tmp/evil", "--config-dir: '/tmp/evil' is outside"),
+        ("--config-path=pkg://evil", "must be a folder path, not a URL"),
+        ("+hydra.callbacks.x._target_=os.system", "may not set hydra.callbacks.x._target_"),
+        ("hydra.searchpath=[file:///tmp/evil]", "may not set hydra.searchpath"),
+        ("hydra.job_logging.handlers.file.filename=/tmp/x.log", "may not set hydra.job_logging"),
+        ("hydra/launcher=basic", "may not choose hydra/launcher"),
+        ("'+trainer@hydra.callbacks=x'", "key@package overrides are not allowed"),
+        ("-m", "may not sweep (--multirun)"),
+        ("--multirun", "may not sweep (--multirun)"),
+        ("--multi", "may not sweep (--multirun)"),
+        ("trainer.total_epochs=1,2", "may not sweep ('trainer.total_epochs=1,2')"),
+        ("'trainer.seed=range(1,9)'", "may not sweep"),
+        ("--experimental-rerun=$HOME/code/x.pickle", "--experimental-rerun"),
+        ("--no-such-switch", "Hydra cannot read the arguments: unrecognized arguments: --no-such-switch"),
+        ("'data.val_files=[a'", "Hydra cannot read 'data.val_files=[a'"),
+    ],
+)
+def test_it_refuses_hydras_own_switches_that_load_code_or_launch_runs(data: Path, argument: str, expected: str) -> None:
+    assert expected in command_errors(f"{ENTRY} {argument}")
+
+
+def test_it_accepts_a_config_name_and_a_readable_config_dir(data: Path) -> None:
+    (data / "users" / "alice" / "code" / "conf").mkdir()
+    # Options before the overrides: Hydra's argparse takes its positional overrides in one run.
+    command = (
+        f"python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer --config-dir=$HOME/code/conf {ENTRY[32:]}"
+    )
+    parse_spec(advanced(command), username="alice")
+
+
+@pytest.mark.parametrize(
+    ("argument", "expected"),
+    [
+        ("trainer.default_local_dir=/tmp/x", "trainer.default_local_dir: '/tmp/x' is not inside your jobs folder"),
+        ("trainer.default_local_dir={root}/datasets/x", "is not inside your jobs folder"),
+        ("trainer.default_local_dir=users/bob/jobs", "'users/bob/jobs' is not an absolute path"),
+        ("trainer.default_local_dir=$HOME/jobs", "is not inside your jobs folder"),
+        ("trainer.default_local_dir=$HOME/models/x", "is not inside your jobs folder"),
+        ("trainer={{default_local_dir:/tmp/x}}", "trainer.default_local_dir: '/tmp/x' is not inside"),
+        ("hydra.run.dir=/tmp/x", "hydra.run.dir: '/tmp/x' is not inside your jobs folder"),
+        ("hydra.sweep.dir=/tmp/x", "hydra.sweep.dir: '/tmp/x' is not inside your jobs folder"),
+        ("hydra.output_subdir=/tmp/x", "hydra.output_subdir: '/tmp/x' must be a name relative"),
+        ("trainer.rollout_data_dir=/tmp/x", "trainer.rollout_data_dir: '/tmp/x' is not inside"),
+        ("+global_profiler.save_path=/tmp/x", "global_profiler.save_path: '/tmp/x' is not inside"),
+    ],
+)
+def test_it_keeps_outputs_in_the_users_jobs_folder(data: Path, argument: str, expected: str) -> None:
+    assert expected in command_errors(f"{ENTRY} {argument.format(root=data)}")
+
+
+def test_it_refuses_an_output_folder_that_leaves_jobs_through_a_symlink(data: Path) -> None:
+    (data / "users" / "alice" / "jobs" / "out").symlink_to(data / "datasets")
+    messages = command_errors(f"{ENTRY} trainer.default_local_dir=$HOME/jobs/out/run1")
+    assert "leads outside your jobs folder through a symlink" in messages
+
+
+def test_it_accepts_output_folders_in_the_jobs_folder(data: Path) -> None:
+    command = f"{ENTRY} trainer.default_local_dir=$HOME/jobs/run1/ckpt hydra.run.dir=$HOME/jobs/run1/hydra"
+    parse_spec(advanced(command + " hydra.output_subdir=.hydra"), username="alice")
+
+
+@pytest.mark.parametrize(
+    ("argument", "expected"),
+    [
+        (" ".join(f"a{i}=1" for i in range(600)), "arguments; at most 512 are allowed"),
+        ("x=[" + ",".join(["a"] * 2000) + "]", "has 1999 list or sweep items in all; at most 1024"),
+        ("x=" + "[" * 400 + "]" * 400, "nests brackets 400 deep"),
+    ],
+    ids=["arguments", "items", "nesting"],
+)
+def test_it_bounds_what_hydras_parser_is_given(data: Path, argument: str, expected: str) -> None:
+    # Hydra's parser takes minutes over a list of 20,000 items and overflows the stack on deep
+    # nesting: both must be refused before it sees them, fast.
+    started = time.perf_counter()
+    assert expected in command_errors(f"{ENTRY} {argument}")
+    assert time.perf_counter() - started < 1.0

@@ -68,7 +68,8 @@ def test_it_answers_404_for_a_missing_folder(api: APIClient) -> None:
 
 def test_it_refuses_to_list_a_file(api: APIClient, alice_home: Path) -> None:
     (alice_home / "code" / "reward.py").write_text("")
-    assert_error(api.get(FILES, {"path": "code/reward.py"}), 400, "not a folder", fields=("path",))
+    # 409: the path is well formed; what is there is the wrong kind (the schema's 400 is for bad input).
+    assert_error(api.get(FILES, {"path": "code/reward.py"}), 409, "not a folder", fields=("path",))
 
 
 def test_it_refuses_an_unknown_area(api: APIClient) -> None:
@@ -171,7 +172,7 @@ def test_it_downloads_a_file(api: APIClient, alice_home: Path) -> None:
 
 
 def test_it_does_not_download_a_folder(api: APIClient) -> None:
-    assert_error(api.get(f"{FILES}/download", {"path": "models"}), 400, "folder", fields=("path",))
+    assert_error(api.get(f"{FILES}/download", {"path": "models"}), 409, "folder", fields=("path",))
 
 
 def test_it_answers_404_for_a_missing_file(api: APIClient) -> None:
@@ -383,13 +384,22 @@ def test_the_schema_describes_the_files_routes(api: APIClient) -> None:
 def test_a_path_through_a_file_is_an_error_not_a_crash(api: APIClient, alice_home: Path) -> None:
     (alice_home / "code" / "reward.py").write_text("")
     assert_error(api.get(FILES, {"path": "code/reward.py/x"}), 404, fields=("path",))
-    assert_error(api.delete(f"{FILES}?path=code/reward.py/x"), 400, "is a file", fields=("path",))
-    assert_error(api.post(f"{FILES}/mkdir?path=code/reward.py/x"), 400, "is a file", fields=("path",))
-    assert_error(upload(api, "code/reward.py"), 400, "not a folder", fields=("path",))
+    assert_error(api.delete(f"{FILES}?path=code/reward.py/x"), 409, "is a file", fields=("path",))
+    assert_error(api.post(f"{FILES}/mkdir?path=code/reward.py/x"), 409, "is a file", fields=("path",))
+    assert_error(upload(api, "code/reward.py"), 409, "not a folder", fields=("path",))
+
+
+@pytest.mark.parametrize("path", ["evil\nname\x1b[31m", "models/a\tb", "models/ok/\x7fdel/x"])
+def test_mkdir_follows_the_upload_name_rules(api: APIClient, alice_home: Path, path: str) -> None:
+    response = api.post(f"{FILES}/mkdir?" + urlencode({"path": path}))
+    assert_error(response, 400, "control characters", fields=("path",))
+    assert sorted(p.name for p in alice_home.rglob("*")) == sorted(p.name for p in alice_home.glob("*"))
 
 
 def test_a_name_too_long_for_the_storage_is_refused(api: APIClient) -> None:
     assert_error(api.post(f"{FILES}/mkdir?path=models/{'x' * 300}"), 400, "longer than", fields=("path",))
+    # Nothing can have such a name: reading it is a 404 (the schema cannot say bytes per name).
+    assert_error(api.get(FILES, {"path": f"models/{'x' * 300}"}), 404, "longer than", fields=("path",))
 
 
 def test_the_storage_refusing_access_is_a_403(api: APIClient, alice_home: Path, monkeypatch) -> None:

@@ -101,6 +101,48 @@ def test_it_rejects_broken_json(alice, client_for):
     assert _error(response)["code"] == "parse_error"
 
 
+def _nested_json(depth: int) -> str:
+    return '{"a": ' * depth + "1" + "}" * depth
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "code"),
+    [
+        ("workload: ppo\x01\nnnodes: 1\n", "application/yaml", "invalid"),
+        ("nnodes: 0x" + "f" * 20000 + "\n", "text/plain", "invalid"),
+        ("[" * 5000, "application/json", "parse_error"),
+        (_nested_json(900), "application/json", "invalid"),
+        ('{"nnodes": ' + "9" * 5000 + "}", "application/json", "parse_error"),
+        ('{"nnodes": NaN}', "application/json", "parse_error"),
+        (b'{"spec": "\xff"}', "application/json", "parse_error"),
+        ('{"\\udb7e\\udd49-": {}, "a": "\u00f1m"}', "text/plain", "invalid"),
+    ],
+    ids=[
+        "control-character",
+        "huge-hex",
+        "deep-json-array",
+        "deep-json-object",
+        "huge-json-int",
+        "nan",
+        "bad-utf8",
+        "surrogate-escape",
+    ],
+)
+def test_no_body_is_a_500(alice, client_for, body, content_type, code):
+    response = client_for(alice).post("/api/v2/tasks", body, content_type=content_type)
+    assert response.status_code == 400, response.content
+    assert _error(response)["code"] == code
+    assert not Task.objects.exists()
+
+
+def test_a_json_body_over_the_size_limit_gets_the_json_error(alice, client_for, settings):
+    body = json.dumps({"spec": "#" * settings.DATA_UPLOAD_MAX_MEMORY_SIZE})
+    response = client_for(alice).post("/api/v2/tasks", body, content_type="application/json")
+    assert response.status_code == 413
+    assert response["Content-Type"] == "application/json"
+    assert _error(response)["code"] == "too_large"
+
+
 def test_it_rejects_an_unknown_content_type(alice, client_for):
     response = client_for(alice).post("/api/v2/tasks", "x", content_type="application/x-thing")
     assert response.status_code == 415

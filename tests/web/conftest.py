@@ -5,8 +5,9 @@ Browser fixtures, for any test module under tests/web/:
 - ``browser``: one Chromium per test module (see its docstring for why not per session).
 - ``page``: a fresh browser context on the live server. Every request URL and every console
   error is recorded, and the test fails at teardown if a request left the live server or the
-  console logged an error. ``page_watch`` gives the records, and ``allow_console_error`` for
-  a test that expects one (say, a 404 page).
+  console logged an error (every Content-Security-Policy violation is logged as one).
+  ``page_watch`` gives the records, and ``allow_console_error`` for a test that expects one
+  (say, a 404 page).
 - ``signed_in_page``: ``page`` already signed in as alice (password ``PASSWORD``).
 
 tests/web/helpers.py has ``sign_in(page, username)`` and ``shot(page, name)`` (a full-page
@@ -34,6 +35,13 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+
+
+CSP_WATCH = """
+document.addEventListener("securitypolicyviolation", (event) => {
+  console.error(`CSP violation: ${event.violatedDirective} blocked ${event.blockedURI || "inline"}`);
+});
+"""
 
 
 @pytest.fixture(autouse=True)
@@ -73,6 +81,8 @@ def page_watch(live_server) -> PageWatch:
 def page(browser: Browser, live_server, page_watch: PageWatch) -> Iterator[Page]:
     context = browser.new_context(base_url=live_server.url, viewport={"width": 1366, "height": 860})
     context.set_default_timeout(10_000)
+    # Every Content-Security-Policy violation becomes a console error, which fails the test.
+    context.add_init_script(CSP_WATCH)
     new_page = context.new_page()
     new_page.on("request", lambda request: page_watch.requests.append(request.url))
     new_page.on("console", page_watch.on_console)

@@ -72,6 +72,31 @@ def test_it_refuses_a_file_over_the_limit(as_alice: Client, alice_home: Path, se
     assert list((alice_home / "datasets").iterdir()) == []
 
 
+def test_it_refuses_a_body_over_the_limit_without_reading_it(as_alice: Client, alice_home: Path, settings) -> None:
+    # The declared length is 2 GiB, the body a few bytes: the test client's payload raises if
+    # anything tries to read past what was sent, so a refusal here proves nothing was read.
+    settings.ARGUS_MAX_UPLOAD_BYTES = 1024 * 1024
+    body = {"path": "datasets", "file": SimpleUploadedFile("big.bin", b"x")}
+    response = as_alice.post("/data/upload/?area=home&path=datasets", body, CONTENT_LENGTH=str(2 * 1024**3))
+    assert response.status_code == 302 and response["Location"] == "/data/?area=home&path=datasets"
+    page = as_alice.get(response["Location"])
+    assert any(f"the upload limit is {1024 * 1024} bytes" in m for m in messages_of(page))
+    assert list((alice_home / "datasets").iterdir()) == []
+
+
+def test_the_upload_form_still_needs_its_csrf_token(alice: User, alice_home: Path) -> None:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(alice)
+    response = client.post("/data/upload/", {"path": "datasets", "file": SimpleUploadedFile("a.txt", b"x")})
+    assert response.status_code == 403
+    assert list((alice_home / "datasets").iterdir()) == []
+
+
+def test_the_upload_form_names_its_folder_in_its_url(as_alice: Client) -> None:
+    page = as_alice.get("/data/?path=datasets").content.decode()
+    assert 'action="/data/upload/?area=home&amp;path=datasets"' in page
+
+
 def test_it_wants_a_file(as_alice: Client) -> None:
     response = as_alice.post("/data/upload/", {"path": "datasets"}, follow=True)
     assert "Choose a file to upload." in messages_of(response)
@@ -112,7 +137,7 @@ def test_it_makes_a_folder(as_alice: Client, alice_home: Path) -> None:
     assert (alice_home / "datasets" / "gsm8k").is_dir()
 
 
-@pytest.mark.parametrize("name", ["a/b", "..", "../../bob", ""])
+@pytest.mark.parametrize("name", ["a/b", "..", "../../bob", "", "evil\nname\x1b[31m"])
 def test_it_refuses_a_folder_name_that_is_not_plain(as_alice: Client, alice_home: Path, name: str) -> None:
     response = as_alice.post("/data/mkdir/", {"path": "datasets", "name": name}, follow=True)
     assert messages_of(response) and "Created" not in messages_of(response)[0]

@@ -214,6 +214,13 @@ def test_a_valid_spec_is_queued_and_opens_its_page(as_alice: Client, datasets: P
     assert f"Task {task.task_id} is queued." in messages_of(page)
 
 
+def test_a_control_character_in_the_form_is_a_400_naming_it(as_alice: Client) -> None:
+    response = as_alice.post("/tasks/new/", {"spec": "workload: ppo\x1b[31m\nnnodes: 1\n"})
+    assert response.status_code == 400
+    assert "character #x001b is not allowed" in text_of(response)
+    assert not Task.objects.exists()
+
+
 def test_browser_line_breaks_do_not_break_an_advanced_command(as_alice: Client, datasets: Path) -> None:
     # Browsers send a textarea's lines as CRLF; a \r in a command would be refused.
     spec = render_to_string("tasks/specs/advanced.yaml").replace("\n", "\r\n")
@@ -427,7 +434,7 @@ def test_the_cluster_shows_nodes_gpus_and_the_head(as_alice: Client) -> None:
     assert "on 2 live worker nodes" in page
     for ip in ("10.0.0.1", "10.0.0.2", "10.0.0.3"):
         assert f'<code class="path">{ip}</code>' in page
-    assert 'aria-label="1 of 4 GPUs free"><span style="width: 25%">' in page
+    assert 'aria-label="1 of 4 GPUs free"><span class="fill-5">' in page  # 25 %, in steps of 5 %
     assert "20 / 32" in page
     assert ">Fresh</span>" in page and "http://10.0.0.1:8265" in page
     assert "data-ray-notice" not in page

@@ -1,0 +1,185 @@
+"""What schemathesis found (issue 12, item 7), one test each: the schema and the code agree.
+
+tests/test_schemathesis.py runs schemathesis itself; these pin each finding down, fast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from django.contrib.auth.models import User
+from django.core.files.uploadedfile import SimpleUploadedFile
+from drf_spectacular.generators import SchemaGenerator
+from rest_framework.test import APIClient
+
+from tasks.models import Task
+from tests.accounts.helpers import assert_error
+
+pytestmark = pytest.mark.django_db
+
+FILES = "/api/v2/files"
+
+
+@pytest.fixture(scope="module")
+def schema() -> dict[str, Any]:
+    return SchemaGenerator().get_schema(public=True)
+
+
+@pytest.fixture
+def api(alice: User, client_for: Callable[[User | None], APIClient]) -> APIClient:
+    return client_for(alice)
+
+
+def operation(schema: dict[str, Any], method: str, path: str) -> dict[str, Any]:
+    return schema["paths"][path][method]
+
+
+def parameter(schema: dict[str, Any], method: str, path: str, name: str) -> dict[str, Any]:
+    return next(p for p in operation(schema, method, path)["parameters"] if p["name"] == name)
+
+
+# --- The schema says what the routes answer ---------------------------------------------------------
+
+
+def test_the_queue_is_documented_as_the_page_it_is(schema: dict[str, Any]) -> None:
+    ref = operation(schema, "get", "/api/v2/queue")["responses"]["200"]["content"]["application/json"]["schema"]
+    page = schema["components"]["schemas"][ref["$ref"].rsplit("/", 1)[1]]
+    assert {"count", "next", "previous", "results"} <= set(page["properties"])
+
+
+@pytest.mark.parametrize("path", ["/api/v2/tasks", "/api/v2/queue", "/api/v2/me/tokens", "/api/v2/users"])
+def test_paginated_lists_document_400_404_and_their_bounds(schema: dict[str, Any], path: str) -> None:
+    assert {"400", "401", "404"} <= set(operation(schema, "get", path)["responses"])
+    assert parameter(schema, "get", path, "page")["schema"]["minimum"] == 1
+    size = parameter(schema, "get", path, "page_size")["schema"]
+    assert (size["minimum"], size["maximum"]) == (1, 500)
+
+
+def test_every_route_documents_401_and_events_404(schema: dict[str, Any]) -> None:
+    for path, operations in schema["paths"].items():
+        for method, spec in operations.items():
+            assert "401" in spec["responses"], f"{method} {path}"
+    assert "404" in operation(schema, "get", "/api/v2/tasks/{task_id}/events")["responses"]
+
+
+def test_a_yaml_spec_is_documented_as_a_mapping_with_a_mapping_example(schema: dict[str, Any]) -> None:
+    content = operation(schema, "post", "/api/v2/tasks")["requestBody"]["content"]["application/yaml"]
+    component = schema["components"]["schemas"][content["schema"]["$ref"].rsplit("/", 1)[1]]
+    assert component["type"] == "object" and {"workload", "nnodes"} <= set(component["required"])
+    assert isinstance(next(iter(content["examples"].values()))["value"], dict)
+
+
+def test_the_user_filter_says_it_takes_no_nul(schema: dict[str, Any], api: APIClient) -> None:
+    assert parameter(schema, "get", "/api/v2/tasks", "user")["schema"]["pattern"] == "^[^\\x00]*$"
+    assert_error(api.get("/api/v2/tasks", {"user": "a\x00b"}), 400, fields=("user",))
+
+
+def test_downloads_are_documented_and_sent_as_octet_stream(
+    schema: dict[str, Any], api: APIClient, alice_home: Path
+) -> None:
+    assert (
+        "application/octet-stream" in operation(schema, "get", "/api/v2/files/download")["responses"]["200"]["content"]
+    )
+    (alice_home / "datasets" / "page.html").write_text("<script>alert(1)</script>")
+    response = api.get(f"{FILES}/download", {"path": "datasets/page.html"})
+    assert response.status_code == 200 and response["Content-Type"] == "application/octet-stream"
+
+
+# --- The code holds requests to the schema ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("page=0", "page"),
+        ("page=-1", "page"),
+        ("page=1.0", "page"),
+        ("page=last", "page"),
+        ("page_size=null", "page_size"),
+        ("page_size=0", "page_size"),
+        ("page_size=501", "page_size"),
+    ],
+)
+def test_a_bad_page_or_page_size_is_a_400(api: APIClient, query: str, field: str) -> None:
+    for path in ("/api/v2/tasks", "/api/v2/queue", "/api/v2/me/tokens"):
+        assert_error(api.get(f"{path}?{query}"), 400, fields=(field,))
+
+
+def test_a_page_past_the_last_is_a_404_and_a_bad_filter_a_400(api: APIClient) -> None:
+    assert_error(api.get("/api/v2/tasks?page=2"), 404)
+    assert_error(api.get("/api/v2/tasks?workload=AAA"), 400, fields=("workload",))
+    assert api.get("/api/v2/tasks?page=1&page_size=500").status_code == 200
+
+
+def test_unknown_ids_on_events_are_404(api: APIClient) -> None:
+    assert_error(api.get("/api/v2/tasks/nobody-ppo-1/events"), 404)
+
+
+@pytest.mark.parametrize(
+    ("method", "url"),
+    [
+        ("get", f"{FILES}?area="),
+        ("get", f"{FILES}/download?path="),
+        ("get", f"{FILES}/download?path=datasets/x&area="),
+        ("delete", f"{FILES}?path="),
+        ("post", f"{FILES}/mkdir?path="),
+        ("get", "/api/v2/tasks/x/logs?attempt="),
+    ],
+)
+def test_blank_values_the_schema_forbids_are_a_400(api: APIClient, method: str, url: str) -> None:
+    response = getattr(api, method)(url)
+    assert response.status_code == 400, response.content
+
+
+@pytest.mark.parametrize("value", ["yes", "on", "T", "TRUE", "2", ""])
+def test_switches_take_only_true_false_1_or_0(api: APIClient, alice_home: Path, value: str) -> None:
+    upload = {"file": SimpleUploadedFile("a.txt", b"x")}
+    assert_error(api.post(f"{FILES}?path=datasets&overwrite={value}", upload, format="multipart"), 400)
+    body: dict[str, object] = {"file": SimpleUploadedFile("a.txt", b"x"), "overwrite": value}
+    assert_error(api.post(f"{FILES}?path=datasets", body, format="multipart"), 400)
+    assert_error(api.delete(f"{FILES}?path=datasets/none&recursive={value}"), 400)
+
+
+def test_switches_still_take_the_documented_spellings(api: APIClient, alice_home: Path) -> None:
+    for value in ("true", "1", "false", "0"):
+        body = {"file": SimpleUploadedFile("a.txt", value.encode())}
+        response = api.post(f"{FILES}?path=datasets&overwrite={value}", body, format="multipart")
+        assert response.status_code in (201, 409), response.content
+
+
+@pytest.mark.parametrize("path", ["/x", "../x", "a/../b", "a\x00b"])
+def test_paths_the_pattern_forbids_are_a_400(api: APIClient, path: str) -> None:
+    assert_error(api.get(f"{FILES}/download", {"path": path}), 400, fields=("path",))
+
+
+def test_a_file_or_folder_of_the_wrong_kind_is_a_409(api: APIClient, alice_home: Path) -> None:
+    (alice_home / "datasets" / "f.txt").write_text("x")
+    assert_error(api.get(FILES, {"path": "datasets/f.txt"}), 409, "not a folder")
+    assert_error(api.get(f"{FILES}/download", {"path": "datasets"}), 409, "folder")
+    assert_error(api.delete(f"{FILES}?path=."), 403, "top folder")
+
+
+@pytest.mark.parametrize("expires_at", ["", "null", "tomorrow", 5])
+def test_a_token_expiry_must_be_a_date_time_or_null(api: APIClient, expires_at: Any) -> None:
+    assert_error(api.post("/api/v2/me/tokens", {"name": "x", "expires_at": expires_at}, format="json"), 400)
+    assert api.post("/api/v2/me/tokens", {"name": "x", "expires_at": None}, format="json").status_code == 201
+
+
+def test_json_routes_take_json_only(api: APIClient) -> None:
+    # A form would read `expires_at=` as null; the schema documents application/json alone.
+    response = api.post("/api/v2/me/tokens", {"name": "x", "expires_at": ""}, format="multipart")
+    assert_error(response, 415)
+
+
+def test_a_yaml_mapping_as_the_schemas_example_is_accepted(
+    api: APIClient, datasets: Path, schema: dict[str, Any]
+) -> None:
+    content = operation(schema, "post", "/api/v2/tasks")["requestBody"]["content"]["application/yaml"]
+    example = next(iter(content["examples"].values()))["value"]
+    response = api.post("/api/v2/tasks", yaml.safe_dump(example), content_type="application/yaml")
+    assert response.status_code == 201, response.content
+    assert Task.objects.count() == 1
