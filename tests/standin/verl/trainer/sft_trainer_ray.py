@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from verl.trainer.main_ppo import main
+from .main_ppo import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
