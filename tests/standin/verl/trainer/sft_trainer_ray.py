@@ -1,4 +1,4 @@
-"""Stand-in for verl.trainer.sft_trainer_ray: the same trainer loop as main_ppo's stand-in."""
+"""Stand-in for verl.trainer.sft_trainer_ray: main_ppo's stand-in with the SFT trainer's checkpoints."""
 
 from __future__ import annotations
 
@@ -7,4 +7,4 @@ import sys
 from .main_ppo import main
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(sys.argv[1:], trainer="sft"))
