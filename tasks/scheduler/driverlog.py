@@ -16,15 +16,21 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # Ray prefixes what actors and its monitors print: "(TaskRunner pid=12) ", "(autoscaler +24s) ".
 ACTOR_PREFIX = re.compile(r"^\((?:[^()]|\([^()]*\))*\) ?")
 
-# verl's RayPPOTrainer._load_checkpoint (and the stand-in): "Setting global step to N" once it
-# resumes from global_step_N, "Training from scratch" when resume_mode=auto finds no checkpoint.
-# resume_mode=disable says neither.
-RESUMED = re.compile(r"^Setting global step to (?P<step>\d+)\s*$")
+# Where verl says where it started. PPO (RayPPOTrainer._load_checkpoint): "Setting global step to N"
+# once it resumes from global_step_N, "Training from scratch" when resume_mode=auto finds nothing.
+# SFT (CheckpointHandler): "Found latest checkpoint: <dir>/global_step_N (step N)", and nothing at
+# all from scratch. resume_mode=disable says nothing either.
+RESUMED = re.compile(r"^(?:Setting global step to (?P<step>\d+)|Found latest checkpoint: .* \(step (?P<sft>\d+)\))\s*$")
 SCRATCH = re.compile(r"^Training from scratch\s*$")
+# A metric line, "step:N - key:value - …": logged as N = the step it resumed from + 1. Validation
+# before training logs "step:0 - val-…", which says nothing about it.
+METRICS = re.compile(r"^step:(?P<step>\d+) - ")
 
-# Ray's autoscaler, every ~30 s while a request (a placement group's bundles, an actor) fits on
-# no node: "Error: No available node types can fulfill resource request {...}". verl waits on its
-# placement groups with no timeout, so this line is the only sign that it never will start.
+# Ray's autoscaler, repeated while a request (a placement group's bundles summed, an
+# actor) fits on no node: "Error: No available node types can fulfill resource request {...}". verl
+# waits on its placement groups with no timeout, so this line is the only sign that it never will
+# start. A request that fits a node whose resources are busy waits without a word from Ray
+# (tests/standin/logs/busy.log): only the stall timeout sees that one.
 INFEASIBLE = re.compile(r"^Error: No available node types can fulfill resource requests?\b")
 
 
@@ -75,14 +81,19 @@ def clean_lines(text: str) -> list[str]:
 
 
 def resumed_from(text: str) -> ResumeInfo | None:
-    """Where verl said it started, the last it said in ``text``; None while it has said nothing."""
-    found = None
+    """Where verl started, from the first line in ``text`` that tells; None while none has.
+
+    verl's own words first; when it has none (SFT from scratch, resume_mode=disable), the first
+    training step's metric line: it says step 1 from scratch, N+1 after a resume from N.
+    """
     for line in clean_lines(text):
         if match := RESUMED.match(line):
-            found = ResumeInfo(int(match["step"]), line)
-        elif SCRATCH.match(line):
-            found = ResumeInfo(0, line)
-    return found
+            return ResumeInfo(int(match["step"] or match["sft"]), line)
+        if SCRATCH.match(line):
+            return ResumeInfo(0, line)
+        if (match := METRICS.match(line)) and int(match["step"]) > 0:
+            return ResumeInfo(int(match["step"]) - 1, line)
+    return None
 
 
 def placement_stuck(text: str) -> str | None:

@@ -21,8 +21,8 @@ pytestmark = pytest.mark.ray
 STEP = re.compile(r"^step:(\d+) - ")
 
 
-def submit(cluster: LocalRayCluster, log: Path, *overrides: str) -> str:
-    argv = ["python3", "-m", "verl.trainer.main_ppo", "trainer.nnodes=1", "trainer.n_gpus_per_node=4", *overrides]
+def submit(cluster: LocalRayCluster, log: Path, *overrides: str, module: str = "main_ppo") -> str:
+    argv = ["python3", "-m", f"verl.trainer.{module}", "trainer.nnodes=1", "trainer.n_gpus_per_node=4", *overrides]
     entrypoint = shlex.join(["python3", "-m", "raypool.driver", "--log", str(log), "--", *argv])
     client = JobSubmissionClient(cluster.job_server_url)
     return client.submit_job(entrypoint=entrypoint, entrypoint_resources={WORKER_RESOURCE: 1})
@@ -62,12 +62,14 @@ def follow(log: Path, until, timeout: float = 60) -> str:
     raise AssertionError(f"not seen in {timeout}s; the log so far:\n{text[-3000:]}")
 
 
-def test_a_crashed_run_resumes_from_its_last_checkpoint(on_ray, tmp_path):
+@pytest.mark.parametrize("module", ["main_ppo", "sft_trainer_ray"])
+def test_a_crashed_run_resumes_from_its_last_checkpoint(on_ray, tmp_path, module):
     folder = tmp_path / "users/alice/jobs/t1/checkpoints"
     common = ["+standin.steps=8", "+standin.step_s=0.1", f"trainer.default_local_dir={folder}", "trainer.save_freq=2"]
+    ppo = module == "main_ppo"
 
     first_log = tmp_path / "a01.log"
-    first = submit(on_ray, first_log, *common, "+standin.exit_after=5")
+    first = submit(on_ray, first_log, *common, "+standin.exit_after=5", module=module)
     assert wait_for_end(on_ray, first) == JobStatus.FAILED
     assert sorted(p.name for p in folder.iterdir()) == [
         "global_step_2",
@@ -75,21 +77,25 @@ def test_a_crashed_run_resumes_from_its_last_checkpoint(on_ray, tmp_path):
         "latest_checkpointed_iteration.txt",
     ]
     assert (folder / "latest_checkpointed_iteration.txt").read_text() == "4"
-    assert (folder / "global_step_4/data.pt").is_file()
-    assert any((folder / "global_step_4/actor").iterdir())
+    assert (folder / ("global_step_4/data.pt" if ppo else "global_step_4/data_0.pt")).is_file()
     assert steps_in(first_log) == [1, 2, 3, 4, 5]
     first_text = first_log.read_text()
-    assert resumed_from(first_text) == ResumeInfo(0, "Training from scratch")
+    started = resumed_from(first_text)
+    assert started is not None and started.from_scratch
+    assert (started.line == "Training from scratch") if ppo else started.line.startswith("step:1 - ")
     assert "ray.exceptions.ActorDiedError" in first_text
     assert first_text.endswith("[argus-driver] command exited with code 1\n")
 
     second_log = tmp_path / "a02.log"
-    second = submit(on_ray, second_log, *common)
+    second = submit(on_ray, second_log, *common, module=module)
     assert wait_for_end(on_ray, second) == JobStatus.SUCCEEDED
     lines = clean_lines(second_log.read_text())
-    at = lines.index(f"Load from checkpoint folder: {folder}/global_step_4")
-    assert lines[at + 1 : at + 3] == ["Setting global step to 4", f"Resuming from {folder}/global_step_4"]
-    assert resumed_from(second_log.read_text()) == ResumeInfo(4, "Setting global step to 4")
+    if ppo:
+        at = lines.index(f"Load from checkpoint folder: {folder}/global_step_4")
+        assert lines[at + 1 : at + 3] == ["Setting global step to 4", f"Resuming from {folder}/global_step_4"]
+    assert resumed_from(second_log.read_text()) == ResumeInfo(
+        4, "Setting global step to 4" if ppo else f"Found latest checkpoint: {folder}/global_step_4 (step 4)"
+    )
     assert steps_in(second_log) == [5, 6, 7, 8]
     assert (folder / "latest_checkpointed_iteration.txt").read_text() == "8"  # the last step saves too
     assert {p.name for p in folder.glob("global_step_*")} == {f"global_step_{n}" for n in (2, 4, 6, 8)}

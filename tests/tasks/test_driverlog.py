@@ -90,23 +90,52 @@ def test_a_real_verl_log_read_in_pieces_comes_back_whole(path):
 
 
 def test_a_first_run_says_it_trains_from_scratch():
-    info = resumed_from(standin("first"))
+    info = resumed_from(standin("ppo_first"))
     assert info == ResumeInfo(0, "Training from scratch")
     assert info.from_scratch
 
 
 def test_a_resumed_run_says_the_step_it_goes_on_from():
-    info = resumed_from(standin("second"))
+    info = resumed_from(standin("ppo_second"))
     assert info == ResumeInfo(4, "Setting global step to 4")
     assert not info.from_scratch
 
 
 def test_nothing_said_yet_is_not_from_scratch():
-    text = standin("second")
+    text = standin("ppo_second")
     before = text[: text.index("Setting global step")]
     assert "Load from checkpoint folder" in before  # the line before it has come, not this one
     assert resumed_from(before) is None
     assert resumed_from(standin("starved")) is None  # never placed, never reached the trainer
+
+
+def test_sft_says_where_it_resumed_in_its_own_words():
+    info = resumed_from(standin("sft_second"))
+    assert info == ResumeInfo(4, "Found latest checkpoint: /tmp/standin-cap/ck-sft/global_step_4 (step 4)")
+
+
+def test_sft_from_scratch_says_nothing_and_its_first_step_tells():
+    text = standin("sft_first")
+    assert "scratch" not in text
+    info = resumed_from(text)
+    assert info is not None and info.from_scratch
+    assert info.line.startswith("step:1 - ")
+
+
+def test_a_first_metric_line_after_a_resume_tells_the_step():
+    # HAND-WRITTEN: SFT with resume_mode=resume_path prints nothing about it; its steps go on at N+1.
+    assert resumed_from("step:13 - train/loss:0.41 - train/lr:1e-05\n") == ResumeInfo(
+        12, "step:13 - train/loss:0.41 - train/lr:1e-05"
+    )
+
+
+def test_validation_before_training_is_not_a_step():
+    # Real, from the older verl log above, each line cut after its first keys: val_before_train
+    # logs its metrics as step 0.
+    text = "(TaskRunner pid=247607) step:0 - val-aux/char_count/reward/mean@1:0.121524201853759\n"
+    assert resumed_from(text) is None
+    step_1 = "step:1 - global_seqlen/min:159906 - global_seqlen/max:159906"
+    assert resumed_from(f"{text}(TaskRunner pid=247607) {step_1}\n") == ResumeInfo(0, step_1)
 
 
 @pytest.mark.parametrize("path", VERL_LOGS, ids=lambda p: p.stem)
@@ -164,7 +193,7 @@ def test_the_autoscalers_tip_alone_is_not_stuck():
     assert tip and placement_stuck(tip) is None
 
 
-@pytest.mark.parametrize("name", ["first", "second", "stall"])
+@pytest.mark.parametrize("name", ["ppo_first", "ppo_second", "sft_first", "sft_second", "stall", "busy"])
 def test_runs_that_were_placed_are_not_stuck(name):
     assert placement_stuck(standin(name)) is None
 
@@ -173,6 +202,14 @@ def test_runs_that_were_placed_are_not_stuck(name):
 def test_real_verl_failures_are_not_stuck(path):
     # tq_head_unschedulable among them: an ActorUnschedulableError ends that run by itself.
     assert placement_stuck(path.read_text()) is None
+
+
+def test_a_placement_waiting_on_busy_resources_is_silent():
+    # Captured: another job held 10 of the node's 14 CPUs; the stand-in's 12-CPU group waited
+    # 75 s with not a line from Ray (the request fits the node, so the autoscaler has no error).
+    text = standin("busy")
+    assert placement_stuck(text) is None
+    assert resumed_from(text) is None
 
 
 def test_the_last_request_that_fits_nowhere_is_quoted():
