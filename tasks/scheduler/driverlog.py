@@ -26,7 +26,7 @@ SCRATCH = re.compile(r"^Training from scratch\s*$")
 # before training logs "step:0 - val-…", which says nothing about it.
 METRICS = re.compile(r"^step:(?P<step>\d+) - ")
 
-# Ray's autoscaler, repeated while a request (a placement group's bundles summed, an
+# Ray's autoscaler, repeated (every ~35 s here) while a request (a placement group's bundles summed, an
 # actor) fits on no node: "Error: No available node types can fulfill resource request {...}". verl
 # waits on its placement groups with no timeout, so this line is the only sign that it never will
 # start. A request that fits a node whose resources are busy waits without a word from Ray

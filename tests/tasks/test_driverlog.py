@@ -4,6 +4,7 @@ Lines written by hand for a case no capture has are marked HAND-WRITTEN with wha
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -185,6 +186,15 @@ def test_the_autoscalers_error_is_the_line_to_quote():
     text = standin("starved")
     assert "\x1b[33m(autoscaler +4s)\x1b[0m Error: No available node types" in text  # as captured
     assert placement_stuck(text) == STARVED
+
+
+def test_the_autoscalers_error_comes_again_while_the_run_waits():
+    # Captured over 100 s: at +9s, +44s and +1m19s, each twice like every line Ray relays on a one-host cluster.
+    text = standin("starved_long")
+    times = re.findall(r"\(autoscaler (\+\w+)\)\x1b\[0m Error: No available node types", text)
+    assert times == ["+9s", "+9s", "+44s", "+44s", "+1m19s", "+1m19s"]
+    assert placement_stuck(text) == STARVED
+    assert placement_stuck(text[: text.index("(autoscaler +44s)")]) == STARVED  # the first one is enough
 
 
 def test_the_autoscalers_tip_alone_is_not_stuck():
