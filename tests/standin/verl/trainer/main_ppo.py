@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import importlib
+import os
 import random
 import sys
 import time
 import traceback
+from typing import Any
 
 import ray
-from ray.util.placement_group import placement_group
+from ray.util.placement_group import PlacementGroup, placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+# verl's ResourcePoolManager.max_colocate_count: the CPUs each GPU's bundle asks beside it.
+MAX_COLOCATE_COUNT = 3
+TRACKER = "latest_checkpointed_iteration.txt"
 
 
 def overrides(argv: list[str]) -> dict[str, str]:
@@ -21,22 +28,146 @@ def overrides(argv: list[str]) -> dict[str, str]:
     return found
 
 
-@ray.remote
 class WorkerDict:
     """verl's per-GPU worker: on a machine without CUDA it dies setting up torch.distributed."""
 
     def __init__(self) -> None:
-        import verl.workers.engine  # noqa: F401 - warns as verl's does, with this actor's prefix
+        importlib.import_module("verl.workers.engine")  # warns as verl's does, with this actor's prefix
 
     def init_model(self) -> None:
         # verl/utils/distributed.py -> torch.distributed.init_process_group(backend="nccl") on CPU torch.
         raise RuntimeError("Distributed package doesn't have NCCL built in")
 
 
-@ray.remote(num_cpus=1)
+def checkpoint_dir(config: dict[str, str], project: str, experiment: str) -> str:
+    # verl's configs: checkpoints/${trainer.project_name}/${trainer.experiment_name}, relative to
+    # the working directory of the process that loads it (here the TaskRunner's).
+    folder = config.get("trainer.default_local_dir") or os.path.join(
+        "checkpoints", config.get("trainer.project_name", project), config.get("trainer.experiment_name", experiment)
+    )
+    return resolve(folder)
+
+
+def find_latest_ckpt_path(path: str) -> str | None:
+    """verl/utils/checkpoint/checkpoint_manager.py, with its messages."""
+    tracker = os.path.join(path, TRACKER)
+    if not os.path.exists(tracker):
+        print(f"Checkpoint tracker file does not exist: {tracker}", flush=True)
+        return None
+    with open(tracker, "rb") as f:
+        iteration = int(f.read().decode())
+    ckpt_path = os.path.join(path, f"global_step_{iteration}")
+    if not os.path.exists(ckpt_path):
+        print("Checkpoint does not exist: %s", ckpt_path, flush=True)  # sic: verl passes print a %s
+        return None
+    print("Found checkpoint: %s", ckpt_path, flush=True)
+    return ckpt_path
+
+
+def resolve(path: str) -> str:
+    return path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
+
+
+def write_step(step_folder: str, files: list[str], step: int) -> None:
+    for name in files:
+        os.makedirs(os.path.dirname(os.path.join(step_folder, name)), exist_ok=True)
+        with open(os.path.join(step_folder, name), "w") as f:
+            f.write(f"stand-in {name} at step {step}\n")
+
+
+def write_tracker(folder: str, step: int) -> str:
+    # The tracker last, by rename: a reader never sees it name a step whose files are not there.
+    tracker = os.path.join(folder, TRACKER)
+    with open(tracker + ".tmp", "w") as f:
+        f.write(str(step))
+    os.replace(tracker + ".tmp", tracker)
+    return tracker
+
+
+class PPOCheckpoints:
+    """verl's RayPPOTrainer._load_checkpoint / _save_checkpoint, with their messages."""
+
+    # fit() saves inside the step, before the step's metrics line.
+    before_metrics = True
+
+    # ppo_trainer.yaml's trainer.project_name and experiment_name.
+    defaults = ("verl_examples", "gsm8k")
+
+    def __init__(self, config: dict[str, str]) -> None:
+        self.config = config
+        self.folder = checkpoint_dir(config, *self.defaults)
+
+    def due(self, step: int, last: int) -> bool:
+        save_freq = int(self.config.get("trainer.save_freq", -1))
+        return save_freq > 0 and (step == last or step % save_freq == 0)
+
+    def load(self) -> int:
+        """The step to go on from (0: from scratch)."""
+        mode = self.config.get("trainer.resume_mode", "auto")
+        if mode == "disable":
+            return 0
+        global_step_folder = find_latest_ckpt_path(self.folder)
+        if mode == "auto":
+            if global_step_folder is None:
+                print("Training from scratch", flush=True)
+                return 0
+        elif mode == "resume_path":
+            global_step_folder = self.config["trainer.resume_from_path"]
+            assert "global_step_" in global_step_folder, "resume ckpt must specify the global_steps"
+            global_step_folder = resolve(global_step_folder)
+        assert global_step_folder is not None
+        print(f"Load from checkpoint folder: {global_step_folder}", flush=True)
+        step = int(global_step_folder.split("global_step_")[-1])
+        print(f"Setting global step to {step}", flush=True)
+        print(f"Resuming from {global_step_folder}", flush=True)
+        return step
+
+    def save(self, step: int) -> None:
+        step_folder = os.path.join(self.folder, f"global_step_{step}")
+        print(f"local_global_step_folder: {step_folder}", flush=True)
+        write_step(step_folder, ["actor/model_world_size_1_rank_0.pt", "data.pt"], step)
+        write_tracker(self.folder, step)
+
+
+class SFTCheckpoints(PPOCheckpoints):
+    """verl's SFT trainer (sft_trainer_ray, CheckpointHandler): other messages, and none at all
+    when it starts from scratch."""
+
+    # fit() logs the step's metrics, then saves.
+    before_metrics = False
+    # sft_trainer_engine.yaml's.
+    defaults = ("gsm8k-sft", "test")
+
+    def due(self, step: int, last: int) -> bool:
+        save_freq = int(self.config.get("trainer.save_freq", -1))
+        return step == last or (save_freq > 0 and step % save_freq == 0)  # the last step always
+
+    def load(self) -> int:
+        mode = self.config.get("trainer.resume_mode", "auto")
+        path = self.config.get("trainer.resume_from_path")
+        if mode == "disable":
+            return 0
+        if mode == "auto" and not path:
+            if not os.path.exists(self.folder):
+                return 0
+            path = find_latest_ckpt_path(self.folder)
+            if path is None:
+                return 0
+            print(f"Found latest checkpoint: {path} (step {int(path.split('global_step_')[-1])})", flush=True)
+        assert path and "global_step_" in path, "resume_from_path must specify the global_steps"
+        return int(path.split("global_step_")[-1])
+
+    def save(self, step: int) -> None:
+        step_folder = os.path.join(self.folder, f"global_step_{step}")
+        print(f"Saving checkpoint to: {step_folder}", flush=True)
+        write_step(step_folder, ["model_world_size_1_rank_0.pt", "data_0.pt"], step)
+        print(f"Saved dataloader state to: {os.path.join(step_folder, 'data_0.pt')}", flush=True)
+        print(f"Updated checkpoint tracker: {write_tracker(self.folder, step)}", flush=True)
+
+
 class TaskRunner:
-    def run(self, config: dict[str, str]) -> int:
-        import verl.workers.engine  # noqa: F401 - real verl warns here first, in every log
+    def run(self, config: dict[str, str], trainer: str) -> int:
+        importlib.import_module("verl.workers.engine")  # real verl warns here first, in every log
 
         nnodes = int(config.get("trainer.nnodes", 1))
         per_node = int(config.get("trainer.n_gpus_per_node", 1))
@@ -48,28 +179,47 @@ class TaskRunner:
         total_required = nnodes * per_node
         if total_available < total_required:
             raise ValueError(f"Total available GPUs {total_available} is less than total desired GPUs {total_required}")
-        # Then one STRICT_PACK placement group per node, waited on with no timeout: on a
-        # fragmented cluster this hangs, as verl does.
-        groups = [placement_group([{"GPU": 1}] * per_node, strategy="STRICT_PACK") for _ in range(nnodes)]
-        ray.get([group.ready() for group in groups])
+        groups = self.place(nnodes, per_node, float(config.get("standin.cpus_per_gpu", MAX_COLOCATE_COUNT)))
         if config.get("standin.fail") == "runtime":
             # As verl: one worker per GPU in its bundle; their error reaches the driver wrapped twice.
-            workers = [
-                WorkerDict.options(  # type: ignore[attr-defined]  # @ray.remote makes it an actor class (python/mypy#3135)
+            workers: list[Any] = [  # Any: Ray types an actor's methods as plain callables, without .remote
+                ray.remote(WorkerDict)
+                .options(
                     num_cpus=0,
                     num_gpus=1,
                     scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=i),
-                ).remote()
+                )
+                .remote()
                 for group in groups
                 for i in range(per_node)
             ]
             ray.get([worker.init_model.remote() for worker in workers])
+        return self.fit(config, trainer)
+
+    @staticmethod
+    def place(nnodes: int, per_node: int, cpus_per_gpu: float) -> list[PlacementGroup]:
+        # One STRICT_PACK group per node, a {"CPU": c, "GPU": 1} bundle per GPU, waited on with no
+        # timeout: on a fragmented cluster, or a node short of CPUs, this hangs as verl does.
+        bundle = {"CPU": cpus_per_gpu, "GPU": 1.0}
+        groups = [placement_group([bundle] * per_node, strategy="STRICT_PACK") for _ in range(nnodes)]
+        ray.get([group.ready() for group in groups])
+        return groups
+
+    @staticmethod
+    def fit(config: dict[str, str], trainer: str) -> int:
         steps = int(config.get("standin.steps", config.get("trainer.total_training_steps", 3)))
         step_s = float(config.get("standin.step_s", 0.2))
+        stall_after = int(config.get("standin.stall_after", 0))
+        exit_after = int(config.get("standin.exit_after", 0))
+        checkpoints = SFTCheckpoints(config) if trainer == "sft" else PPOCheckpoints(config)
         print(f"Total training steps: {steps}", flush=True)
-        rng = random.Random(0)
-        for step in range(1, steps + 1):
+        start = checkpoints.load()
+        rng = random.Random(start)
+        for step in range(start + 1, steps + 1):
             time.sleep(step_s)
+            save = checkpoints.due(step, steps)
+            if save and checkpoints.before_metrics:
+                checkpoints.save(step)
             loss = -0.001 * rng.random()
             score = min(1.0, 0.2 + step / (steps + 1))
             print(
@@ -77,15 +227,24 @@ class TaskRunner:
                 f" - response_length/mean@1:{100 + step}",
                 flush=True,
             )
+            if save and not checkpoints.before_metrics:
+                checkpoints.save(step)
+            if step == stall_after:
+                while True:  # a hang: alive, silent, holding its placement groups
+                    time.sleep(3600)
+            if step == exit_after:
+                # A crash: the actor's process dies without a word, the driver sees ActorDiedError.
+                os._exit(1)
         return steps
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], trainer: str = "ppo") -> int:
     config = overrides(argv)
     ray.init()
-    runner = TaskRunner.remote()  # type: ignore[attr-defined]  # an actor class, as above
+    # Actors made here, not by class decorators, which mypy does not apply; Any as above.
+    runner: Any = ray.remote(num_cpus=1)(TaskRunner).remote()
     try:
-        ray.get(runner.run.remote(config))
+        ray.get(runner.run.remote(config, trainer))
     except Exception:
         # What verl's @hydra.main (run_and_report) prints for an error in the job, then exit code 1.
         print(f"Error executing job with overrides: {argv}", file=sys.stderr)

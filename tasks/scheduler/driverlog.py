@@ -1,0 +1,105 @@
+"""What sync reads in a running attempt's driver.log, a little at a time: only what was added since
+the last tick (``read_new``), then what verl and Ray said in it: the step it resumed from
+(``resumed_from``) and a placement Ray cannot give (``placement_stuck``).
+
+Pure: files and strings in, values out; no Django. The words matched are the real ones, quoted
+in tests/tasks/test_driverlog.py with where each was seen.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# Ray prefixes what actors and its monitors print: "(TaskRunner pid=12) ", "(autoscaler +24s) ".
+ACTOR_PREFIX = re.compile(r"^\((?:[^()]|\([^()]*\))*\) ?")
+
+# Where verl says where it started. PPO (RayPPOTrainer._load_checkpoint): "Setting global step to N"
+# once it resumes from global_step_N, "Training from scratch" when resume_mode=auto finds nothing.
+# SFT (CheckpointHandler): "Found latest checkpoint: <dir>/global_step_N (step N)", and nothing at
+# all from scratch. resume_mode=disable says nothing either.
+RESUMED = re.compile(r"^(?:Setting global step to (?P<step>\d+)|Found latest checkpoint: .* \(step (?P<sft>\d+)\))\s*$")
+SCRATCH = re.compile(r"^Training from scratch\s*$")
+# A metric line, "step:N - key:value - …": logged as N = the step it resumed from + 1. Validation
+# before training logs "step:0 - val-…", which says nothing about it.
+METRICS = re.compile(r"^step:(?P<step>\d+) - ")
+
+# Ray's autoscaler, repeated (every ~35 s here) while a request (a placement group's bundles summed, an
+# actor) fits on no node: "Error: No available node types can fulfill resource request {...}". verl
+# waits on its placement groups with no timeout, so this line is the only sign that it never will
+# start. A request that fits a node whose resources are busy waits without a word from Ray
+# (tests/standin/logs/busy.log): only the stall timeout sees that one.
+INFEASIBLE = re.compile(r"^Error: No available node types can fulfill resource requests?\b")
+
+
+@dataclass(frozen=True)
+class ResumeInfo:
+    """Where verl started: ``step`` 0 is from scratch, N resumed from global_step_N."""
+
+    step: int
+    line: str
+
+    @property
+    def from_scratch(self) -> bool:
+        return self.step == 0
+
+
+def read_new(path: str | os.PathLike[str], offset: int, max_bytes: int) -> tuple[str, int, bool]:
+    """What was added to the file since ``offset``: ``(text, new_offset, grew)``.
+
+    1. ``text`` holds whole lines only, at most ``max_bytes`` of them; a last line still being
+       written stays for the next call (unless one line alone is longer than ``max_bytes``: then
+       its first ``max_bytes`` come, so reading never stalls on it).
+    2. ``grew`` says the file has bytes past ``offset``, a partial line included: a trainer that
+       redraws a progress bar with no newline is still alive.
+    3. A file shorter than ``offset`` was replaced: it is read again from its start. A file
+       that is not there gives nothing and keeps ``offset``.
+    """
+    try:
+        with open(path, "rb") as log:
+            size = os.fstat(log.fileno()).st_size
+            if size < offset:
+                offset = 0
+            if size == offset:
+                return "", offset, False
+            log.seek(offset)
+            chunk = log.read(min(max_bytes, size - offset))
+    except FileNotFoundError:
+        return "", offset, False
+    end = chunk.rfind(b"\n") + 1
+    if end == 0 and len(chunk) < max_bytes:
+        return "", offset, True
+    whole = chunk[:end] if end else chunk
+    return whole.decode("utf-8", errors="replace"), offset + len(whole), True
+
+
+def clean_lines(text: str) -> list[str]:
+    """The lines as verl wrote them: no colour codes, no Ray prefix."""
+    return [ACTOR_PREFIX.sub("", ANSI.sub("", line)).strip() for line in text.splitlines()]
+
+
+def resumed_from(text: str) -> ResumeInfo | None:
+    """Where verl started, from the first line in ``text`` that tells; None while none has.
+
+    verl's own words first; when it has none (SFT from scratch, resume_mode=disable), the first
+    training step's metric line: it says step 1 from scratch, N+1 after a resume from N.
+    """
+    for line in clean_lines(text):
+        if match := RESUMED.match(line):
+            return ResumeInfo(int(match["step"] or match["sft"]), line)
+        if SCRATCH.match(line):
+            return ResumeInfo(0, line)
+        if (match := METRICS.match(line)) and int(match["step"]) > 0:
+            return ResumeInfo(int(match["step"]) - 1, line)
+    return None
+
+
+def placement_stuck(text: str) -> str | None:
+    """The last line in ``text`` where Ray says a request fits on no node, to quote in a reason."""
+    found = None
+    for line in clean_lines(text):
+        if INFEASIBLE.match(line):
+            found = line
+    return found
