@@ -261,6 +261,9 @@ ARGUS_MAX_TASK_GPUS = envint("ARGUS_MAX_TASK_GPUS", 0)
 # verl asks one {"CPU": 3, "GPU": 1} bundle per GPU: admission checks that many CPUs per GPU on
 # each node (0 turns the CPU check off).
 ARGUS_CPUS_PER_GPU = envfloat("ARGUS_CPUS_PER_GPU", 3.0)
+# A running attempt whose placement Ray reports it cannot satisfy for this long is stopped and
+# requeued as a shortage (verl would wait for it for ever).
+ARGUS_PLACEMENT_GRACE_S = envint("ARGUS_PLACEMENT_GRACE_S", 60)
 
 # Files page / API
 ARGUS_MAX_UPLOAD_BYTES = envint("ARGUS_MAX_UPLOAD_BYTES", 1024 * 1024 * 1024)

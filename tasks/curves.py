@@ -14,10 +14,8 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 
-from tasks.models import Attempt, Task, TaskState
 from tasks.scheduler.failures import strip_ansi
 
 STEP = re.compile(r"(?:^|[\s)])step:(?P<step>\d+)\s+-\s+(?P<rest>.+)$")
@@ -166,35 +164,3 @@ def merge_attempts(attempts: Iterable[AttemptCurves]) -> TaskCurves:
 
 
 # ---- What the task page and the API say of an attempt's resume and a task's time limit.
-
-
-def resume_summary(attempt: Attempt) -> str:
-    """``attempt 2 resumed from step 40`` / ``attempt 1 started from scratch``."""
-    return f"attempt {attempt.attempt_no} {resume_words(attempt)}"
-
-
-def resume_words(attempt: Attempt) -> str:
-    """How the attempt started: ``resumed from step 40``, ``started from scratch``, ….
-
-    The scheduler fills ``resumed_from_step`` once verl says it loaded a checkpoint, which can
-    take minutes after Ray starts the job: until a later attempt has ended, null only means
-    "not yet", and saying "from scratch" then would alarm for nothing.
-    """
-    if attempt.resumed_from_step is not None:
-        return f"resumed from step {attempt.resumed_from_step}"
-    if attempt.start_time is None:
-        return "never started" if attempt.end_time else "has not started yet"
-    if attempt.end_time is None and attempt.attempt_no > 1:
-        return "has not loaded a checkpoint yet"
-    return "started from scratch"
-
-
-def time_left_s(task: Task, attempt: Attempt | None, now: datetime) -> int | None:
-    """Seconds the running attempt has left under the task's time limit, which counts from the
-    attempt's start on Ray (a retry gets the whole limit again); null when there is no limit
-    or nothing is running."""
-    if task.time_limit_s is None or task.state != TaskState.RUNNING:
-        return None
-    if attempt is None or attempt.start_time is None or attempt.end_time is not None:
-        return None
-    return max(0, task.time_limit_s - int((now - attempt.start_time).total_seconds()))

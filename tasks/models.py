@@ -219,6 +219,16 @@ class Task(models.Model):
     def is_terminal(self) -> bool:
         return self.state in TERMINAL_STATES
 
+    def time_left_s(self, attempt: Attempt | None, now: datetime) -> int | None:
+        """Seconds the running ``attempt`` has left under the time limit, which counts from the
+        attempt's start on Ray (a retry gets the whole limit again); None when there is no limit
+        or nothing runs."""
+        if self.time_limit_s is None or self.state != S.RUNNING:
+            return None
+        if attempt is None or attempt.start_time is None or attempt.end_time is not None:
+            return None
+        return max(0, self.time_limit_s - int((now - attempt.start_time).total_seconds()))
+
     @classmethod
     def create(cls, *, user: Any, actor: str = "api", **fields: Any) -> Task:
         """A new QUEUED task with a readable id, and its CREATED event."""
@@ -390,9 +400,10 @@ class Attempt(models.Model):
     # that says so: what the attempt's end is settled as once Ray reports it stopped.
     stop_reason = models.CharField(max_length=32, choices=FailureKind.choices, blank=True)
     stop_line = models.CharField(max_length=500, blank=True)
-    # The step verl resumed from ("Setting global step to N"); null: it started from scratch
-    # (or has not said yet).
+    # The step verl resumed from ("Setting global step to N"); null: it started from scratch, or
+    # has not said yet (resume_known tells which).
     resumed_from_step = models.IntegerField(null=True, blank=True)
+    resume_known = models.BooleanField(default=False)
     # How far sync has read driver.log (it reads only what was added), when it last grew, and
     # since when verl has waited for a placement Ray cannot give (the line that said so).
     log_offset = models.BigIntegerField(default=0)
@@ -416,6 +427,26 @@ class Attempt(models.Model):
     @staticmethod
     def submission_id_for(task_id: str, attempt_no: int) -> str:
         return f"{task_id}--a{attempt_no:02d}"
+
+    @property
+    def resume_words(self) -> str:
+        """How the attempt started: ``resumed from step 40``, ``started from scratch``, …
+
+        verl says so minutes after Ray starts the job: until then, nothing is claimed."""
+        if self.resumed_from_step is not None:
+            return f"resumed from step {self.resumed_from_step}"
+        if self.resume_known:
+            return "started from scratch"
+        if self.start_time is None:
+            return "never started" if self.end_time else "has not started yet"
+        if self.end_time is None:
+            return "has not loaded a checkpoint yet"
+        return "ended before verl said where it started"
+
+    @property
+    def resume_summary(self) -> str:
+        """``attempt 2 resumed from step 40``."""
+        return f"attempt {self.attempt_no} {self.resume_words}"
 
 
 class Event(models.Model):

@@ -7,7 +7,6 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from argus_site.api import QueryBooleanField
-from tasks.curves import resume_summary, time_left_s
 from tasks.models import Attempt, Event, Priority, Task, TaskKind, Workload
 from tasks.specs import MAX_EPOCHS, MAX_FREQ, MAX_GPUS_PER_NODE, MAX_NNODES, MAX_RETRIES, MAX_TRAINING_STEPS
 
@@ -35,7 +34,7 @@ class AttemptSerializer(serializers.ModelSerializer):
         ]
 
     def get_summary(self, attempt: Attempt) -> str:
-        return resume_summary(attempt)
+        return attempt.resume_summary
 
 
 class TaskSerializer(serializers.ModelSerializer):
@@ -87,7 +86,7 @@ class TaskDetailSerializer(TaskSerializer):
     def get_time_left_s(self, task: Task) -> int | None:
         # all(): the prefetched attempts of the detail view, with no query of its own.
         latest = max(task.attempts.all(), key=lambda attempt: attempt.attempt_no, default=None)
-        return time_left_s(task, latest, timezone.now())
+        return task.time_left_s(latest, timezone.now())
 
 
 class TaskSpecSerializer(serializers.Serializer):

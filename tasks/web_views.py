@@ -25,7 +25,6 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from accounts.homes import home_dir, shared_root
-from tasks.curves import resume_words, time_left_s
 from tasks.filters import TaskFilter
 from tasks.jobfiles import resolved_spec
 from tasks.models import ACTIVE_STATES, WAITING_STATES, Attempt, IllegalTransition, StaleState, Task, TaskState
@@ -158,7 +157,7 @@ def _span(seconds: int) -> str:
 
 def _time_left(task: Task, latest: Attempt | None) -> dict[str, Any] | None:
     """What the status says of the running attempt's time limit; None when nothing counts down."""
-    left = time_left_s(task, latest, timezone.now())
+    left = task.time_left_s(latest, timezone.now())
     if left is None:
         return None
     # Minutes only: the status is polled every few seconds and should read the same until a
@@ -177,7 +176,7 @@ def task_detail_view(request: HttpRequest, task_id: str) -> HttpResponse:
         "task": task,
         "attempts": attempts,
         # (attempt, how it started) for the attempts table.
-        "attempt_rows": [(attempt, resume_words(attempt)) for attempt in attempts],
+        "attempt_rows": [(attempt, attempt.resume_words) for attempt in attempts],
         "time_limit": _span(task.time_limit_s) if task.time_limit_s else "",
         "time_left": _time_left(task, attempts[-1] if attempts else None),
         "events": events,

@@ -17,6 +17,7 @@ from tasks.scheduler.launch import mark_submitted, submit_attempt
 from tasks.scheduler.rayjobs import JobNotFound, RayJobs
 from tasks.scheduler.settle import ACTOR, Outcome, settle
 from tasks.scheduler.steps import Budget, guarded
+from tasks.scheduler.watch import watch
 
 S = TaskState
 LOG_TAIL_BYTES = 64 * 1024
@@ -60,7 +61,11 @@ def follow(ray: RayJobs, task: Task, attempt: Attempt) -> bool:
         return False
     if task.state == S.SUBMITTING:
         mark_submitted(task, attempt, note="Found on Ray after an interrupted submission.")
-    return apply_status(task, attempt, job)
+    if apply_status(task, attempt, job):
+        return True
+    if task.state == S.RUNNING:
+        watch(ray, task, attempt)  # what Ray cannot see: a time limit, a hang, a placement never given
+    return False
 
 
 LOST_MESSAGE = "Ray no longer knows this job (the head may have restarted)."

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.curves import AttemptCurves, merge_attempts, parse_log, parse_text, resume_summary, time_left_s
+from tasks.curves import AttemptCurves, merge_attempts, parse_log, parse_text
 from tasks.models import Attempt, Task, TaskState
 from tests.web.task_data import verl_log
 
@@ -139,16 +139,18 @@ NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
     [
         (_a(2, resumed_from_step=40, start_time=NOW), "attempt 2 resumed from step 40"),
         (_a(3, resumed_from_step=0, start_time=NOW, end_time=NOW), "attempt 3 resumed from step 0"),
-        (_a(1, start_time=NOW), "attempt 1 started from scratch"),
-        (_a(2, start_time=NOW, end_time=NOW), "attempt 2 started from scratch"),
+        (_a(1, resume_known=True, start_time=NOW), "attempt 1 started from scratch"),
+        (_a(2, resume_known=True, start_time=NOW, end_time=NOW), "attempt 2 started from scratch"),
         # Running, and verl has not said yet: it may still load a checkpoint.
         (_a(2, start_time=NOW), "attempt 2 has not loaded a checkpoint yet"),
+        (_a(1, start_time=NOW), "attempt 1 has not loaded a checkpoint yet"),
+        (_a(1, start_time=NOW, end_time=NOW), "attempt 1 ended before verl said where it started"),
         (_a(2), "attempt 2 has not started yet"),
         (_a(2, end_time=NOW), "attempt 2 never started"),
     ],
 )
 def test_the_resume_in_words(attempt: Attempt, summary: str):
-    assert resume_summary(attempt) == summary
+    assert attempt.resume_summary == summary
 
 
 def _task(state: str, limit: int | None) -> Task:
@@ -157,8 +159,8 @@ def _task(state: str, limit: int | None) -> Task:
 
 def test_time_left_counts_from_the_running_attempts_start():
     started = _a(2, start_time=NOW - timedelta(minutes=48))
-    assert time_left_s(_task(TaskState.RUNNING, 7200), started, NOW) == 72 * 60
-    assert time_left_s(_task(TaskState.RUNNING, 600), started, NOW) == 0  # past it: none left, never negative
+    assert _task(TaskState.RUNNING, 7200).time_left_s(started, NOW) == 72 * 60
+    assert _task(TaskState.RUNNING, 600).time_left_s(started, NOW) == 0  # past it: none left, never negative
 
 
 @pytest.mark.parametrize(
@@ -172,4 +174,4 @@ def test_time_left_counts_from_the_running_attempts_start():
     ],
 )
 def test_no_time_left_without_a_limit_or_a_running_attempt(state: str, limit: int | None, attempt: Attempt | None):
-    assert time_left_s(_task(state, limit), attempt, NOW) is None
+    assert _task(state, limit).time_left_s(attempt, NOW) is None

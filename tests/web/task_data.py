@@ -159,8 +159,15 @@ def resumed_task(make_task: Any, user: Any, *, started_ago: timedelta = timedelt
         log=verl_log(range(1, 6)),
         ray_status="STOPPED",
         failure_kind=FailureKind.STALLED,
+        resume_known=True,
         start_time=now - started_ago - timedelta(hours=1),
         end_time=now - started_ago - timedelta(minutes=1),
     )
-    run_attempt(task, log=verl_log(range(4, 8), resumed_from=3), resumed_from_step=3, start_time=now - started_ago)
+    run_attempt(
+        task,
+        log=verl_log(range(4, 8), resumed_from=3),
+        resumed_from_step=3,
+        resume_known=True,
+        start_time=now - started_ago,
+    )
     return task
