@@ -13,6 +13,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from tasks.durations import parse_duration  # a pure module: settings may import it
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -261,6 +263,13 @@ ARGUS_MAX_TASK_GPUS = envint("ARGUS_MAX_TASK_GPUS", 0)
 # verl asks one {"CPU": 3, "GPU": 1} bundle per GPU: admission checks that many CPUs per GPU on
 # each node (0 turns the CPU check off).
 ARGUS_CPUS_PER_GPU = envfloat("ARGUS_CPUS_PER_GPU", 3.0)
+# Time limits and hang detection (seconds, or durations like 90m / 12h; 0: none). A spec's
+# time_limit defaults to ARGUS_DEFAULT_TIME_LIMIT and is capped by ARGUS_MAX_TIME_LIMIT; its
+# stall_timeout (driver.log silent that long: the attempt is stopped as STALLED) defaults to
+# ARGUS_STALL_TIMEOUT.
+ARGUS_DEFAULT_TIME_LIMIT = parse_duration(envstr("ARGUS_DEFAULT_TIME_LIMIT", "0"))
+ARGUS_MAX_TIME_LIMIT = parse_duration(envstr("ARGUS_MAX_TIME_LIMIT", "0"))
+ARGUS_STALL_TIMEOUT = parse_duration(envstr("ARGUS_STALL_TIMEOUT", "30m"))
 # A running attempt whose placement Ray reports it cannot satisfy for this long is stopped and
 # requeued as a shortage (verl would wait for it for ever).
 ARGUS_PLACEMENT_GRACE_S = envint("ARGUS_PLACEMENT_GRACE_S", 60)

@@ -17,7 +17,7 @@ def parse_duration(value: object) -> int:
     Raises ValueError with a message that says what is accepted.
     """
     if isinstance(value, bool):
-        raise ValueError("expected seconds or a duration like 90m or 12h, not a boolean")
+        raise ValueError("expected seconds or a duration like 90m, 12h or 1h30m, not true or false")
     if isinstance(value, int | float) and value >= 0 and float(value).is_integer():
         return int(value)
     if isinstance(value, str) and len(value) <= 40:

@@ -255,6 +255,8 @@ class Task(models.Model):
             n_gpus_per_node=parsed.n_gpus_per_node,
             priority=parsed.priority,
             max_retries=parsed.max_retries,
+            time_limit_s=parsed.time_limit_s,
+            stall_timeout_s=parsed.stall_timeout_s,
             spec_raw=parsed.raw,
             spec=parsed.resolved,
             warnings=parsed.warnings,

@@ -19,6 +19,7 @@ from django.conf import settings
 
 from accounts.homes import home_dir
 from tasks import hydra_argv, paths
+from tasks.durations import format_seconds, parse_duration
 from tasks.models import Priority, TaskKind, Workload
 
 # Upper bounds that no real request reaches; they keep absurd numbers out of the database and
@@ -31,8 +32,18 @@ MAX_TRAINING_STEPS = 100_000_000
 MAX_FREQ = 100_000_000
 # A spec is a flat mapping; anything nested deeper is a mistake or an attack on the parser.
 MAX_YAML_DEPTH = 16
+MAX_DURATION_S = 366 * 86400
 
-COMMON_KEYS = ("kind", "workload", "nnodes", "n_gpus_per_node", "priority", "max_retries")
+COMMON_KEYS = (
+    "kind",
+    "workload",
+    "nnodes",
+    "n_gpus_per_node",
+    "priority",
+    "max_retries",
+    "time_limit",
+    "stall_timeout",
+)
 BASIC_KEYS = (
     "model_id",
     "train_file",
@@ -45,9 +56,10 @@ BASIC_KEYS = (
 ADVANCED_KEYS = ("command",)
 
 DEFAULT_TOTAL_EPOCHS = 1
-# verl's own defaults, -1 meaning never: a PPO/GRPO run then keeps no checkpoint (verl saves only
-# when save_freq > 0), an SFT run still saves at its last step. Set save_freq to keep a model.
-DEFAULT_SAVE_FREQ = -1
+# verl's own default is -1 (never), which leaves a retry nothing to resume from: Argus saves every
+# 20 steps unless told otherwise, so an interruption costs at most 20 steps of training (and
+# each save costs its write time and disk: set a larger save_freq for a big model, -1 for none).
+DEFAULT_SAVE_FREQ = 20
 DEFAULT_TEST_FREQ = -1
 
 
@@ -69,6 +81,8 @@ class ParsedSpec:
     n_gpus_per_node: int
     priority: str
     max_retries: int
+    time_limit_s: int | None  # None: no limit
+    stall_timeout_s: int | None  # None: not watched
     raw: str
     resolved: dict[str, Any]
     warnings: list[str]
@@ -88,6 +102,8 @@ def parse_spec(source: bytes | str | dict[str, Any], *, username: str) -> Parsed
     n_gpus = check.integer("n_gpus_per_node", low=1, high=MAX_GPUS_PER_NODE)
     priority = check.choice("priority", Priority, default=Priority.NORMAL.value)
     max_retries = check.integer("max_retries", low=0, high=MAX_RETRIES, default=0)
+    time_limit = check.duration("time_limit", settings.ARGUS_DEFAULT_TIME_LIMIT, cap=settings.ARGUS_MAX_TIME_LIMIT)
+    stall_timeout = check.duration("stall_timeout", settings.ARGUS_STALL_TIMEOUT)
     resolved: dict[str, Any] = {
         "kind": kind,
         "workload": workload,
@@ -95,6 +111,8 @@ def parse_spec(source: bytes | str | dict[str, Any], *, username: str) -> Parsed
         "n_gpus_per_node": n_gpus,
         "priority": priority,
         "max_retries": max_retries,
+        "time_limit": time_limit,
+        "stall_timeout": stall_timeout,
     }
     if kind == TaskKind.BASIC:
         resolved.update(check.basic())
@@ -109,6 +127,8 @@ def parse_spec(source: bytes | str | dict[str, Any], *, username: str) -> Parsed
         n_gpus_per_node=n_gpus,
         priority=priority,
         max_retries=max_retries,
+        time_limit_s=time_limit or None,
+        stall_timeout_s=stall_timeout or None,
         raw=raw,
         resolved=resolved,
         warnings=check.warnings,
@@ -374,6 +394,28 @@ class _Checker:
             self.fail(key, f"must be between {low} and {high}, not {_shown(value)}")
             return None
         return value
+
+    def duration(self, key: str, default: int, *, cap: int = 0) -> int | None:
+        """Seconds (0: none) from seconds or a string like ``90m``; absent or null: the site's
+        ``default``. Over a site ``cap`` (0: none), the task gets the cap, and is told."""
+        present, value = self._value(key, default, required=False)
+        try:
+            seconds = parse_duration(value)
+        except ValueError as exc:
+            self.fail(key, str(exc))
+            return None
+        if seconds > MAX_DURATION_S:
+            self.fail(key, f"must be at most {format_seconds(MAX_DURATION_S)}, not {format_seconds(seconds)}")
+            return None
+        if cap and (seconds == 0 or seconds > cap):
+            if present:
+                asked = "no limit" if seconds == 0 else format_seconds(seconds)
+                self.warnings.append(
+                    f"{key}: {asked} is over this site's cap (ARGUS_MAX_TIME_LIMIT): "
+                    f"the task gets {format_seconds(cap)}."
+                )
+            seconds = cap
+        return seconds
 
     def string(self, key: str) -> str | None:
         present, value = self._value(key, None, required=True)

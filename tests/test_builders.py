@@ -108,7 +108,7 @@ def test_it_builds_from_a_parsed_spec(alice, shared_root: Path, checkpoint_dir: 
         f"data.train_files={shared_root}/datasets/t.parquet",
         f"data.val_files={shared_root}/users/alice/datasets/v.parquet",
     ]
-    assert "trainer.save_freq=-1" in argv
+    assert "trainer.save_freq=20" in argv  # Argus saves by default, so a retry can resume
     assert "trainer.test_freq=-1" in argv
     assert not any(arg.startswith("trainer.total_training_steps") for arg in argv)
 

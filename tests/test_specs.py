@@ -93,6 +93,8 @@ def test_it_accepts_the_basic_example(data: Path) -> None:
         n_gpus_per_node=4,
         priority="normal",
         max_retries=0,
+        time_limit_s=None,  # the site's defaults: no time limit, a stall timeout of 30 min
+        stall_timeout_s=1800,
         raw=text,
         resolved={
             "kind": "basic",
@@ -101,6 +103,8 @@ def test_it_accepts_the_basic_example(data: Path) -> None:
             "n_gpus_per_node": 4,
             "priority": "normal",
             "max_retries": 0,
+            "time_limit": 0,
+            "stall_timeout": 1800,
             "model_id": "Qwen/Qwen2.5-0.5B-Instruct",
             "train_file": f"{data}/datasets/gsm8k/train.parquet",
             "val_file": f"{data}/datasets/gsm8k/test.parquet",
@@ -120,7 +124,7 @@ def test_it_fills_defaults_and_expands_macros(data: Path) -> None:
     assert parsed.resolved["train_file"] == f"{data}/datasets/gsm8k/train.parquet"
     assert parsed.resolved["total_epochs"] == 1
     assert parsed.resolved["total_training_steps"] is None
-    assert parsed.resolved["save_freq"] == -1
+    assert parsed.resolved["save_freq"] == 20  # Argus's default: a retry has a checkpoint to resume
     assert parsed.resolved["test_freq"] == -1
     assert parsed.max_retries == 0
 
@@ -135,7 +139,7 @@ def test_it_accepts_a_json_object_and_keeps_a_yaml_copy(data: Path) -> None:
 
 def test_it_takes_null_optional_keys_as_their_default(data: Path) -> None:
     parsed = parse_spec(as_yaml(basic(priority=None, max_retries=None, save_freq=None)), username="alice")
-    assert (parsed.priority, parsed.max_retries, parsed.resolved["save_freq"]) == ("normal", 0, -1)
+    assert (parsed.priority, parsed.max_retries, parsed.resolved["save_freq"]) == ("normal", 0, 20)
 
 
 def test_it_accepts_hub_ids_without_looking_for_them(data: Path) -> None:
@@ -169,6 +173,8 @@ def test_it_accepts_the_advanced_example(data: Path) -> None:
         "priority",
         "max_retries",
         "command",
+        "time_limit",
+        "stall_timeout",
     }
 
 
@@ -829,3 +835,41 @@ def test_it_bounds_what_hydras_parser_is_given(data: Path, argument: str, expect
     started = time.perf_counter()
     assert expected in command_errors(f"{ENTRY} {argument}")
     assert time.perf_counter() - started < 1.0
+
+
+# --- Time limits and stall timeouts --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("value", "seconds"), [("90m", 5400), (7200, 7200), ("12h", 43200), ("1h30m", 5400)])
+def test_a_time_limit_in_seconds_or_words(data: Path, value: object, seconds: int) -> None:
+    parsed = parse_spec(basic(time_limit=value), username="alice")
+    assert parsed.time_limit_s == seconds and parsed.resolved["time_limit"] == seconds
+
+
+def test_no_time_limit_falls_back_to_the_site_default_and_0_means_none(data: Path, settings) -> None:
+    settings.ARGUS_DEFAULT_TIME_LIMIT = 3600
+    assert parse_spec(basic(), username="alice").time_limit_s == 3600
+    assert parse_spec(basic(time_limit=None), username="alice").time_limit_s == 3600
+    assert parse_spec(basic(time_limit=0), username="alice").time_limit_s is None
+
+
+def test_a_time_limit_over_the_sites_cap_gets_the_cap_and_says_so(data: Path, settings) -> None:
+    settings.ARGUS_MAX_TIME_LIMIT = 86400
+    parsed = parse_spec(basic(time_limit="48h"), username="alice")
+    assert parsed.time_limit_s == 86400
+    assert parsed.warnings == ["time_limit: 48 h is over this site's cap (ARGUS_MAX_TIME_LIMIT): the task gets 24 h."]
+    assert parse_spec(basic(), username="alice").time_limit_s == 86400  # no default: the cap holds
+
+
+@pytest.mark.parametrize("value", ["soon", "-5m", True, [1], "1.5"])
+def test_a_bad_duration_names_the_forms_accepted(data: Path, value: object) -> None:
+    [message] = errors(basic(time_limit=value))["time_limit"]
+    assert message.startswith("expected seconds or a duration like 90m, 12h or 1h30m")
+    assert "stall_timeout" in errors(basic(stall_timeout=value))
+
+
+def test_a_stall_timeout_defaults_to_the_sites_and_0_turns_it_off(data: Path, settings) -> None:
+    settings.ARGUS_STALL_TIMEOUT = 1800
+    assert parse_spec(basic(), username="alice").stall_timeout_s == 1800
+    assert parse_spec(basic(stall_timeout="5m"), username="alice").stall_timeout_s == 300
+    assert parse_spec(basic(stall_timeout=0), username="alice").stall_timeout_s is None
