@@ -12,6 +12,7 @@ from typing import Any
 
 from accounts.homes import home_dir
 from tasks.models import TaskKind, Workload
+from tasks.paths import expand_checkpoint_macro
 
 # The task's checkpoint folder, exported to advanced commands (they pass it to verl themselves).
 CHECKPOINT_ENV = "ARGUS_CHECKPOINT_DIR"
@@ -24,9 +25,10 @@ def build_argv(resolved: dict[str, Any], *, username: str, checkpoint_dir: Path)
     ``checkpoint_dir``: the task's own folder, shared by its attempts, so that each retry
     resumes from the last checkpoint (verl's ``resume_mode=auto``).
 
-    Advanced: ``["env", "ARGUS_CHECKPOINT_DIR=<checkpoint_dir>", "bash", "-c", resolved["command"]]``
-    (not a login shell: /etc/profile would reset PATH, and the node's python3 is found through
-    it); the command passes ``trainer.default_local_dir=$ARGUS_CHECKPOINT_DIR`` to resume.
+    Advanced: ``["env", "ARGUS_CHECKPOINT_DIR=<checkpoint_dir>", "bash", "-c", <command>]`` (not a
+    login shell: /etc/profile would reset PATH, and the node's python3 is found through it), the
+    folder written into the command for ``$ARGUS_CHECKPOINT_DIR`` (tasks.paths), so that
+    ``trainer.default_local_dir=$ARGUS_CHECKPOINT_DIR`` resumes, quoted or not.
 
     PPO and GRPO (`verl.trainer.main_ppo`; GRPO is PPO's trainer with the GRPO estimator and
     no critic)::
@@ -63,7 +65,8 @@ def build_argv(resolved: dict[str, Any], *, username: str, checkpoint_dir: Path)
     if ".." in Path(checkpoint_dir).parts or jobs not in Path(checkpoint_dir).parents:
         raise ValueError(f"{checkpoint_dir} is not in a job directory of {username} (under {jobs})")
     if resolved["kind"] == TaskKind.ADVANCED:
-        return ["env", f"{CHECKPOINT_ENV}={checkpoint_dir}", "bash", "-c", resolved["command"]]
+        command = expand_checkpoint_macro(resolved["command"], checkpoint_dir)
+        return ["env", f"{CHECKPOINT_ENV}={checkpoint_dir}", "bash", "-c", command]
 
     workload = resolved["workload"]
     model = resolved["model_id"]

@@ -27,6 +27,11 @@ _HOME = r"(?:\$HOME(?![A-Za-z0-9_])|\$\{HOME\})"
 # no such folder and falls through to the plain `$HOME` rule.
 _COMMON = re.compile(_HOME + r"/common/(datasets|hf)(?![A-Za-z0-9_.-])")
 _HOME_RE = re.compile(_HOME)
+# The task's checkpoint folder, shared by its attempts (tasks.jobfiles.checkpoint_dir). The task
+# id is not known while a spec is checked: Argus writes the folder in when it builds the command,
+# so bash never expands it (a quoted `$ARGUS_CHECKPOINT_DIR` would otherwise reach verl as a
+# relative path, resolved against the job's working directory).
+CHECKPOINT_MACRO = re.compile(r"\$ARGUS_CHECKPOINT_DIR(?![A-Za-z0-9_])|\$\{ARGUS_CHECKPOINT_DIR\}")
 
 # What the Hub accepts as a repo id: `org/name`, letters, digits, `-`, `_`, `.`.
 _HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
@@ -51,6 +56,11 @@ def expand_macros(text: str, username: str) -> str:
     # Callables, not replacement strings: a root path holding `\` must not be read as a group escape.
     text = _COMMON.sub(lambda m: str(root / m.group(1)), text)
     return _HOME_RE.sub(lambda m: home, text)
+
+
+def expand_checkpoint_macro(text: str, checkpoint_dir: Path) -> str:
+    """Write the task's checkpoint folder in for `$ARGUS_CHECKPOINT_DIR` / `${ARGUS_CHECKPOINT_DIR}`."""
+    return CHECKPOINT_MACRO.sub(lambda m: str(checkpoint_dir), text)
 
 
 def allowed_read_roots(username: str) -> list[Path]:

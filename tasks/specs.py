@@ -475,10 +475,18 @@ class _Checker:
         except paths.PathPolicyError as exc:
             self.fail("command", str(exc))
             return None
-        checked = _CommandCheck(expanded, self.username, nnodes, n_gpus)
+        # Checked as it will run: with a task's checkpoint folder for the macro (any task's is
+        # checked the same way: it lies in the owner's jobs folder).
+        example = home_dir(self.username) / "jobs" / "TASK" / "checkpoints"
+        checked = _CommandCheck(paths.expand_checkpoint_macro(expanded, example), self.username, nnodes, n_gpus)
         for message in checked.errors:
             self.fail("command", message)
         self.warnings.extend(checked.warnings)
+        if not checked.errors and not checked.writes_under(example):
+            self.warnings.append(
+                "The command sets no trainer.default_local_dir=$ARGUS_CHECKPOINT_DIR: a retry will not resume "
+                "from this task's checkpoints (each attempt starts from scratch)."
+            )
         return expanded
 
 
@@ -629,6 +637,7 @@ class _CommandCheck:
         self.username = username
         self.errors: list[str] = []
         self.warnings: list[str] = []
+        self.argv: hydra_argv.HydraArgv | None = None
         tokens = self._syntax(command)
         if tokens is None:
             return
@@ -638,6 +647,7 @@ class _CommandCheck:
         if arguments is None:
             return
         argv = hydra_argv.parse(arguments)
+        self.argv = argv
         self.errors.extend(argv.errors)
         self._hydra(argv)
         self._inputs(argv)
@@ -653,6 +663,13 @@ class _CommandCheck:
                 "The command lacks +ray_kwargs.ray_init.address=auto: verl may start a Ray "
                 "instance of its own instead of joining the cluster."
             )
+
+    def writes_under(self, folder: Path) -> bool:
+        """Whether verl's checkpoints (trainer.default_local_dir) go into ``folder``."""
+        if self.argv is None:
+            return False
+        values = [str(value) for value in self.argv.values("trainer.default_local_dir")]
+        return any(value == str(folder) or value.startswith(f"{folder}/") for value in values)
 
     def _syntax(self, command: str) -> list[str] | None:
         """Shell-level rules; returns the words bash will pass, or None when they cannot be trusted."""

@@ -125,6 +125,14 @@ def test_it_runs_advanced_commands_through_bash_with_the_checkpoint_folder(check
     ]
 
 
+def test_the_checkpoint_folder_is_written_into_an_advanced_command(checkpoint_dir: Path) -> None:
+    spec = {"kind": "advanced", "workload": "ppo", "nnodes": 1, "n_gpus_per_node": 1}
+    spec["command"] = "python3 -m verl.trainer.main_ppo trainer.default_local_dir='${ARGUS_CHECKPOINT_DIR}'"
+    argv = build_argv(spec, username="alice", checkpoint_dir=checkpoint_dir)
+    # Written in by Argus: bash would not expand it inside single quotes.
+    assert argv[-1] == f"python3 -m verl.trainer.main_ppo trainer.default_local_dir='{checkpoint_dir}'"
+
+
 @pytest.mark.parametrize(
     "where",
     [

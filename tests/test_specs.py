@@ -50,6 +50,7 @@ GOOD_COMMAND = (
     "  custom_reward_function.path=$HOME/code/reward.py \\\n"
     "  custom_reward_function.name=compute_score \\\n"
     "  trainer.nnodes=2 trainer.n_gpus_per_node=4 \\\n"
+    "  trainer.default_local_dir=$ARGUS_CHECKPOINT_DIR \\\n"
     "  +ray_kwargs.ray_init.address=auto\n"
 )
 
@@ -183,7 +184,8 @@ def test_it_accepts_python_env_assignments_and_the_newer_reward_key(data: Path) 
         "HYDRA_FULL_ERROR=1 NCCL_DEBUG='WARN' python -m verl.trainer.main_ppo "
         "data.train_files=${HOME}/common/datasets/gsm8k/train.parquet "
         "reward.custom_reward_function.path=$HOME/code/reward.py "
-        "trainer.nnodes=2 trainer.n_gpus_per_node=4 +ray_kwargs.ray_init.address=auto"
+        "trainer.nnodes=2 trainer.n_gpus_per_node=4 +ray_kwargs.ray_init.address=auto "
+        "trainer.default_local_dir='${ARGUS_CHECKPOINT_DIR}/actor'"
     )
     assert parse_spec(advanced(command), username="alice").warnings == []
 
@@ -193,9 +195,13 @@ def test_it_warns_about_missing_train_files_and_ray_address(data: Path) -> None:
         advanced("python3 -m verl.trainer.main_ppo trainer.nnodes=2 trainer.n_gpus_per_node=4"),
         username="alice",
     )
-    assert len(parsed.warnings) == 2
+    assert len(parsed.warnings) == 3
     assert "data.train_files" in parsed.warnings[0]
     assert "+ray_kwargs.ray_init.address=auto" in parsed.warnings[1]
+    assert parsed.warnings[2] == (
+        "The command sets no trainer.default_local_dir=$ARGUS_CHECKPOINT_DIR: a retry will not resume "
+        "from this task's checkpoints (each attempt starts from scratch)."
+    )
 
 
 def test_it_warns_when_the_command_leaves_the_gpu_counts_to_verl(data: Path) -> None:
@@ -708,7 +714,7 @@ def test_it_refuses_words_bash_would_brace_expand(data: Path, argument: str) -> 
 def test_it_accepts_group_values_that_pass_the_same_checks(data: Path) -> None:
     command = (
         f"{ENTRY} 'data={{train_files:[$HOME/common/datasets/gsm8k/train.parquet],max_prompt_length:512}}' "
-        "'trainer={nnodes:2,n_gpus_per_node:4,total_epochs:1,default_local_dir:$HOME/jobs/run1}' "
+        "'trainer={nnodes:2,n_gpus_per_node:4,total_epochs:1,default_local_dir:$ARGUS_CHECKPOINT_DIR}' "
         "'custom_reward_function={path:$HOME/code/reward.py,name:compute_score}' "
         "actor_rollout_ref/rollout=vllm +ray_kwargs.ray_init.address=auto"
     )
@@ -748,7 +754,8 @@ def test_it_accepts_the_variables_verl_users_set(data: Path) -> None:
         "PYTHONUNBUFFERED=1 HYDRA_FULL_ERROR=1 TOKENIZERS_PARALLELISM=false NCCL_DEBUG=WARN "
         "CUDA_DEVICE_MAX_CONNECTIONS=1 VLLM_ATTENTION_BACKEND=XFORMERS TORCH_NCCL_AVOID_RECORD_STREAMS=1 "
         "WANDB_MODE=offline HF_HOME=$HOME/common/hf HF_HUB_OFFLINE=1 "
-        f"{ENTRY} data.train_files=$HOME/common/datasets/gsm8k/train.parquet +ray_kwargs.ray_init.address=auto"
+        f"{ENTRY} data.train_files=$HOME/common/datasets/gsm8k/train.parquet +ray_kwargs.ray_init.address=auto "
+        "trainer.default_local_dir=$ARGUS_CHECKPOINT_DIR"
     )
     assert parse_spec(advanced(command), username="alice").warnings == []
 
@@ -873,3 +880,32 @@ def test_a_stall_timeout_defaults_to_the_sites_and_0_turns_it_off(data: Path, se
     assert parse_spec(basic(), username="alice").stall_timeout_s == 1800
     assert parse_spec(basic(stall_timeout="5m"), username="alice").stall_timeout_s == 300
     assert parse_spec(basic(stall_timeout=0), username="alice").stall_timeout_s is None
+
+
+# --- The task's checkpoint folder in advanced commands ---------------------------------------------
+
+
+def test_the_checkpoint_macro_is_kept_for_the_builder_and_checked_as_a_jobs_folder(data: Path) -> None:
+    parsed = parse_spec(advanced(), username="alice")
+    assert "trainer.default_local_dir=$ARGUS_CHECKPOINT_DIR" in parsed.resolved["command"]
+    assert parsed.warnings == []
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["$ARGUS_CHECKPOINT_DIRS", "$ARGUS_CHECKPOINT_DIR/../../../bob/jobs/x", "$ARGUS_CHECKPOINT"],
+)
+def test_only_the_macro_itself_is_taken_and_it_cannot_lead_out(data: Path, value: str) -> None:
+    command = GOOD_COMMAND.replace(
+        "trainer.default_local_dir=$ARGUS_CHECKPOINT_DIR", f"trainer.default_local_dir={value}"
+    )
+    assert "command" in errors(advanced(command))
+
+
+def test_checkpoints_elsewhere_in_the_jobs_folder_are_allowed_but_warned_about(data: Path) -> None:
+    command = GOOD_COMMAND.replace("$ARGUS_CHECKPOINT_DIR", "$HOME/jobs/run1")
+    warnings = parse_spec(advanced(command), username="alice").warnings
+    assert warnings == [
+        "The command sets no trainer.default_local_dir=$ARGUS_CHECKPOINT_DIR: a retry will not resume "
+        "from this task's checkpoints (each attempt starts from scratch)."
+    ]
