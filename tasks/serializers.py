@@ -221,6 +221,11 @@ class ClusterSerializer(serializers.Serializer):
     nodes = NodeSerializer(many=True)
     gpus_total = serializers.FloatField()
     gpus_free = serializers.FloatField()
+    cpus_total = serializers.FloatField(help_text="On live worker nodes.")
+    cpus_free = serializers.FloatField()
+    cpus_per_gpu = serializers.FloatField(
+        help_text="CPUs admission wants beside each GPU on a node, as verl's bundles ask (ARGUS_CPUS_PER_GPU; 0: none)."
+    )
     head = HeadSerializer()
     foreign_jobs = ForeignJobSerializer(
         many=True, help_text="Live Ray jobs Argus did not submit (as of the scheduler's last sweep of Ray's jobs)."

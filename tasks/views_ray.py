@@ -103,6 +103,9 @@ def cluster_summary() -> dict[str, Any]:
         "nodes": nodes,
         "gpus_total": sum(node.get("gpus_total", 0) for node in alive_workers),
         "gpus_free": sum(node.get("gpus_free", 0) for node in alive_workers),
+        "cpus_total": sum(node.get("cpus_total", 0) for node in alive_workers),
+        "cpus_free": sum(node.get("cpus_free", 0) for node in alive_workers),
+        "cpus_per_gpu": settings.ARGUS_CPUS_PER_GPU,
         "head": head,
         "foreign_jobs": state.foreign_jobs if state else [],
     }

@@ -436,6 +436,9 @@ def test_the_cluster_shows_nodes_gpus_and_the_head(as_alice: Client) -> None:
         assert f'<code class="path">{ip}</code>' in page
     assert 'aria-label="1 of 4 GPUs free"><span class="fill-5">' in page  # 25 %, in steps of 5 %
     assert "20 / 32" in page
+    # CPUs beside GPUs: the workers' 52 of 64 free, and what a task needs per GPU.
+    assert 'aria-label="52 of 64 CPUs free"' in page
+    assert "a task needs 3 per GPU on a node, as verl's bundles ask" in page
     assert ">Fresh</span>" in page and "http://10.0.0.1:8265" in page
     assert "data-ray-notice" not in page
 
