@@ -118,26 +118,20 @@ def next_move(task: Task, attempt: Attempt, outcome: Outcome, counts: Counter[st
     if outcome.final or kind in FINAL_FAILURES:
         return failed
     if kind == F.INSUFFICIENT_RESOURCES:
-        delay = retry_interval(counts[F.INSUFFICIENT_RESOURCES])
-        at = timezone.now() + timedelta(seconds=delay)
         # verl's fail-fast counts GPUs; a placement Ray cannot give is said in Ray's words.
         short = "verl found too few free GPUs" if INSUFFICIENT.search(line) else "the cluster had no room"
-        return _retry(
+        return _backoff(
             S.PENDING_RESOURCES,
-            f"Attempt {number} hit a resource shortage; retry in {delay} s.",
-            f"{short} ({line}); retrying after {at:%H:%M:%S} UTC",
-            delay=delay,
-            next_run_at=at,
+            counts[kind],
+            f"Attempt {number} hit a resource shortage",
+            f"{short} ({line})",
         )
     if kind == F.STORAGE_ERROR:
-        delay = retry_interval(counts[F.STORAGE_ERROR])
-        at = timezone.now() + timedelta(seconds=delay)
-        return _retry(
+        return _backoff(
             S.QUEUED,
-            f"Attempt {number} could not be prepared ({line}); retry in {delay} s.",
-            f"the job folder could not be written ({line}); retrying after {at:%H:%M:%S} UTC",
-            delay=delay,
-            next_run_at=at,
+            counts[kind],
+            f"Attempt {number} could not be prepared ({line})",
+            f"the job folder could not be written ({line})",
         )
     if kind == F.LOST:
         lost, limit = counts[F.LOST], settings.ARGUS_LOST_RETRIES
@@ -157,6 +151,15 @@ def next_move(task: Task, attempt: Attempt, outcome: Outcome, counts: Counter[st
             f"retrying after a failure: {line}",
         )
     return failed
+
+
+def _backoff(to: str, repeats: int, what: str, why: str) -> Move:
+    """A retry after ARGUS_RETRY_INTERVAL_S, doubling with each repeat of the same trouble."""
+    delay = retry_interval(repeats)
+    at = timezone.now() + timedelta(seconds=delay)
+    return _retry(
+        to, f"{what}; retry in {delay} s.", f"{why}; retrying after {at:%H:%M:%S} UTC", delay=delay, next_run_at=at
+    )
 
 
 def _retry(
