@@ -25,6 +25,7 @@ STEP = re.compile(r"^step:(\d+) - ")
 
 # A basic spec: Argus passes verl the task's checkpoint folder and resume_mode=auto itself, and
 # save_freq defaults to 20. The stand-in answers to verl.trainer.main_ppo, a step every 0.2 s.
+DURABLE_DEMO = Path(__file__).resolve().parents[2] / "examples" / "durable.yaml"
 RESUMABLE = PPO_SPEC + "total_training_steps: 40\nmax_retries: {retries}\n"
 
 
@@ -175,3 +176,28 @@ def test_an_infeasible_placement_is_requeued_not_left_running(alice, submit, cli
     response = client_for(alice).post(f"/api/v2/tasks/{task.task_id}/cancel")
     assert response.status_code == 200, response.content
     assert state_of(task) == S.CANCELED
+
+
+def test_the_durable_demo_resumes_from_its_checkpoint(alice, submit, client_for, on_ray, settings):
+    # README's "Durable training" on `make run`: examples/durable.yaml, its Ray job stopped by hand.
+    settings.ARGUS_ADVANCED_ALLOWED_MODULES = ["verl.trainer.", "examples."]
+    task = submit(alice, DURABLE_DEMO.read_text())
+    tick_until(lambda: state_of(task) == S.RUNNING)
+    first = task.attempts.get()
+    wait_for(lambda: 12 in steps_in(Path(first.log_path)), 60, "step 12", interval=0.05)
+    JobSubmissionClient(on_ray.job_server_url).stop_job(first.ray_submission_id)
+
+    tick_until(lambda: state_of(task) in (S.SUCCEEDED, S.FAILED), timeout=120)
+    assert task.state == S.SUCCEEDED, task.error_summary
+    second = task.attempts.get(attempt_no=2)
+    # How far attempt 1 got before Ray's stop took depends on the machine: 10 or 20.
+    resumed = second.resumed_from_step
+    assert resumed in (10, 20), resumed
+    assert steps_in(Path(second.log_path)) == list(range(resumed + 1, 41))
+    assert (checkpoint_dir("alice", task.task_id) / f"global_step_{resumed}" / "weights.npy").is_file()
+    client = client_for(alice)
+    assert client.get(f"/api/v2/tasks/{task.task_id}").json()["attempts"][1]["summary"] == (
+        f"attempt 2 resumed from step {resumed}"
+    )
+    metrics = client.get(f"/api/v2/tasks/{task.task_id}/metrics").json()
+    assert [step for step, _ in metrics["series"]["val/loss"]] == list(range(1, 41))
