@@ -19,7 +19,8 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,7 +32,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 # The same helpers the test suite's local Ray cluster uses (no Django import behind them).
-from tests.ray_cluster import free_port, http_ok, wait_for  # noqa: E402
+from tests.ray_cluster import LocalRayCluster, free_port, http_ok, wait_for  # noqa: E402
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User  # at run time, only after setup_django()
@@ -106,6 +107,30 @@ def migrate() -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0, interactive=False)
+
+
+@contextmanager
+def ray_bench(name: str, gpus: int = 4) -> Iterator[tuple[BenchEnv, LocalRayCluster]]:
+    """An isolated environment with Django set up and migrated, and a local Ray cluster (a head,
+    one worker declaring ``gpus`` GPUs) that the settings point at; all stopped and removed after."""
+    bench = isolated_env(name)
+    os.environ["ARGUS_LOG_LEVEL"] = "WARNING"
+    setup_django()
+    migrate()
+    from django.conf import settings
+
+    cluster = LocalRayCluster()
+    try:
+        cluster.start_head()
+        cluster.add_worker(gpus=gpus)
+        cluster.wait_for_gpus(gpus)
+        cluster.warm_up()
+        settings.ARGUS_RAY_JOB_SERVER_URL = cluster.job_server_url
+        settings.ARGUS_RAY_GCS_ADDRESS = cluster.gcs_address
+        yield bench, cluster
+    finally:
+        cluster.stop()
+        bench.cleanup()
 
 
 def make_user(username: str, *, admin: bool = False) -> tuple[User, str]:

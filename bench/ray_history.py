@@ -33,8 +33,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import isolated_env, machine_note, make_user, migrate, ms, setup_django, table
-from tests.ray_cluster import LocalRayCluster, cluster_env, wait_for
+from bench.common import machine_note, make_user, ms, ray_bench, table
+from tests.ray_cluster import cluster_env, wait_for
 
 WRITE_HISTORY = textwrap.dedent(
     """
@@ -100,28 +100,15 @@ def main() -> int:
     parser.add_argument("--ticks", type=int, default=20)
     args = parser.parse_args()
 
-    bench = isolated_env("ray_history")
-    import os
+    # The live tasks' jobs stop with the cluster, at the end.
+    with ray_bench("ray_history") as (bench, cluster):
+        from ray.job_submission import JobSubmissionClient
 
-    os.environ["ARGUS_LOG_LEVEL"] = "WARNING"
-    setup_django()
-    migrate()
-    from django.conf import settings
-    from ray.job_submission import JobSubmissionClient
+        from tasks.models import Task, TaskState
+        from tasks.scheduler.tick import tick
+        from tasks.specs import parse_spec
+        from tests.scheduler.conftest import standin_spec
 
-    from tasks.models import Task, TaskState
-    from tasks.scheduler.tick import tick
-    from tasks.specs import parse_spec
-    from tests.scheduler.conftest import standin_spec
-
-    cluster = LocalRayCluster()
-    try:
-        cluster.start_head()
-        cluster.add_worker(gpus=4)
-        cluster.wait_for_gpus(4)
-        cluster.warm_up()
-        settings.ARGUS_RAY_JOB_SERVER_URL = cluster.job_server_url
-        settings.ARGUS_RAY_GCS_ADDRESS = cluster.gcs_address
         print(f"bench dir {bench.dir}; {machine_note()}", flush=True)
 
         user, _ = make_user("alice")
@@ -162,9 +149,6 @@ def main() -> int:
             "that also reads the whole job table (every ARGUS_RAY_SWEEP_S, 5 s by default). Before this change\n"
             "every tick called list_jobs."
         )
-    finally:
-        cluster.stop()  # the live tasks' jobs go with it
-        bench.cleanup()
     return 0
 
 

@@ -6,11 +6,18 @@ GPU holding a shard of the data and computing its gradient each step. It prints 
 (``step:N - key:value - …``) so Argus draws its curves, and takes Hydra-style overrides:
 
     python3 -m examples.tiny_trainer trainer.nnodes=2 trainer.n_gpus_per_node=2 \
-        trainer.total_training_steps=30 [+demo.lr=0.05] [+demo.step_s=0.3]
+        trainer.total_training_steps=30 [trainer.save_freq=5] [+demo.lr=0.05] [+demo.step_s=0.3]
+
+Checkpoints as verl's (RayPPOTrainer, resume_mode=auto): with ``trainer.save_freq`` N, it saves
+``global_step_K/`` every N steps and at the last, then the tracker ``latest_checkpointed_iteration.txt``;
+at start it resumes from the tracker's step, saying ``Setting global step to K``, or says
+``Training from scratch``. The folder is ``trainer.default_local_dir``, by default the task's own
+``$ARGUS_CHECKPOINT_DIR`` (Argus sets it for advanced commands; real verl needs it passed).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -47,6 +54,35 @@ class ShardWorker:
         return 2 * self.x.T @ error / len(self.y), float(np.mean(error**2))
 
 
+TRACKER = "latest_checkpointed_iteration.txt"
+
+
+def load(folder: str) -> tuple[int, np.ndarray | None]:
+    """The step and weights to go on from (0, None: from scratch), with verl's messages."""
+    tracker = os.path.join(folder, TRACKER)
+    if not folder or not os.path.exists(tracker):
+        print("Training from scratch", flush=True)
+        return 0, None
+    with open(tracker) as handle:
+        step = int(handle.read())
+    step_folder = os.path.join(folder, f"global_step_{step}")
+    print(f"Load from checkpoint folder: {step_folder}", flush=True)
+    print(f"Setting global step to {step}", flush=True)
+    print(f"Resuming from {step_folder}", flush=True)
+    return step, np.load(os.path.join(step_folder, "weights.npy"))
+
+
+def save(folder: str, step: int, w: np.ndarray) -> None:
+    step_folder = os.path.join(folder, f"global_step_{step}")
+    print(f"local_global_step_folder: {step_folder}", flush=True)
+    os.makedirs(step_folder, exist_ok=True)
+    np.save(os.path.join(step_folder, "weights.npy"), w)
+    # The tracker last, by rename: it never names a step whose files are not there.
+    with open(os.path.join(folder, TRACKER + ".tmp"), "w") as handle:
+        handle.write(str(step))
+    os.replace(os.path.join(folder, TRACKER + ".tmp"), os.path.join(folder, TRACKER))
+
+
 def main(argv: list[str]) -> int:
     config = overrides(argv)
     nnodes = int(config.get("trainer.nnodes", 1))
@@ -54,6 +90,8 @@ def main(argv: list[str]) -> int:
     steps = int(config.get("trainer.total_training_steps", 40))
     lr = float(config.get("demo.lr", 0.05))
     pause = float(config.get("demo.step_s", 0.3))
+    save_freq = int(config.get("trainer.save_freq", -1))
+    folder = config.get("trainer.default_local_dir") or os.environ.get("ARGUS_CHECKPOINT_DIR", "")
 
     ray.init()
     groups = [placement_group([{"GPU": 1, "CPU": 1}] * per_node, strategy="STRICT_PACK") for _ in range(nnodes)]
@@ -71,10 +109,12 @@ def main(argv: list[str]) -> int:
         ).remote(sx, sy)
         for (group, index), (sx, sy) in zip(slots, shards, strict=True)
     ]
-    w = np.zeros(FEATURES)
     print(f"Total training steps: {steps}", flush=True)
     print(f"training on {nnodes} node(s) x {per_node} GPU(s): {len(slots)} data-parallel shards", flush=True)
-    for step in range(1, steps + 1):
+    start, saved = load(folder)
+    w = np.zeros(FEATURES) if saved is None else saved
+    val_loss = float(np.mean((x_val @ w - y_val) ** 2))
+    for step in range(start + 1, steps + 1):
         started = time.monotonic()
         results = ray.get([worker.gradient.remote(w) for worker in workers])
         grad = np.mean([g for g, _ in results], axis=0)
@@ -82,6 +122,8 @@ def main(argv: list[str]) -> int:
         w -= lr * grad
         val_loss = float(np.mean((x_val @ w - y_val) ** 2))
         time.sleep(pause)  # slow enough to watch the curves grow
+        if folder and save_freq > 0 and (step % save_freq == 0 or step == steps):
+            save(folder, step, w)  # inside the step, before its line, as verl does
         print(
             f"step:{step} - train/loss:{train_loss:.5f} - train/grad_norm:{np.linalg.norm(grad):.5f}"
             f" - val/loss:{val_loss:.5f} - weights/error:{np.linalg.norm(w - true_w):.5f}"

@@ -10,7 +10,7 @@ the same UPDATE (``Task.transition``), so a cancel is never lost between the rea
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -29,6 +29,7 @@ ACTOR = Role.SCHEDULER.value
 REAL_FAILURES = (F.RUNTIME_ERROR, F.UNKNOWN, F.USER_ERROR, F.STALLED)
 # Ends that a retry would only repeat.
 FINAL_FAILURES = (F.USER_ERROR, F.TIME_LIMIT)
+STOPPED_OUTSIDE = "the Ray job was stopped outside Argus"
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,9 @@ def settle(task: Task, attempt: Attempt, outcome: Outcome) -> Task:
         fresh = Task.objects.select_for_update().get(pk=task.pk)
         if fresh.state not in ACTIVE_STATES:
             raise StaleState(f"{fresh.task_id} is {fresh.state}, not on Ray")
+        if outcome.stopped and not outcome.failure and fresh.cancel_requested_at is None:
+            # Nobody asked Argus to stop it: a failure, recorded so that max_retries counts it.
+            outcome = replace(outcome, failure=F.UNKNOWN, line=outcome.line or STOPPED_OUTSIDE)
         _end_attempt(attempt, outcome)
         move = next_move(fresh, attempt, outcome, _failure_counts(fresh))
         fresh.transition(
@@ -112,7 +116,7 @@ def next_move(task: Task, attempt: Attempt, outcome: Outcome, counts: Counter[st
         why = outcome.line if outcome.stopped else f"attempt {number} ended ({outcome.failure})"
         return Move(S.CANCELED, f"Canceled: {why or 'stopped on Ray as requested'}.")
     kind = outcome.failure or F.UNKNOWN
-    line = outcome.line or ("The Ray job was stopped outside Argus." if outcome.stopped else "")
+    line = outcome.line or (STOPPED_OUTSIDE if outcome.stopped else "")
     summary = f"Attempt {number} failed ({kind}): {line or 'no error message'}. See the log."
     failed = Move(S.FAILED, summary, changes={"error_summary": summary[:2000]})
     if outcome.final or kind in FINAL_FAILURES:
