@@ -16,17 +16,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from argus_site.exceptions import PayloadTooLarge
+
 
 class Conflict(exceptions.APIException):
     status_code = status.HTTP_409_CONFLICT
     default_detail = "The request conflicts with the current state of the resource."
     default_code = "conflict"
-
-
-class PayloadTooLarge(exceptions.APIException):
-    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
-    default_detail = "The request body is too large."
-    default_code = "too_large"
 
 
 class ServiceUnavailable(exceptions.APIException):

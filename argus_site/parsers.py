@@ -9,7 +9,7 @@ from django.conf import settings
 from rest_framework import parsers
 from rest_framework.exceptions import ParseError
 
-from argus_site.api import PayloadTooLarge
+from argus_site.exceptions import PayloadTooLarge
 
 
 def read_bounded(stream: Any, limit: int, what: str = "The request body") -> bytes:

@@ -15,7 +15,8 @@ from rest_framework.permissions import IsAdminUser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from argus_site.api import Conflict, PayloadTooLarge, actor_of, error_responses, parse_query
+from argus_site.api import Conflict, actor_of, error_responses, parse_query
+from argus_site.exceptions import PayloadTooLarge
 from argus_site.parsers import JSONParser
 from tasks.curves import AttemptCurves, merge_attempts, parse_log
 from tasks.filters import TaskFilter
