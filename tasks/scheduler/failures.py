@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 
 from tasks.models import FailureKind
+from tasks.scheduler.driverlog import ACTOR_PREFIX, ANSI  # one reading of Ray's line prefixes
 
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # verl's fail-fast check (ResourcePoolManager._check_resource_available), in any of the
 # forms it reaches us: a "(TaskRunner pid=N)" prefix, a RayTaskError(ValueError) wrapper,
 # float counts, with or without a trailing period.
@@ -22,7 +22,6 @@ INSUFFICIENT = re.compile(
     r"(?P<desired>\d+(?:\.\d+)?)"
 )
 # Ray prefixes what actors print: "(TaskRunnerV1 pid=7706) ", "(WorkerDict pid=9, ip=10.0.0.2) ".
-ACTOR_PREFIX = re.compile(r"^\((?:[^()]|\([^()]*\))*\) ?")
 REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]")
 # The line closing a traceback, at the start of a line: "ValueError: …", a bare "AssertionError",
 # "ray.exceptions.RayTaskError(ValueError): …", "hydra.errors.ConfigCompositionException: …".

@@ -23,6 +23,15 @@ from raypool.discovery import head_file_from_settings, read_head
 logger = logging.getLogger(__name__)
 
 
+def status_of(job: JobDetails) -> str:
+    """A job's status as a plain string (the SDK gives an enum, or a str from older heads)."""
+    return str(job.status.value if hasattr(job.status, "value") else job.status)
+
+
+def is_live(job: JobDetails) -> bool:
+    return status_of(job) not in ("SUCCEEDED", "FAILED", "STOPPED")
+
+
 class RayUnavailable(Exception):
     """Ray could not be reached or did not answer in time."""
 

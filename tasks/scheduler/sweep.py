@@ -22,13 +22,12 @@ from ray.job_submission import JobDetails
 
 from tasks.jobfiles import attempt_log
 from tasks.models import ACTIVE_STATES, Attempt, ClusterState, EventKind, Task
-from tasks.scheduler.rayjobs import JobNotFound, RayJobs
+from tasks.scheduler.rayjobs import JobNotFound, RayJobs, is_live, status_of
 from tasks.scheduler.settle import ACTOR
 from tasks.scheduler.steps import Budget
 
 logger = logging.getLogger(__name__)
 
-TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
 # Deletions per sweep: a first sweep over a long history spreads over a few sweeps.
 DELETE_BATCH = 200
 
@@ -37,10 +36,6 @@ def sweep_due(now: datetime | None = None) -> bool:
     swept = ClusterState.objects.filter(name="default").values_list("swept_at", flat=True).first()
     now = now or timezone.now()
     return swept is None or now - swept >= timedelta(seconds=settings.ARGUS_RAY_SWEEP_S)
-
-
-def _status(job: JobDetails) -> str:
-    return str(job.status.value if hasattr(job.status, "value") else job.status)
 
 
 def sweep(ray: RayJobs, budget: Budget) -> None:
@@ -58,7 +53,7 @@ def sweep(ray: RayJobs, budget: Budget) -> None:
             break
         attempt = attempts.get(sid)
         live = attempt is not None and attempt.end_time is None and attempt.task.state in ACTIVE_STATES
-        if _status(job) not in TERMINAL:
+        if is_live(job):
             if not live:
                 _stop_orphan(ray, job, attempt)
             continue
@@ -70,7 +65,7 @@ def sweep(ray: RayJobs, budget: Budget) -> None:
                 pass
     if deleted:
         logger.info("sweep: deleted %d finished jobs from Ray", deleted)
-    foreign = [_describe(job) for job in jobs if job.submission_id not in ours and _status(job) not in TERMINAL]
+    foreign = [_describe(job) for job in jobs if job.submission_id not in ours and is_live(job)]
     ClusterState.objects.filter(name="default").update(foreign_jobs=foreign, swept_at=now)
 
 
@@ -107,7 +102,7 @@ def _describe(job: JobDetails) -> dict[str, Any]:
     return {
         "submission_id": job.submission_id or "",
         "job_id": job.job_id or "",
-        "status": _status(job),
+        "status": status_of(job),
         "entrypoint": (job.entrypoint or "")[:300],
         "start_time": job.start_time,
         "driver_node_id": job.driver_node_id or "",

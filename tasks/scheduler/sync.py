@@ -14,7 +14,7 @@ from tasks.jobfiles import attempt_log
 from tasks.models import ACTIVE_STATES, Attempt, EventKind, FailureKind, Role, Task, TaskState
 from tasks.scheduler.failures import classify, key_error_line, trim
 from tasks.scheduler.launch import mark_submitted, submit_attempt
-from tasks.scheduler.rayjobs import JobNotFound, RayJobs
+from tasks.scheduler.rayjobs import JobNotFound, RayJobs, status_of
 from tasks.scheduler.settle import ACTOR, Outcome, settle
 from tasks.scheduler.steps import Budget, guarded
 from tasks.scheduler.watch import watch
@@ -77,7 +77,7 @@ def _ms(value: int | None) -> datetime | None:
 
 def apply_status(task: Task, attempt: Attempt, job: JobDetails) -> bool:
     """Record what Ray says of the attempt; move the task. True when the attempt ended."""
-    status = str(job.status.value if hasattr(job.status, "value") else job.status)
+    status = status_of(job)
     changed = []
     for name, value in (
         ("ray_status", status),
