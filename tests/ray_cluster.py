@@ -4,7 +4,9 @@ stopped by process id: never `ray stop`, which would stop every Ray on the machi
 
 from __future__ import annotations
 
+import ast
 import os
+import re
 import shutil
 import signal
 import socket
@@ -203,3 +205,17 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.1):
             return result
         time.sleep(interval)
     raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+INFEASIBLE_LINE = re.compile(
+    r"^Error: No available node types can fulfill resource request defaultdict\(<class 'float'>, (\{.*\})\)\. "
+    r"Add suitable node types to this cluster to resolve this issue\.$"
+)
+
+
+def infeasible_request(line: str | None) -> dict[str, float] | None:
+    """The resources in Ray's autoscaler line "No available node types can fulfill resource
+    request defaultdict(..., {...})"; Ray prints the dict in whatever order it built it, so tests
+    compare the resources, not the text."""
+    match = INFEASIBLE_LINE.match(line or "")
+    return ast.literal_eval(match[1]) if match else None
