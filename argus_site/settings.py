@@ -258,7 +258,25 @@ ARGUS_RETRY_INTERVAL_S = envint("ARGUS_RETRY_INTERVAL_S", 60)
 ARGUS_RETRY_MAX_INTERVAL_S = envint("ARGUS_RETRY_MAX_INTERVAL_S", 600)
 ARGUS_LOST_RETRIES = envint("ARGUS_LOST_RETRIES", 3)
 ARGUS_MAX_RUNNING_TASKS = envint("ARGUS_MAX_RUNNING_TASKS", 0)
-ARGUS_SCHEDULING_POLICY = envstr("ARGUS_SCHEDULING_POLICY", "strict_fifo")
+# backfill (EASY backfill, the default), strict_fifo or best_effort_fifo: tasks/scheduler/admission.py.
+ARGUS_SCHEDULING_POLICY = envstr("ARGUS_SCHEDULING_POLICY", "backfill")
+if ARGUS_SCHEDULING_POLICY not in ("backfill", "strict_fifo", "best_effort_fifo"):
+    raise ImproperlyConfigured(
+        f"ARGUS_SCHEDULING_POLICY={ARGUS_SCHEDULING_POLICY!r}: use backfill, strict_fifo or best_effort_fifo"
+    )
+# Backfill: once the first blocked task has its reservation, try the others shortest time
+# limit first (false: in queue order, as Slurm's EASY backfill does).
+ARGUS_BACKFILL_SHORTEST_FIRST = envbool("ARGUS_BACKFILL_SHORTEST_FIRST", True)
+# Fair share (tasks/scheduler/fairshare.py): usage is GPU-seconds halved every HALF_LIFE_H
+# hours; a light user's task may pass a heavy user's that came up to WINDOW earlier (0: off).
+ARGUS_FAIR_SHARE_HALF_LIFE_H = envfloat("ARGUS_FAIR_SHARE_HALF_LIFE_H", 168.0)
+ARGUS_FAIR_SHARE_WINDOW = parse_duration(envstr("ARGUS_FAIR_SHARE_WINDOW", "2h"))
+# Preemption: a task that cannot start may stop preemptible tasks of lower priority; each gets
+# this long to finish a checkpoint save before its Ray job is stopped.
+ARGUS_PREEMPTION = envbool("ARGUS_PREEMPTION", True)
+ARGUS_PREEMPT_GRACE_S = envint("ARGUS_PREEMPT_GRACE_S", 120)
+# Estimated starts are planned for this many waiting tasks at the head of the queue each tick.
+ARGUS_ESTIMATE_DEPTH = envint("ARGUS_ESTIMATE_DEPTH", 200)
 ARGUS_MAX_TASK_GPUS = envint("ARGUS_MAX_TASK_GPUS", 0)
 # verl asks one {"CPU": 3, "GPU": 1} bundle per GPU: admission checks that many CPUs per GPU on
 # each node (0 turns the CPU check off).

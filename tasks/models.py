@@ -395,7 +395,7 @@ class Attempt(models.Model):
     log_path = models.CharField(max_length=1000, blank=True)
     gpus = models.PositiveIntegerField(default=0)
     # {node_id: gpus} Argus reserved for this attempt when it admitted it: counted against
-    # those nodes until the attempt ends (see tasks.admission.effective_free).
+    # those nodes until the attempt ends (see tasks.scheduler.rooms.effective_free).
     placement = models.JSONField(default=dict, blank=True)
     stop_requested_at = models.DateTimeField(null=True, blank=True)
     # Why Argus stopped it, when Argus did (a FailureKind: TIME_LIMIT, STALLED, …), and the line

@@ -1,44 +1,67 @@
-"""Gang admission, per node: which waiting tasks can start now, and why the others wait.
+"""Which waiting tasks start now, why the others wait, which preemptible tasks make room for a
+higher-priority one, and when each waiting task should start.
 
-Pure functions over plain numbers (the seed-004 Allocator idea), so that policies are easy to
-swap and to test. A task needs ``nnodes`` distinct worker nodes that each have
-``gpus_per_node`` GPUs and ``cpus_per_node`` CPUs free; counting only the cluster's total (what
-verl checks) is not enough: verl then waits forever for its placement groups on a fragmented
-cluster, and on a node with the GPUs but not the CPUs its ``{"CPU": 3, "GPU": 1}`` bundles
-never place either (verl#6663).
+Pure functions over plain numbers and a queue already in order (tasks.scheduler.fairshare), so
+that policies are easy to swap and to test, and bench/policy_sim.py drives this very code.
+
+Policies:
+
+* ``backfill`` (the default): EASY backfill as Slurm does it. The first task that cannot start
+  gets a reservation at the earliest time enough nodes free up, planned from running tasks'
+  start + time limit (tasks.scheduler.plan). A later task may start now if it fits and either
+  ends, by its time limit, before the reservation, or uses only room the reservation leaves
+  spare. A task with no planned run time never ends "before" anything: it can only use spare
+  room.
+* ``strict_fifo``: the first task that cannot start blocks everyone behind it.
+* ``best_effort_fifo``: a task that fits may pass one that does not (Kueue's BestEffortFIFO);
+  large tasks can starve.
+
+Under all three, a task that can never fit the cluster as it stands does not block the others
+(it waits for nodes to join), and a task over its user's running limit waits without blocking.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from tasks.scheduler.plan import NEVER, Profile, Release
+from tasks.scheduler.rooms import Request, Room, can_ever_fit, place, plural, shortfall
 
 STRICT_FIFO = "strict_fifo"
 BEST_EFFORT_FIFO = "best_effort_fifo"
-POLICIES = (STRICT_FIFO, BEST_EFFORT_FIFO)
+BACKFILL = "backfill"
+POLICIES = (BACKFILL, STRICT_FIFO, BEST_EFFORT_FIFO)
+# Victim sets up to this size are searched exhaustively for the fewest; larger ones greedily.
+EXHAUSTIVE_VICTIMS = 2
 
 
 @dataclass(frozen=True)
-class Room:
-    """GPUs and CPUs on one node (free, total, promised: whichever the caller means)."""
+class Running:
+    """A task on Ray (or on its way), as admission needs it."""
 
-    gpus: float
-    cpus: float = 0.0
-
-    def holds(self, gpus: float, cpus: float) -> bool:
-        return self.gpus >= gpus and self.cpus >= cpus
-
-
-@dataclass(frozen=True)
-class Request:
-    key: int  # the task's primary key
-    nnodes: int
-    gpus_per_node: int
-    cpus_per_node: float = 0.0  # 0: CPUs are not checked
+    key: int
+    placement: Mapping[str, int]  # {node: gpus}
+    cpus_per_node: float = 0.0
+    ends_at: float | None = None  # planned end (start + time limit); None: unknown
+    user: str = ""
+    priority: int = 0
+    preemptible: bool = False
+    started_at: float = 0.0
+    stopping: bool = False  # being stopped: its room comes back at ends_at
 
     @property
-    def shape(self) -> tuple[int, int, float]:
-        return (self.nnodes, self.gpus_per_node, self.cpus_per_node)
+    def gpus(self) -> int:
+        return sum(self.placement.values())
+
+
+@dataclass(frozen=True)
+class Caps:
+    """A user's running limits (0: none)."""
+
+    max_gpus: int = 0
+    max_tasks: int = 0
 
 
 @dataclass
@@ -48,95 +71,88 @@ class Decision:
     # Keys of the tasks that had their turn and lack resources (PENDING_RESOURCES); the
     # others wait behind them.
     short: set[int]
-
-
-def effective_free(
-    totals: Mapping[str, Room], ray_free: Mapping[str, Room], promised: Mapping[str, Room]
-) -> dict[str, Room]:
-    """Free room per worker node once Argus's own promises are counted.
-
-    A promise is what Argus reserved on a node for an attempt that may not have allocated its
-    placement groups yet. Ray's own count includes the allocations already made, so each node
-    is charged the larger of the two, per resource: an allocated attempt is not counted twice,
-    and a burst of submissions is never counted as free room.
-    """
-    free = {}
-    for node, total in totals.items():
-        ray = ray_free.get(node, Room(0.0, 0.0))
-        promise = promised.get(node, Room(0.0, 0.0))
-        used_gpus = max(total.gpus - ray.gpus, promise.gpus)
-        used_cpus = max(total.cpus - ray.cpus, promise.cpus)
-        free[node] = Room(max(0.0, total.gpus - used_gpus), max(0.0, total.cpus - used_cpus))
-    return free
-
-
-def place(request: Request, free: Mapping[str, Room]) -> dict[str, int] | None:
-    """``nnodes`` distinct nodes with enough free GPUs and CPUs each ({node: gpus}), or None.
-
-    Best fit (the fullest nodes that still fit first) keeps large holes for large requests.
-    """
-    fitting = sorted(
-        (room.gpus, room.cpus, node)
-        for node, room in free.items()
-        if room.holds(request.gpus_per_node, request.cpus_per_node)
-    )
-    if len(fitting) < request.nnodes:
-        return None
-    return {node: request.gpus_per_node for _, _, node in fitting[: request.nnodes]}
-
-
-def can_ever_fit(request: Request, totals: Mapping[str, Room]) -> bool:
-    return sum(1 for room in totals.values() if room.holds(request.gpus_per_node, request.cpus_per_node)) >= (
-        request.nnodes
-    )
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
-
-
-def _cpus(amount: float) -> str:
-    return _plural(int(amount), "CPU") if float(amount).is_integer() else f"{amount:g} CPUs"
-
-
-def shortfall(request: Request, free: Mapping[str, Room], totals: Mapping[str, Room]) -> str:
-    """Why it cannot start now, in words: "needs 2 nodes with 3 free GPUs; 1 node has them".
-
-    CPUs are named when they are what is short: GPU counts alone would not explain the wait.
-    """
-    gpus, cpus = request.gpus_per_node, request.cpus_per_node
-    need = f"needs {_plural(request.nnodes, 'node')} with {_plural(gpus, 'free GPU')}"
-    if not totals:
-        return f"{need}; no worker node has joined the cluster"
-    if not can_ever_fit(request, totals):
-        big = sum(1 for room in totals.values() if room.gpus >= gpus)
-        if big >= request.nnodes:  # the GPUs exist: the nodes lack the CPUs beside them
-            most = max(room.cpus for room in totals.values() if room.gpus >= gpus)
-            return (
-                f"{need} and {_cpus(cpus)} each (ARGUS_CPUS_PER_GPU, as verl's bundles ask); the worker nodes "
-                f"with the GPUs have at most {_cpus(most)}: it can start only when larger nodes join"
-            )
-        return (
-            f"{need}; the cluster has {_plural(len(totals), 'worker node')}, {big} with "
-            f"{_plural(gpus, 'GPU')} or more: it can start only when more nodes join"
-        )
-    have = sum(1 for room in free.values() if room.holds(gpus, cpus))
-    verb = "has" if have == 1 else "have"
-    reason = f"{need}; {_plural(have, 'node')} {verb} them now"
-    cpu_short = [room for room in free.values() if room.gpus >= gpus and room.cpus < cpus]
-    if cpu_short and have < request.nnodes:
-        most = max(room.cpus for room in cpu_short)
-        reason += (
-            f" ({_plural(len(cpu_short), 'more node')} with the GPUs but too few free CPUs: "
-            f"{_cpus(cpus)} wanted, at most {int(most) if float(most).is_integer() else most:g} free)"
-        )
-    return reason
+    # The blocked tasks' reservations: key -> (planned start, {node: gpus}).
+    reservations: dict[int, tuple[float, dict[str, int]]] = field(default_factory=dict)
+    preempt: dict[int, int] = field(default_factory=dict)  # running key -> the waiting key it makes room for
+    estimates: dict[int, float | None] = field(default_factory=dict)  # waiting key -> planned start
 
 
 def _subtract(free: dict[str, Room], placement: Mapping[str, int], cpus_per_node: float) -> None:
     for node, gpus in placement.items():
         room = free[node]
         free[node] = Room(room.gpus - gpus, room.cpus - cpus_per_node)
+
+
+def _add(free: Mapping[str, Room], holders: Iterable[Running]) -> dict[str, Room]:
+    more = dict(free)
+    for holder in holders:
+        for node, gpus in holder.placement.items():
+            room = more.get(node, Room(0.0, 0.0))
+            more[node] = Room(room.gpus + gpus, room.cpus + holder.cpus_per_node)
+    return more
+
+
+def _over_cap(request: Request, in_use: Mapping[str, tuple[int, int]], caps: Mapping[str, Caps]) -> str | None:
+    cap = caps.get(request.user)
+    if cap is None:
+        return None
+    gpus, tasks = in_use.get(request.user, (0, 0))
+    who = request.user
+    if cap.max_gpus and request.gpus > cap.max_gpus:
+        return (
+            f"needs {plural(request.gpus, 'GPU')}, more than {who}'s max_running_gpus of {cap.max_gpus}: "
+            "it cannot start under this limit"
+        )
+    if cap.max_tasks and tasks >= cap.max_tasks:
+        return f"waits for its user's limit: {who} runs {plural(tasks, 'task')}; max_running_tasks is {cap.max_tasks}"
+    if cap.max_gpus and gpus + request.gpus > cap.max_gpus:
+        return (
+            f"waits for its user's limit: {who} has {plural(gpus, 'GPU')} in use and this task needs "
+            f"{request.gpus}; max_running_gpus is {cap.max_gpus}"
+        )
+    return None
+
+
+def choose_victims(request: Request, free: Mapping[str, Room], candidates: Sequence[Running]) -> list[Running] | None:
+    """The fewest of ``candidates`` (ordered most recently started first) whose room lets
+    ``request`` fit; among equally few, the most recently started. None when all of them
+    together are not enough."""
+    if place(request, _add(free, candidates)) is None:
+        return None
+    for size in range(1, min(EXHAUSTIVE_VICTIMS, len(candidates)) + 1):
+        for group in itertools.combinations(candidates, size):
+            if place(request, _add(free, group)) is not None:
+                return list(group)
+    chosen: list[Running] = []
+    for candidate in candidates:
+        chosen.append(candidate)
+        if place(request, _add(free, chosen)) is not None:
+            break
+    # Drop the ones the others make unnecessary, the longest-running first.
+    for candidate in sorted(chosen, key=lambda c: c.started_at):
+        rest = [c for c in chosen if c is not candidate]
+        if place(request, _add(free, rest)) is not None:
+            chosen = rest
+    return chosen
+
+
+def _preempt(request: Request, free: Mapping[str, Room], running: Sequence[Running], decision: Decision) -> str | None:
+    """Make room for ``request`` by stopping preemptible tasks of lower priority; what it waits
+    for, in words, or None when preemption cannot help."""
+    stopping = [r for r in running if r.stopping]
+    after_stops = _add(free, stopping)
+    if stopping and place(request, after_stops) is not None:
+        return f"waiting for {plural(len(stopping), 'preempted task')} to stop"
+    candidates = sorted(
+        (r for r in running if r.preemptible and not r.stopping and r.priority < request.priority),
+        key=lambda r: -r.started_at,
+    )
+    victims = choose_victims(request, after_stops, candidates) if candidates else None
+    if not victims:
+        return None
+    for victim in victims:
+        decision.preempt[victim.key] = request.key
+    return f"preempting {plural(len(victims), 'task')} of lower priority to make room"
 
 
 def decide(
@@ -146,26 +162,52 @@ def decide(
     *,
     policy: str = STRICT_FIFO,
     max_new: int | None = None,
+    now: float = 0.0,
+    running: Sequence[Running] = (),
+    caps: Mapping[str, Caps] | None = None,
+    preemption: bool = False,
+    shortest_first: bool = False,
+    estimate: int = 0,
 ) -> Decision:
-    """Walk the queue in order and admit what fits.
+    """Walk the queue in order and admit what the policy lets start; plan the first
+    ``estimate`` waiting tasks' starts.
 
-    strict_fifo: the first task that cannot start blocks everyone behind it (the seeds'
-    behaviour: no starvation of large tasks). best_effort_fifo: a task that fits may pass one
-    that does not (Kueue's BestEffortFIFO). Under both, a task that can never fit the cluster
-    as it stands does not block the others: it waits for nodes to join.
+    Backfill keeps a profile of free room over time (tasks.scheduler.plan): running tasks give
+    room back at their planned end, and the first task that cannot start takes room from its
+    planned start on (its reservation). Any later task starts now only if the profile has room
+    for it from now for its whole planned run, so it never delays the reservation.
+    ``shortest_first``: once the reservation is made, the others are tried shortest planned run
+    first, which fills the holes before it with the tasks that fit them (ARGUS_BACKFILL_SHORTEST_FIRST;
+    bench/README.md has the figures).
     """
+    pending = list(queue)
     free = dict(free)
+    caps = caps or {}
     decision = Decision(admitted=[], waiting={}, short=set())
-    blocked = False
+    releases = [Release(r.ends_at, r.placement, r.cpus_per_node) for r in running if r.ends_at is not None]
+    profile = Profile(now, free, releases, totals) if policy == BACKFILL else None
+    in_use: dict[str, tuple[int, int]] = {}
+    for holder in running:
+        gpus, tasks = in_use.get(holder.user, (0, 0))
+        in_use[holder.user] = (gpus + holder.gpus, tasks + 1)
+    blocked = ""
+    preempt_tried = not preemption
     failed_shapes: set[tuple[int, int, float]] = set()
     # A shortfall depends only on the shape and the free room, which changes only when a task
-    # is admitted: computed once per shape in between, a long best-effort queue stays cheap.
+    # is admitted: computed once per shape in between, a long queue stays cheap.
     reasons: dict[tuple[int, int, float], str] = {}
-    for request in queue:
+    index = 0
+    while index < len(pending):
+        request = pending[index]
+        index += 1
         if blocked:
             # Not naming the head task: when it starts, every reason behind it would change,
             # and a long queue would be rewritten on each admission. Its position says where.
-            decision.waiting[request.key] = "waiting its turn: the head of the queue goes first (strict FIFO)"
+            decision.waiting[request.key] = blocked
+            continue
+        over = _over_cap(request, in_use, caps)
+        if over is not None:
+            decision.waiting[request.key] = over
             continue
         if max_new is not None and len(decision.admitted) >= max_new:
             decision.waiting[request.key] = "the limit of running tasks is reached (ARGUS_MAX_RUNNING_TASKS)"
@@ -177,17 +219,94 @@ def decide(
             for n, g, c in failed_shapes
         )
         placement = None if doomed else place(request, free)
+        if placement is not None and profile is not None and decision.reservations:
+            found = profile.earliest(request, request.run_s)
+            placement = found[1] if found is not None and found[0] <= now else None
+            if placement is None:
+                decision.waiting[request.key] = (
+                    "the room it needs is reserved for an earlier task, and it would still run when that "
+                    "task starts" + ("" if request.run_s is not None else " (it has no time limit)")
+                )
+                decision.short.add(request.key)
+                continue
         if placement is not None:
             _subtract(free, placement, request.cpus_per_node)
             decision.admitted.append((request, placement))
+            gpus, tasks = in_use.get(request.user, (0, 0))
+            in_use[request.user] = (gpus + request.gpus, tasks + 1)
+            if profile is not None:
+                profile.take(now, request.run_s, placement, request.cpus_per_node)
+            if request.run_s is not None:
+                releases.append(Release(now + request.run_s, placement, request.cpus_per_node))
             reasons.clear()
             continue
         shape = request.shape
         failed_shapes.add(shape)
         if shape not in reasons:
             reasons[shape] = shortfall(request, free, totals)
-        decision.waiting[request.key] = reasons[shape]
+        reason = reasons[shape]
         decision.short.add(request.key)
-        if policy == STRICT_FIFO and can_ever_fit(request, totals):
-            blocked = True
+        fits_ever = can_ever_fit(request, totals)
+        if fits_ever and not preempt_tried and any(r.priority < request.priority for r in running):
+            preempt_tried = True
+            making_room = _preempt(request, free, running, decision)
+            if making_room is not None:
+                reason = f"{reason}; {making_room}"
+        decision.waiting[request.key] = reason
+        if not fits_ever:
+            continue
+        if policy == STRICT_FIFO:
+            blocked = "waiting its turn: the head of the queue goes first (strict FIFO)"
+        elif profile is not None and not decision.reservations:
+            found = profile.earliest(request, request.run_s)
+            if found is None:
+                # Tasks without a time limit hold the room it needs: its start cannot be planned,
+                # so nothing may pass it (it would be delayed by an unknown amount).
+                blocked = (
+                    "waiting behind a task whose start cannot be planned "
+                    "(running tasks without a time limit hold its room)"
+                )
+                continue
+            at, where = found
+            profile.take(at, request.run_s, where, request.cpus_per_node)
+            decision.reservations[request.key] = (at, where)
+            if shortest_first:
+                rest = pending[index:]
+                rest.sort(key=lambda r: (r.run_s is None, r.run_s or 0.0))
+                pending[index:] = rest
+    if estimate:
+        if profile is None:
+            profile = Profile(now, free, releases, totals)
+        _estimate(decision, pending, profile, estimate, strict=policy == STRICT_FIFO)
     return decision
+
+
+def _estimate(decision: Decision, queue: Sequence[Request], profile: Profile, depth: int, *, strict: bool) -> None:
+    """Planned starts for the first ``depth`` waiting tasks, in queue order, each planned where
+    it fits without moving an earlier one (conservative backfill: an estimate, not a promise;
+    under strict FIFO no task is planned before the one ahead). Reserved tasks keep their
+    reservation. None: not plannable (tasks without a time limit hold the room)."""
+    not_before: float | None = None
+    planned = 0
+    for request in queue:
+        if planned >= depth:
+            break
+        if request.key not in decision.waiting:
+            continue
+        planned += 1
+        if request.key in decision.reservations:
+            start = decision.reservations[request.key][0]
+            decision.estimates[request.key] = start
+            not_before = start if strict else None
+            continue
+        found = profile.earliest(request, request.run_s, not_before)
+        if found is None:
+            decision.estimates[request.key] = None
+            if strict:
+                not_before = NEVER
+            continue
+        start, placement = found
+        decision.estimates[request.key] = start
+        profile.take(start, request.run_s, placement, request.cpus_per_node)
+        if strict:
+            not_before = start

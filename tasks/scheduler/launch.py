@@ -23,6 +23,7 @@ from tasks.jobfiles import checkpoint_dir, driver_log_path, job_root
 from tasks.models import ACTIVE_STATES, Attempt, Event, EventKind, FailureKind, Role, Task, TaskState
 from tasks.scheduler import admission
 from tasks.scheduler.rayjobs import ClusterView, JobExists, RayJobs, RayUnavailable, Submission, SubmitRejected
+from tasks.scheduler.rooms import Request, Room, effective_free
 from tasks.scheduler.settle import ACTOR, Outcome, settle
 from tasks.scheduler.steps import Budget, guarded
 
@@ -45,11 +46,11 @@ def cpus_for(gpus: float) -> float:
     return gpus * settings.ARGUS_CPUS_PER_GPU
 
 
-def rooms(cluster: ClusterView) -> tuple[dict[str, admission.Room], dict[str, admission.Room]]:
+def rooms(cluster: ClusterView) -> tuple[dict[str, Room], dict[str, Room]]:
     """Each worker node's total and free room, as Ray sees it now."""
     workers = cluster.workers
-    totals = {node.node_id: admission.Room(node.gpus_total, node.cpus_total) for node in workers}
-    ray_free = {node.node_id: admission.Room(node.gpus_free, node.cpus_free) for node in workers}
+    totals = {node.node_id: Room(node.gpus_total, node.cpus_total) for node in workers}
+    ray_free = {node.node_id: Room(node.gpus_free, node.cpus_free) for node in workers}
     return totals, ray_free
 
 
@@ -61,8 +62,8 @@ def admit(ray: RayJobs, cluster: ClusterView, budget: Budget, submitted: list[st
     """
     totals, ray_free = rooms(cluster)
     # Promised CPUs follow promised GPUs, as verl's bundles do.
-    promised = {node: admission.Room(gpus, cpus_for(gpus)) for node, gpus in promised_gpus().items()}
-    free = admission.effective_free(totals, ray_free, promised)
+    promised = {node: Room(gpus, cpus_for(gpus)) for node, gpus in promised_gpus().items()}
+    free = effective_free(totals, ray_free, promised)
     now = timezone.now()
     rows = (
         Task.objects.waiting()
@@ -75,7 +76,7 @@ def admit(ray: RayJobs, cluster: ClusterView, budget: Budget, submitted: list[st
     for pk, nnodes, gpus, state, reason in rows:
         states[pk] = state
         written[pk] = reason
-        queue.append(admission.Request(pk, nnodes, gpus, cpus_for(gpus)))
+        queue.append(Request(pk, nnodes, gpus, cpus_for(gpus)))
     if not queue:
         return
     max_new = None

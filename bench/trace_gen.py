@@ -1,0 +1,121 @@
+"""A synthetic lab trace for bench/policy_sim.py: a contended GPU cluster shared by a handful of
+researchers, one of whom submits a sweep.
+
+    .venv/bin/python bench/trace_gen.py --seed 1 [--tasks 400] [--nodes 8] [--gpus 8]
+                                        [--load 1.3] [--users 8] [--sweep 50] > trace.csv
+
+What it draws, and why:
+
+* **Shapes** as a lab's verl runs come: mostly one node (1, 2, 4 or 8 GPUs: debugging, SFT,
+  small GRPO), some whole-node and multi-node runs (2-4 nodes of ``--gpus``), never more than
+  half the cluster. Large gangs are what FIFO blocks on and best-effort FIFO starves.
+* **Run times** log-normal, median 1 h, from 5 min to 24 h: a few long runs hold GPUs while
+  many short ones come and go.
+* **Time limits** as users set them: 1.1 to 3 times the real run time, rounded up to 15 min.
+  Schedulers see only the limit.
+* **Arrivals** Poisson, at a rate that offers ``--load`` times what the cluster can run (GPU-
+  seconds per second): demand exceeds supply and a queue builds. One user also submits a sweep
+  of ``--sweep`` identical tasks at one moment, a third of the way in.
+* **Priority** ``high`` for about 1 task in 10; **preemptible** for about 1 in 4 normal tasks.
+
+The same seed gives the same trace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import random
+import sys
+
+HEADER = ["arrive_s", "user", "nnodes", "gpus_per_node", "run_s", "time_limit_s", "priority", "preemptible"]
+
+
+def shape(rng: random.Random, nodes: int, gpus: int) -> tuple[int, int]:
+    roll = rng.random()
+    if roll < 0.70:
+        return 1, rng.choice([g for g in (1, 2, 4, gpus) if g <= gpus])
+    if roll < 0.85:
+        return 1, gpus
+    return rng.randint(2, max(2, nodes // 2)), gpus
+
+
+def run_time(rng: random.Random) -> int:
+    return int(min(24 * 3600, max(300, rng.lognormvariate(math.log(3600), 1.0))))
+
+
+def time_limit(rng: random.Random, run_s: int) -> int:
+    quarter = 900
+    return int(math.ceil(run_s * rng.uniform(1.1, 3.0) / quarter) * quarter)
+
+
+def generate(seed: int, tasks: int, nodes: int, gpus: int, load: float, users: int, sweep: int) -> list[dict]:
+    rng = random.Random(seed)
+    names = [f"user{n}" for n in range(users)]
+    # Some users submit more than others (a lab is never even).
+    activity = [rng.uniform(0.3, 1.0) for _ in names]
+    drawn = []
+    for _ in range(tasks - sweep):
+        nnodes, per_node = shape(rng, nodes, gpus)
+        drawn.append((nnodes, per_node, run_time(rng)))
+    # The arrival rate that offers `load` times the cluster's GPU-seconds per second.
+    mean_work = sum(n * g * r for n, g, r in drawn) / len(drawn)
+    rate = load * nodes * gpus / mean_work
+    rows = []
+    clock = 0.0
+    for nnodes, per_node, run_s in drawn:
+        clock += rng.expovariate(rate)
+        high = rng.random() < 0.1
+        rows.append(
+            {
+                "arrive_s": int(clock),
+                "user": rng.choices(names, weights=activity)[0],
+                "nnodes": nnodes,
+                "gpus_per_node": per_node,
+                "run_s": run_s,
+                "time_limit_s": time_limit(rng, run_s),
+                "priority": "high" if high else "normal",
+                "preemptible": "false" if high else str(rng.random() < 0.25).lower(),
+            }
+        )
+    if sweep:
+        at = rows[len(rows) // 3]["arrive_s"]
+        sweeper = names[0]
+        per_node = min(gpus, 2)
+        for _ in range(sweep):
+            run_s = int(rng.uniform(0.5, 2.0) * 3600)
+            rows.append(
+                {
+                    "arrive_s": at,
+                    "user": sweeper,
+                    "nnodes": 1,
+                    "gpus_per_node": per_node,
+                    "run_s": run_s,
+                    "time_limit_s": time_limit(rng, run_s),
+                    "priority": "normal",
+                    "preemptible": "false",
+                }
+            )
+    rows.sort(key=lambda row: row["arrive_s"])
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--tasks", type=int, default=400)
+    parser.add_argument("--nodes", type=int, default=8)
+    parser.add_argument("--gpus", type=int, default=8)
+    parser.add_argument("--load", type=float, default=1.3, help="offered GPU demand / cluster capacity")
+    parser.add_argument("--users", type=int, default=8)
+    parser.add_argument("--sweep", type=int, default=50, help="tasks one user submits at once (0: none)")
+    args = parser.parse_args(argv)
+    rows = generate(args.seed, args.tasks, args.nodes, args.gpus, args.load, args.users, args.sweep)
+    writer = csv.DictWriter(sys.stdout, fieldnames=HEADER)
+    writer.writeheader()
+    writer.writerows(rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""Free room per node over time: when will a task fit?
+
+Backfill needs it twice: the reservation of the first task that cannot start (the earliest time
+enough nodes free up, planned from running tasks' start + time limit) and each waiting task's
+estimated start. A ``Profile`` is a step function: from ``times[i]`` until ``times[i + 1]`` the
+nodes have ``rooms[i]`` free. Running tasks give their room back at their planned end (never,
+when they have no time limit); planned tasks take room for their planned duration.
+
+Pure: plain numbers (seconds on any clock), no Django, so that bench/policy_sim.py drives the
+same code as the scheduler.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from tasks.scheduler.rooms import Request, Room, place
+
+NEVER = math.inf
+
+
+@dataclass(frozen=True)
+class Release:
+    """Room that comes back at ``at`` (a running task's planned end)."""
+
+    at: float
+    placement: Mapping[str, int]  # {node: gpus}
+    cpus_per_node: float = 0.0
+
+
+class Profile:
+    def __init__(
+        self,
+        now: float,
+        free: Mapping[str, Room],
+        releases: Iterable[Release] = (),
+        totals: Mapping[str, Room] | None = None,
+    ) -> None:
+        self.now = now
+        self.totals = totals
+        self.times: list[float] = [now]
+        self.rooms: list[dict[str, Room]] = [dict(free)]
+        for release in sorted(releases, key=lambda r: r.at):
+            if release.at == NEVER:
+                continue
+            self._change(max(release.at, now), NEVER, release.placement, release.cpus_per_node, +1)
+
+    def _split(self, at: float) -> int:
+        """The index of the segment that starts at ``at``, splitting the one that holds it."""
+        index = bisect.bisect_right(self.times, at) - 1
+        if self.times[index] == at:
+            return index
+        self.times.insert(index + 1, at)
+        self.rooms.insert(index + 1, dict(self.rooms[index]))
+        return index + 1
+
+    def _change(self, start: float, end: float, placement: Mapping[str, int], cpus: float, sign: int) -> None:
+        first = self._split(start)
+        last = len(self.times) if end == NEVER else self._split(end)
+        for index in range(first, last):
+            rooms = self.rooms[index]
+            for node, gpus in placement.items():
+                room = rooms.get(node, Room(0.0, 0.0))
+                changed = Room(room.gpus + sign * gpus, room.cpus + sign * cpus)
+                if self.totals is not None and node in self.totals:
+                    # A release never makes a node larger than it is (effective_free already
+                    # charged the larger of Ray's and Argus's counts).
+                    total = self.totals[node]
+                    changed = Room(min(changed.gpus, total.gpus), min(changed.cpus, total.cpus))
+                rooms[node] = changed
+
+    def room_at(self, at: float) -> dict[str, Room]:
+        return dict(self.rooms[bisect.bisect_right(self.times, at) - 1])
+
+    def earliest(
+        self, request: Request, duration: float | None, not_before: float | None = None
+    ) -> tuple[float, dict[str, int]] | None:
+        """The earliest start (at a segment boundary) from which ``request`` fits for all of
+        ``duration`` (None: for ever), and where; None when it never fits."""
+        if not_before == NEVER:
+            return None
+        span = NEVER if duration is None else duration
+        first = 0 if not_before is None else max(0, bisect.bisect_right(self.times, not_before) - 1)
+        for index in range(first, len(self.times)):
+            start = self.times[index] if not_before is None else max(self.times[index], not_before)
+            if place(request, self.rooms[index]) is None:
+                continue
+            window = self.rooms[index]
+            end = start + span
+            following = index + 1
+            while following < len(self.times) and self.times[following] < end:
+                later = self.rooms[following]
+                window = {node: _lesser(room, later.get(node, Room(0.0, 0.0))) for node, room in window.items()}
+                following += 1
+            placement = place(request, window)
+            if placement is not None:
+                return start, placement
+        return None
+
+    def take(self, start: float, duration: float | None, placement: Mapping[str, int], cpus_per_node: float) -> None:
+        """A planned task holds ``placement`` from ``start`` for ``duration`` (None: for ever)."""
+        end = NEVER if duration is None else start + duration
+        self._change(start, end, placement, cpus_per_node, -1)
+
+
+def _lesser(a: Room, b: Room) -> Room:
+    return Room(min(a.gpus, b.gpus), min(a.cpus, b.cpus))
