@@ -102,6 +102,24 @@ class QueryBooleanField(serializers.BooleanField):
         return value  # DRF lowercases (TRUE, False…); the schema's enum is case-sensitive
 
 
+class JSONBooleanField(serializers.BooleanField):
+    """`true` or `false` in a JSON body, as the schema says (DRF's own also takes "yes", 1, "on"…)."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if isinstance(data, bool):
+            return data
+        self.fail("invalid", input=data)
+
+
+class JSONStringField(serializers.CharField):
+    """A string in a JSON body, as the schema says (DRF's own also takes 5 as "5")."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 def actor_of(request: HttpRequest) -> str:
     """Who caused an event, for the trail: ``api:alice``."""
     return f"api:{request.user.username}"

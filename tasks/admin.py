@@ -2,9 +2,10 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 from django.db.models import QuerySet
+from django.forms import ModelForm
 from django.http import HttpRequest
 
-from tasks.models import Attempt, Event, IllegalTransition, StaleState, Task
+from tasks.models import AdmissionControl, Attempt, Event, IllegalTransition, StaleState, Task
 
 ATTEMPT_COLUMNS = ("attempt_no", "ray_submission_id", "ray_status", "failure_kind", "start_time", "end_time")
 EVENT_COLUMNS = ("created_at", "kind", "from_state", "to_state", "actor", "message")
@@ -117,3 +118,24 @@ class EventAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
+
+
+@admin.register(AdmissionControl)
+class AdmissionControlAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "paused", "changed_by", "changed_at"]
+    fields = ["paused", "reason", "changed_by", "changed_at"]
+    readonly_fields = ["changed_by", "changed_at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        # One row: added here only while there is none (the API's first change adds it too).
+        return super().has_add_permission(request) and not AdmissionControl.objects.exists()
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False  # deleting the row would quietly resume admission, with nobody named
+
+    def save_model(self, request: HttpRequest, obj: AdmissionControl, form: ModelForm, change: bool) -> None:
+        # Through set(), as the API does: who and when are filled in, a pause always has a
+        # reason, the change is logged.
+        saved = AdmissionControl.set(obj.paused, obj.reason, actor=f"admin:{request.user.username}")
+        obj.pk = saved.pk
+        obj.refresh_from_db()

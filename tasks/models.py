@@ -10,6 +10,10 @@ from django.conf import settings
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
+# Its own module (the pause is no part of a task's life); imported here so that Django finds
+# it, and so that `from tasks.models import AdmissionControl` works like every other model.
+from tasks.admission_control import AdmissionControl as AdmissionControl
+
 if TYPE_CHECKING:
     from tasks.specs import ParsedSpec
 

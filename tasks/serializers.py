@@ -6,8 +6,9 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from argus_site.api import QueryBooleanField
-from tasks.models import Attempt, Event, Priority, Task, TaskKind, Workload
+from argus_site.api import JSONBooleanField, JSONStringField, QueryBooleanField
+from tasks.admission_control import REASON_MAX
+from tasks.models import AdmissionControl, Attempt, Event, Priority, Task, TaskKind, Workload
 from tasks.specs import MAX_EPOCHS, MAX_FREQ, MAX_GPUS_PER_NODE, MAX_NNODES, MAX_RETRIES, MAX_TRAINING_STEPS
 
 
@@ -229,4 +230,26 @@ class ClusterSerializer(serializers.Serializer):
     head = HeadSerializer()
     foreign_jobs = ForeignJobSerializer(
         many=True, help_text="Live Ray jobs Argus did not submit (as of the scheduler's last sweep of Ray's jobs)."
+    )
+
+
+class AdmissionSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = AdmissionControl
+        fields = ["paused", "reason", "changed_by", "changed_at"]
+        read_only_fields = fields
+        extra_kwargs = {
+            "reason": {"help_text": "Why admission is paused; empty while it is not."},
+            "changed_at": {"help_text": "null: nobody has changed it yet."},
+        }
+
+
+class AdmissionChangeSerializer(serializers.Serializer):
+    paused = JSONBooleanField(help_text="true: no waiting task starts until it is false again; tasks on Ray go on.")
+    reason = JSONStringField(
+        max_length=REASON_MAX,
+        allow_blank=True,
+        default="",
+        help_text="Shown on every page and on the waiting tasks; a pause without one says who paused. "
+        "Ignored when resuming.",
     )

@@ -17,7 +17,7 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 from playwright.sync_api import Page, expect
 
-from tasks.models import EventKind, FailureKind, Role, Task, TaskState
+from tasks.models import AdmissionControl, EventKind, FailureKind, Role, Task, TaskState
 from tests.web.helpers import PageWatch, shot, sign_in
 from tests.web.task_data import ray_down, ray_up, resumed_task, run_attempt, running_task
 
@@ -340,6 +340,25 @@ def test_every_task_page_says_when_there_is_no_ray_at_all(signed_in_page: Page, 
     assert response is not None and response.status == 200
     expect(page.locator("[data-ray-notice]")).to_contain_text(NO_RAY)
     shot(page, "no-ray-" + url.strip("/").replace("/", "-"))
+
+
+def test_the_task_list_shows_the_admission_pause(
+    signed_in_page: Page, alice: User, make_task: Callable[..., Task]
+) -> None:
+    page = signed_in_page
+    task = make_task(alice)
+    AdmissionControl.set(True, "GPU driver upgrade", "api:admin")
+    page.goto("/tasks/")
+    banner = page.locator("[data-admission-banner]")
+    expect(banner).to_be_visible()
+    expect(banner).to_have_text(
+        re.compile(r"^\s*Admission is paused: GPU driver upgrade\s+— running tasks go on; nothing new starts.\s*$")
+    )
+    expect(page.locator(f"tr[data-task='{task.task_id}']")).to_be_visible()
+    shot(page, "admission-paused")
+    AdmissionControl.set(False, "", "api:admin")
+    page.reload()
+    expect(banner).to_have_count(0)
 
 
 def test_the_task_page_without_ray(signed_in_page: Page, alice: User, make_task: Callable[..., Task]) -> None:
