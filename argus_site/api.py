@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
@@ -9,6 +11,7 @@ from django.core.exceptions import PermissionDenied, RequestDataTooBig, TooManyF
 from django.http import Http404, HttpRequest, JsonResponse
 from django.http.response import HttpResponseBase
 from django.views import defaults
+from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.utils import OpenApiResponse, extend_schema_field
 from rest_framework import exceptions, serializers, status
 from rest_framework.pagination import PageNumberPagination
@@ -100,6 +103,54 @@ class QueryBooleanField(serializers.BooleanField):
     @staticmethod
     def _lower_if_str(value: Any) -> Any:
         return value  # DRF lowercases (TRUE, False…); the schema's enum is case-sensitive
+
+
+class RefuseUnknownFields(serializers.Serializer):
+    """A request body whose fields are all known: a misspelt one (`max_queud_tasks`) is a 400
+    naming it rather than a change quietly not made. The schema says so too (the extension
+    below: `additionalProperties: false`)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        unknown: dict[str, list[str]] = {}
+        if isinstance(data, Mapping):
+            known = ", ".join(self.fields)
+            unknown = {str(name): [f"Unknown field; known: {known}."] for name in data if name not in self.fields}
+        try:
+            values = super().to_internal_value(data)
+        except exceptions.ValidationError as error:
+            detail = error.detail if isinstance(error.detail, dict) else {"non_field_errors": error.detail}
+            raise exceptions.ValidationError({**detail, **unknown}) from None
+        if unknown:
+            raise exceptions.ValidationError(unknown)
+        return values
+
+
+class RefuseUnknownFieldsExtension(OpenApiSerializerExtension):
+    target_class = RefuseUnknownFields
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema: Any, direction: Any) -> Any:
+        schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+        schema["additionalProperties"] = False
+        return schema
+
+
+class JSONIntegerField(serializers.IntegerField):
+    """An integer as JSON writes it, as the schema says: DRF's own also takes "5" and 5.0."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class JSONFloatField(serializers.FloatField):
+    """A finite number as JSON writes it: DRF's own also takes "2.5", true, and 1e400 (inf)."""
+
+    def to_internal_value(self, data: Any) -> float:
+        if isinstance(data, bool) or not isinstance(data, int | float) or not math.isfinite(data):
+            self.fail("invalid")
+        return super().to_internal_value(data)
 
 
 def actor_of(request: HttpRequest) -> str:
