@@ -28,6 +28,15 @@ class Conflict(exceptions.APIException):
     default_code = "conflict"
 
 
+class QuotaExceeded(exceptions.APIException):
+    """One of the user's limits refuses the request (accounts.limits): unlike a throttle, it lasts
+    until their own tasks move on, so there is no Retry-After."""
+
+    status_code = status.HTTP_429_TOO_MANY_REQUESTS
+    default_detail = "A limit of yours refuses this request."
+    default_code = "quota_exceeded"
+
+
 class ServiceUnavailable(exceptions.APIException):
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     default_detail = "A service Argus depends on is unavailable."
