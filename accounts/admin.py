@@ -14,8 +14,9 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from accounts import users
-from accounts.models import ApiToken, ApiTokenQuerySet, TokenState
+from accounts import limits, users
+from accounts.limits import LIMIT_NAMES
+from accounts.models import ApiToken, ApiTokenQuerySet, TokenState, UserLimits
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +98,39 @@ class ApiTokenInline(admin.TabularInline):
         return False
 
 
+class UserLimitsInline(admin.StackedInline):
+    """The user's own limits and weight, on their page; what is in effect is shown beside."""
+
+    model = UserLimits
+    fields = [*LIMIT_NAMES, "fair_share_weight", "in_effect"]
+    readonly_fields = ["in_effect"]
+    can_delete = False  # emptying a limit is how it goes back to the site default
+    max_num = 1
+    verbose_name_plural = "Limits (empty: the site default; 0: no limit)"
+
+    def get_formset(self, request: HttpRequest, obj: User | None = None, **kwargs: Any) -> Any:
+        # The site default each empty limit falls back to, in its help text: settings change
+        # by environment, so the model's static help text cannot say the number.
+        defaults = limits.site_defaults()
+        setting = {name: f"ARGUS_USER_{name.upper()}" for name in LIMIT_NAMES}
+        kwargs["help_texts"] = {
+            name: f"Empty: the site default, now {_shown(getattr(defaults, name))} ({setting[name]}). 0: no limit."
+            for name in LIMIT_NAMES
+        }
+        return super().get_formset(request, obj, **kwargs)
+
+    @admin.display(description="In effect")
+    def in_effect(self, row: UserLimits) -> str:
+        # A user without a row of their own gets the site defaults: an unsaved row shows them too.
+        effective = limits.resolve(row)
+        shown = [f"{name} {_shown(getattr(effective, name))}" for name in LIMIT_NAMES]
+        return ", ".join([*shown, f"weight {effective.weight:g}"])
+
+
+def _shown(limit: int) -> str:
+    return str(limit) if limit else "none"
+
+
 class ArgusUserCreationForm(AdminUserCreationForm):
     def clean_username(self) -> str:
         username = self.cleaned_data["username"]
@@ -114,7 +148,7 @@ class UserAdmin(DjangoUserAdmin):
     actions = ["disable_users", "enable_users"]
 
     def get_inlines(self, request: HttpRequest, obj: User | None) -> list[type[InlineModelAdmin]]:
-        return [ApiTokenInline] if obj else []
+        return [UserLimitsInline, ApiTokenInline] if obj else []
 
     def get_readonly_fields(self, request: HttpRequest, obj: User | None = None) -> list[str]:
         readonly = list(super().get_readonly_fields(request, obj))

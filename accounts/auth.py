@@ -24,7 +24,10 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             return None
         if len(parts) != 2:
             raise exceptions.AuthenticationFailed("Malformed Authorization header: use 'Bearer <token>'.")
-        token = ApiToken.objects.select_related("user").filter(token_hash=hash_token(parts[1])).first()
+        # The user's limits in the same query: /me shows them and every submission checks
+        # max_queued_tasks (accounts.limits), which would otherwise each cost one more.
+        tokens = ApiToken.objects.select_related("user", "user__limits")
+        token = tokens.filter(token_hash=hash_token(parts[1])).first()
         if token is None:
             raise exceptions.AuthenticationFailed("Invalid token.")
         # Each refusal says why, so a script's owner knows whether to ask for a new token

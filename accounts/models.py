@@ -2,11 +2,14 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import secrets
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator
 from django.db import models
 from django.utils import timezone
 
@@ -125,3 +128,52 @@ class ApiToken(models.Model):
                 models.Q(last_used_at=None) | models.Q(last_used_at__lt=stale_before)
             ).update(last_used_at=now)
             self.last_used_at = now
+
+
+# The largest PositiveIntegerField every database Django supports can store (PostgreSQL's
+# integer): a limit above it would be a database error, not a 400.
+LIMIT_MAX = 2**31 - 1
+
+
+def validate_weight(value: float) -> None:
+    # Fair share divides a user's usage by the weight: 0 or less, or an infinity, would put
+    # them first (or last) for ever.
+    if not (math.isfinite(value) and value > 0):
+        raise ValidationError("The fair-share weight must be a number greater than 0.", code="invalid")
+
+
+def _limit_field(what: str, setting: str) -> models.PositiveIntegerField:
+    return models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MaxValueValidator(LIMIT_MAX)],
+        help_text=f"Most {what} at once. Empty: the site default ({setting}); 0: no limit.",
+    )
+
+
+class UserLimits(models.Model):
+    """A user's own limits and fair-share weight; a user without a row has the site defaults.
+
+    accounts.limits resolves them (site default applied); the scheduler and submission read
+    them only through it.
+    """
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, models.CASCADE, primary_key=True, related_name="limits")
+    max_running_gpus = _limit_field("GPUs of running tasks", "ARGUS_USER_MAX_RUNNING_GPUS")
+    max_running_tasks = _limit_field("running tasks", "ARGUS_USER_MAX_RUNNING_TASKS")
+    max_queued_tasks = _limit_field("waiting tasks (QUEUED or PENDING_RESOURCES)", "ARGUS_USER_MAX_QUEUED_TASKS")
+    fair_share_weight = models.FloatField(
+        default=1.0,
+        validators=[validate_weight],
+        help_text="Greater than 0. Fair share orders users by decayed GPU-seconds over this weight: "
+        "a user of weight 2 gets about twice the share of a user of weight 1.",
+    )
+
+    class Meta:
+        verbose_name = verbose_name_plural = "limits"
+        constraints = [
+            models.CheckConstraint(condition=models.Q(fair_share_weight__gt=0), name="userlimits_weight_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"limits of {self.user}"

@@ -6,24 +6,89 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.utils import timezone
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from accounts import users
+from accounts import limits, users
 from accounts.homes import home_dir
-from accounts.models import ApiToken, TokenState
+from accounts.models import LIMIT_MAX, ApiToken, TokenState, UserLimits, validate_weight
+from argus_site.api import JSONFloatField, JSONIntegerField, RefuseUnknownFields
+
+
+class LimitValueSerializer(serializers.Serializer):
+    value = serializers.IntegerField(
+        allow_null=True, help_text="The user's own limit; null: the site default applies. 0: no limit."
+    )
+    effective = serializers.IntegerField(help_text="The limit in effect. 0: no limit.")
+
+
+class UserLimitsSerializer(serializers.Serializer):
+    """A user's limits, each as set for them and as in effect (the site default where unset)."""
+
+    max_running_gpus = LimitValueSerializer(help_text="GPUs of the user's running tasks at once.")
+    max_running_tasks = LimitValueSerializer(help_text="The user's running tasks at once.")
+    max_queued_tasks = LimitValueSerializer(
+        help_text="The user's waiting tasks (QUEUED, PENDING_RESOURCES); a submission past it is a 429."
+    )
+    fair_share_weight = serializers.FloatField(
+        help_text="Fair share orders users by decayed GPU-seconds over this weight (default 1.0)."
+    )
+
+    @staticmethod
+    def of(row: UserLimits | None) -> dict[str, Any]:
+        """The limits of a user whose own are ``row`` (None: they have none), as this shows them."""
+        effective = limits.resolve(row)
+        shown: dict[str, Any] = {
+            name: {"value": getattr(row, name, None), "effective": getattr(effective, name)}
+            for name in limits.LIMIT_NAMES
+        }
+        shown["fair_share_weight"] = effective.weight
+        return UserLimitsSerializer(shown).data
 
 
 class UserSerializer(serializers.ModelSerializer):
     is_admin = serializers.BooleanField(source="is_staff", read_only=True)
     home = serializers.SerializerMethodField(help_text="The user's home directory on the shared storage.")
+    limits = serializers.SerializerMethodField()
 
     class Meta:
         model = User
-        fields = ["username", "is_admin", "is_active", "date_joined", "last_login", "home"]
+        fields = ["username", "is_admin", "is_active", "date_joined", "last_login", "home", "limits"]
         read_only_fields = fields
 
     def get_home(self, user: User) -> str:
         return str(home_dir(user.username))
+
+    @extend_schema_field(UserLimitsSerializer)
+    def get_limits(self, user: User) -> dict[str, Any]:
+        return UserLimitsSerializer.of(limits.own_limits(user))
+
+
+@extend_schema_field({"type": "number", "format": "double", "minimum": 0, "exclusiveMinimum": True})
+class WeightField(JSONFloatField):
+    """A fair-share weight: a number greater than 0 (accounts.models.validate_weight)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(validators=[validate_weight], **kwargs)
+
+
+class UserLimitsUpdateSerializer(RefuseUnknownFields, serializers.Serializer):
+    """Some of a user's limits: a number, or null for the site default (ARGUS_USER_*); 0: no limit."""
+
+    max_running_gpus = JSONIntegerField(
+        required=False, allow_null=True, min_value=0, max_value=LIMIT_MAX, help_text="GPUs of running tasks at once."
+    )
+    max_running_tasks = JSONIntegerField(
+        required=False, allow_null=True, min_value=0, max_value=LIMIT_MAX, help_text="Running tasks at once."
+    )
+    max_queued_tasks = JSONIntegerField(
+        required=False,
+        allow_null=True,
+        min_value=0,
+        max_value=LIMIT_MAX,
+        help_text="Waiting tasks (QUEUED, PENDING_RESOURCES) at once; a submission past it is a 429.",
+    )
+    fair_share_weight = WeightField(required=False, help_text="Greater than 0; 1.0 for everyone by default.")
 
 
 class UserCreateSerializer(serializers.Serializer):

@@ -14,16 +14,17 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.serializers import BaseSerializer
 
-from accounts import users
+from accounts import limits, users
 from accounts.models import ApiToken
 from accounts.serializers import (
     IssuedTokenSerializer,
     TokenCreateSerializer,
     TokenSerializer,
     UserCreateSerializer,
+    UserLimitsUpdateSerializer,
     UserSerializer,
 )
-from argus_site.api import Conflict
+from argus_site.api import Conflict, actor_of
 from argus_site.api import error_responses as errors
 
 
@@ -32,9 +33,10 @@ from argus_site.api import error_responses as errors
     retrieve=extend_schema(responses={200: UserSerializer, **errors(403, 404)}),
 )
 class UserViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    """Users, for admins."""
+    """Users, for admins: list, show, create, set limits (PATCH), disable, enable."""
 
-    queryset = User.objects.order_by("username")
+    # select_related: each user's limits come in the same query, not one query per user.
+    queryset = User.objects.select_related("limits").order_by("username")
     serializer_class = UserSerializer
     permission_classes = [permissions.IsAdminUser]
     lookup_field = "username"
@@ -50,6 +52,21 @@ class UserViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
             status=status.HTTP_201_CREATED,
             headers={"Location": reverse("user-detail", kwargs={"username": user.username})},
         )
+
+    @extend_schema(
+        summary="Set a user's limits and fair-share weight",
+        description="Only the fields sent change. A limit is a whole number (0: no limit) or null: "
+        "the site default (ARGUS_USER_MAX_RUNNING_GPUS, _RUNNING_TASKS, _QUEUED_TASKS) applies. "
+        "The answer is the user, with each limit as set and as in effect.",
+        request=UserLimitsUpdateSerializer,
+        responses={200: UserSerializer, **errors(400, 403, 404)},
+    )
+    def partial_update(self, request: Request, username: str) -> Response:
+        user = self.get_object()
+        serializer = UserLimitsUpdateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        limits.set_limits(user, actor=actor_of(request), **serializer.validated_data)
+        return Response(UserSerializer(user).data)
 
     @extend_schema(request=None, responses={200: UserSerializer, **errors(403, 404, 409)})
     @action(detail=True, methods=["post"])

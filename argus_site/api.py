@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
@@ -9,6 +11,7 @@ from django.core.exceptions import PermissionDenied, RequestDataTooBig, TooManyF
 from django.http import Http404, HttpRequest, JsonResponse
 from django.http.response import HttpResponseBase
 from django.views import defaults
+from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.utils import OpenApiResponse, extend_schema_field
 from rest_framework import exceptions, serializers, status
 from rest_framework.pagination import PageNumberPagination
@@ -23,6 +26,15 @@ class Conflict(exceptions.APIException):
     status_code = status.HTTP_409_CONFLICT
     default_detail = "The request conflicts with the current state of the resource."
     default_code = "conflict"
+
+
+class QuotaExceeded(exceptions.APIException):
+    """One of the user's limits refuses the request (accounts.limits): unlike a throttle, it lasts
+    until their own tasks move on, so there is no Retry-After."""
+
+    status_code = status.HTTP_429_TOO_MANY_REQUESTS
+    default_detail = "A limit of yours refuses this request."
+    default_code = "quota_exceeded"
 
 
 class ServiceUnavailable(exceptions.APIException):
@@ -116,6 +128,54 @@ class JSONStringField(serializers.CharField):
 
     def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class RefuseUnknownFields(serializers.Serializer):
+    """A request body whose fields are all known: a misspelt one (`max_queud_tasks`) is a 400
+    naming it rather than a change quietly not made. The schema says so too (the extension
+    below: `additionalProperties: false`)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        unknown: dict[str, list[str]] = {}
+        if isinstance(data, Mapping):
+            known = ", ".join(self.fields)
+            unknown = {str(name): [f"Unknown field; known: {known}."] for name in data if name not in self.fields}
+        try:
+            values = super().to_internal_value(data)
+        except exceptions.ValidationError as error:
+            detail = error.detail if isinstance(error.detail, dict) else {"non_field_errors": error.detail}
+            raise exceptions.ValidationError({**detail, **unknown}) from None
+        if unknown:
+            raise exceptions.ValidationError(unknown)
+        return values
+
+
+class RefuseUnknownFieldsExtension(OpenApiSerializerExtension):
+    target_class = RefuseUnknownFields
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema: Any, direction: Any) -> Any:
+        schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+        schema["additionalProperties"] = False
+        return schema
+
+
+class JSONIntegerField(serializers.IntegerField):
+    """An integer as JSON writes it, as the schema says: DRF's own also takes "5" and 5.0."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class JSONFloatField(serializers.FloatField):
+    """A finite number as JSON writes it: DRF's own also takes "2.5", true, and 1e400 (inf)."""
+
+    def to_internal_value(self, data: Any) -> float:
+        if isinstance(data, bool) or not isinstance(data, int | float) or not math.isfinite(data):
             self.fail("invalid")
         return super().to_internal_value(data)
 

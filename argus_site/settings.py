@@ -279,6 +279,12 @@ ARGUS_PREEMPT_GRACE_S = envint("ARGUS_PREEMPT_GRACE_S", 120)
 # Estimated starts are planned for this many waiting tasks at the head of the queue each tick.
 ARGUS_ESTIMATE_DEPTH = envint("ARGUS_ESTIMATE_DEPTH", 200)
 ARGUS_MAX_TASK_GPUS = envint("ARGUS_MAX_TASK_GPUS", 0)
+# Per-user limits where a user's own (accounts.UserLimits, set in the admin site or by PATCH
+# /api/v2/users/<name>) is empty; 0: no limit. A submission past the queued limit is refused
+# (429); the running ones are the scheduler's to apply (accounts.limits.limits_by_user).
+ARGUS_USER_MAX_RUNNING_GPUS = envint("ARGUS_USER_MAX_RUNNING_GPUS", 0)
+ARGUS_USER_MAX_RUNNING_TASKS = envint("ARGUS_USER_MAX_RUNNING_TASKS", 0)
+ARGUS_USER_MAX_QUEUED_TASKS = envint("ARGUS_USER_MAX_QUEUED_TASKS", 0)
 # verl asks one {"CPU": 3, "GPU": 1} bundle per GPU: admission checks that many CPUs per GPU on
 # each node (0 turns the CPU check off).
 ARGUS_CPUS_PER_GPU = envfloat("ARGUS_CPUS_PER_GPU", 3.0)

@@ -5,17 +5,41 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import transaction
 
-from tasks.models import Task
-from tasks.specs import SpecError, parse_spec
+from accounts.limits import limits_for, queued_limit_error
+from tasks.models import WAITING_STATES, Task
+from tasks.specs import ParsedSpec, SpecError, parse_spec
+
+
+class QuotaError(Exception):
+    """A submission refused by one of the user's limits; the message names the limit and the count."""
 
 
 def submit_spec(user: Any, source: bytes | str | dict, *, actor: str) -> Task:
-    """Validate ``source`` for ``user`` and queue it. Raises SpecError naming every problem."""
+    """Validate ``source`` for ``user`` and queue it. Raises SpecError naming every problem, and
+    QuotaError when the user already has max_queued_tasks tasks waiting."""
     parsed = parse_spec(source, username=user.username)
     limit = settings.ARGUS_MAX_TASK_GPUS
     total = parsed.nnodes * parsed.n_gpus_per_node
     if limit and total > limit:
         too_many = f"asks for {total} GPUs in all; the limit is {limit} (ARGUS_MAX_TASK_GPUS)"
         raise SpecError({"nnodes": [too_many], "n_gpus_per_node": [too_many]})
-    return Task.create_from_spec(user=user, parsed=parsed, actor=actor)
+    max_queued = limits_for(user).max_queued_tasks
+    if not max_queued:
+        return Task.create_from_spec(user=user, parsed=parsed, actor=actor)
+    return _create_within_quota(user, parsed, actor, max_queued)
+
+
+def _create_within_quota(user: Any, parsed: ParsedSpec, actor: str, max_queued: int) -> Task:
+    with transaction.atomic():
+        # The user's row, locked: two submissions at once count one after the other, so they
+        # cannot both see room for one more. (SQLite's IMMEDIATE transactions already serialize
+        # writers; PostgreSQL needs the lock.)
+        User.objects.select_for_update().filter(pk=user.pk).values_list("pk").get()
+        waiting = Task.objects.filter(user=user, state__in=WAITING_STATES).count()
+        refusal = queued_limit_error(user.username, max_queued, waiting)
+        if refusal:
+            raise QuotaError(refusal)
+        return Task.create_from_spec(user=user, parsed=parsed, actor=actor)

@@ -29,7 +29,7 @@ from tasks.filters import TaskFilter
 from tasks.jobfiles import resolved_spec
 from tasks.models import ACTIVE_STATES, WAITING_STATES, Attempt, IllegalTransition, StaleState, Task, TaskState
 from tasks.specs import SpecError
-from tasks.submit import submit_spec
+from tasks.submit import QuotaError, submit_spec
 from tasks.views_ray import cluster_summary, queue_entries, queue_tasks, waiting_reason
 
 TASKS_PER_PAGE = 25
@@ -95,7 +95,7 @@ def task_list_view(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def task_new_view(request: HttpRequest) -> HttpResponse:
-    text, errors, status = "", {}, 200
+    text, errors, refusal, status = "", {}, "", 200
     if request.method == "POST":
         # Browsers send a textarea's line breaks as CRLF; an advanced command must not hold a \r.
         text = request.POST.get("spec", "").replace("\r\n", "\n")
@@ -104,6 +104,9 @@ def task_new_view(request: HttpRequest) -> HttpResponse:
         except SpecError as error:
             errors = error.fields
             status = 413 if error.code == "too_large" else 400
+        except QuotaError as error:
+            # The spec is fine: it stays in the form, to submit once a task of theirs has started.
+            refusal, status = str(error), 429
         else:
             messages.success(request, f"Task {task.task_id} is queued.")
             for warning in task.warnings:
@@ -117,6 +120,7 @@ def task_new_view(request: HttpRequest) -> HttpResponse:
     context = {
         "spec": text,
         "errors": errors,
+        "refusal": refusal,
         "templates": SPEC_TEMPLATES,
         "home": home_dir(request.user.username),
         "datasets": root / "datasets",

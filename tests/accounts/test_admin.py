@@ -1,13 +1,14 @@
 from __future__ import annotations
 
 import re
+from html.parser import HTMLParser
 
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 from rest_framework.test import APIClient
 
-from accounts.models import ApiToken, TokenState, hash_token
+from accounts.models import ApiToken, TokenState, UserLimits, hash_token
 from tests.accounts.helpers import assert_stored_nowhere, secret_part
 
 RAW_TOKEN_RE = re.compile(r"argus_[A-Za-z0-9_-]{43}")
@@ -171,3 +172,123 @@ def test_an_admin_cannot_disable_themselves_from_the_list(site, admin, alice):
     assert "You cannot disable yourself" in html and "Disabled 1 user(s)." in html
     admin.refresh_from_db()
     assert admin.is_active
+
+
+# --- Limits on the user page --------------------------------------------------------------
+
+
+class _FormFields(HTMLParser):
+    """What a browser would send for the forms of a page: each named field with its value."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.data: dict[str, list[str]] = {}
+        self._select: str | None = None
+        self._textarea: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attr = dict(attrs)
+        name = attr.get("name")
+        if tag == "input" and name:
+            kind = attr.get("type", "text")
+            if kind in ("submit", "button", "file", "image") or (
+                kind in ("checkbox", "radio") and "checked" not in attr
+            ):
+                return
+            self.data.setdefault(name, []).append(attr.get("value") or ("on" if kind == "checkbox" else ""))
+        elif tag == "select" and name:
+            self._select = name
+            self.data.setdefault(name, [])
+        elif tag == "option" and self._select and "selected" in attr:
+            self.data[self._select].append(attr.get("value") or "")
+        elif tag == "textarea" and name:
+            self._textarea = name
+            self.data[name] = [""]
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "select":
+            self._select = None
+        elif tag == "textarea":
+            self._textarea = None
+
+    def handle_data(self, data: str) -> None:
+        if self._textarea:
+            self.data[self._textarea][0] += data
+
+
+def change_page_form(site: Client, user: User, **changes: str) -> dict[str, list[str]]:
+    """The user's change page as a browser would submit it, with ``changes`` typed in."""
+    parser = _FormFields()
+    parser.feed(site.get(f"/admin/auth/user/{user.pk}/change/").content.decode())
+    for name, value in changes.items():
+        assert name in parser.data, f"no field {name} on the page"
+        parser.data[name] = [value]
+    return parser.data
+
+
+@pytest.fixture
+def site_limits(settings) -> None:
+    settings.ARGUS_USER_MAX_RUNNING_GPUS = 16
+    settings.ARGUS_USER_MAX_RUNNING_TASKS = 0
+    settings.ARGUS_USER_MAX_QUEUED_TASKS = 10
+
+
+def test_the_user_page_shows_the_site_defaults_in_effect(site, alice, site_limits):
+    html = site.get(f"/admin/auth/user/{alice.pk}/change/").content.decode()
+    assert 'name="limits-0-max_running_gpus"' in html and 'name="limits-0-fair_share_weight"' in html
+    assert "Empty: the site default, now 16 (ARGUS_USER_MAX_RUNNING_GPUS). 0: no limit." in html
+    assert "Empty: the site default, now none (ARGUS_USER_MAX_RUNNING_TASKS). 0: no limit." in html
+    assert "max_running_gpus 16, max_running_tasks none, max_queued_tasks 10, weight 1" in html
+
+
+def test_the_user_page_shows_the_users_own_limits_and_what_they_make(site, alice, site_limits):
+    UserLimits.objects.create(user=alice, max_running_tasks=2, max_queued_tasks=0, fair_share_weight=1.5)
+    response = site.get(f"/admin/auth/user/{alice.pk}/change/")
+    form = response.context["inline_admin_formsets"][0].formset.forms[0]
+    assert form.initial["max_running_tasks"] == 2 and form.initial["max_queued_tasks"] == 0
+    assert "max_running_gpus 16, max_running_tasks 2, max_queued_tasks none, weight 1.5" in response.content.decode()
+
+
+def test_limits_are_set_from_the_user_page(site, alice, site_limits):
+    data = change_page_form(
+        site,
+        alice,
+        **{"limits-0-max_queued_tasks": "5", "limits-0-max_running_gpus": "0", "limits-0-fair_share_weight": "2"},
+    )
+    response = site.post(f"/admin/auth/user/{alice.pk}/change/", data)
+    assert response.status_code == 302, response.context and response.context["errors"]
+    row = UserLimits.objects.get(user=alice)
+    assert (row.max_running_gpus, row.max_running_tasks, row.max_queued_tasks, row.fair_share_weight) == (
+        0,
+        None,
+        5,
+        2.0,
+    )
+
+
+def test_saving_the_user_page_untouched_makes_no_limits_row(site, alice):
+    response = site.post(f"/admin/auth/user/{alice.pk}/change/", change_page_form(site, alice))
+    assert response.status_code == 302
+    assert not UserLimits.objects.exists()
+
+
+def test_emptying_a_limit_on_the_user_page_goes_back_to_the_site_default(site, alice, site_limits):
+    UserLimits.objects.create(user=alice, max_running_gpus=4)
+    response = site.post(
+        f"/admin/auth/user/{alice.pk}/change/", change_page_form(site, alice, **{"limits-0-max_running_gpus": ""})
+    )
+    assert response.status_code == 302
+    assert UserLimits.objects.get(user=alice).max_running_gpus is None
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("fair_share_weight", "0"), ("fair_share_weight", "-1"), ("fair_share_weight", "inf"), ("max_queued_tasks", "-1")],
+)
+def test_a_bad_limit_on_the_user_page_is_a_form_error(site, alice, field, value):
+    data = change_page_form(site, alice, **{f"limits-0-{field}": value})
+    response = site.post(f"/admin/auth/user/{alice.pk}/change/", data)
+    assert response.status_code == 200
+    errors = response.context["inline_admin_formsets"][0].formset.errors
+    assert field in errors[0]
+    assert not UserLimits.objects.exists()

@@ -16,6 +16,7 @@ ADMIN_ROUTES = [
     ("get", "/api/v2/users"),
     ("post", "/api/v2/users"),
     ("get", "/api/v2/users/alice"),
+    ("patch", "/api/v2/users/alice"),
     ("post", "/api/v2/users/alice/disable"),
     ("post", "/api/v2/users/alice/enable"),
     ("get", "/api/v2/users/alice/tokens"),
@@ -67,6 +68,12 @@ def test_it_lists_users_for_admins(api, alice, bob, shared_root, django_assert_m
         "date_joined": alice_row["date_joined"],
         "last_login": None,
         "home": str(shared_root / "users" / "alice"),
+        "limits": {
+            "max_running_gpus": {"value": None, "effective": 0},
+            "max_running_tasks": {"value": None, "effective": 0},
+            "max_queued_tasks": {"value": None, "effective": 0},
+            "fair_share_weight": 1.0,
+        },
     }
 
 

@@ -13,8 +13,10 @@ from django.contrib.auth.models import User
 from django.template.loader import render_to_string
 from django.test import Client
 from django.utils import timezone
+from django.utils.html import escape
 
 from accounts.homes import home_dir
+from accounts.models import UserLimits
 from tasks.models import EventKind, FailureKind, Task, TaskState
 from tasks.specs import parse_spec
 from tasks.web_views import SPEC_TEMPLATES, TASKS_PER_PAGE, _span
@@ -263,6 +265,20 @@ def test_a_spec_over_64_kib_is_refused(as_alice: Client) -> None:
     assert response.status_code == 413
     assert "larger than 65536 bytes" in text_of(response)
     assert not Task.objects.exists()
+
+
+def test_a_user_at_max_queued_tasks_gets_the_refusal_on_the_form(
+    as_alice: Client, alice: User, make_task: MakeTask
+) -> None:
+    UserLimits.objects.create(user=alice, max_queued_tasks=1)
+    make_task(alice)
+    spec = render_to_string("tasks/specs/ppo.yaml")
+    response = as_alice.post("/tasks/new/", {"spec": spec})
+    page = text_of(response)
+    assert response.status_code == 429
+    assert "The task was not queued:</strong> alice has 1 task waiting; max_queued_tasks is 1." in page
+    assert escape(spec) + "</textarea>" in page  # kept, to send once a task has started
+    assert Task.objects.count() == 1
 
 
 def test_a_task_can_be_copied_to_a_new_one(as_alice: Client, alice: User, bob: User, make_task: MakeTask) -> None:
