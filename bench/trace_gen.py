@@ -50,7 +50,7 @@ def time_limit(rng: random.Random, run_s: int) -> int:
     return int(math.ceil(run_s * rng.uniform(1.1, 3.0) / quarter) * quarter)
 
 
-def generate(seed: int, tasks: int, nodes: int, gpus: int, load: float, users: int, sweep: int) -> list[dict]:
+def generate(seed: int, tasks: int, nodes: int, gpus: int, load: float, users: int, sweep: int) -> list[dict[str, int | str]]:
     rng = random.Random(seed)
     names = [f"user{n}" for n in range(users)]
     # Some users submit more than others (a lab is never even).
@@ -62,7 +62,7 @@ def generate(seed: int, tasks: int, nodes: int, gpus: int, load: float, users: i
     # The arrival rate that offers `load` times the cluster's GPU-seconds per second.
     mean_work = sum(n * g * r for n, g, r in drawn) / len(drawn)
     rate = load * nodes * gpus / mean_work
-    rows = []
+    rows: list[dict[str, int | str]] = []
     clock = 0.0
     for nnodes, per_node, run_s in drawn:
         clock += rng.expovariate(rate)
@@ -80,7 +80,7 @@ def generate(seed: int, tasks: int, nodes: int, gpus: int, load: float, users: i
             }
         )
     if sweep:
-        at = rows[len(rows) // 3]["arrive_s"]
+        at = int(rows[len(rows) // 3]["arrive_s"])
         sweeper = names[0]
         per_node = min(gpus, 2)
         for _ in range(sweep):
@@ -97,7 +97,7 @@ def generate(seed: int, tasks: int, nodes: int, gpus: int, load: float, users: i
                     "preemptible": "false",
                 }
             )
-    rows.sort(key=lambda row: row["arrive_s"])
+    rows.sort(key=lambda row: int(row["arrive_s"]))
     return rows
 
 

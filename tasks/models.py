@@ -106,6 +106,9 @@ class FailureKind(models.TextChoices):
     TIME_LIMIT = "TIME_LIMIT"
     # Stopped by Argus: the driver log stayed silent past the stall timeout (max_retries applies).
     STALLED = "STALLED"
+    # Stopped by Argus to make room for a task of higher priority: back to the queue in its
+    # place, resumed from its checkpoint (not counted against max_retries).
+    PREEMPTED = "PREEMPTED"
 
 
 class EventKind(models.TextChoices):
@@ -121,6 +124,8 @@ class EventKind(models.TextChoices):
     SCHEDULER_ERROR = "SCHEDULER_ERROR"
     # A Ray job of this task that no live attempt follows was stopped.
     ORPHAN_STOPPED = "ORPHAN_STOPPED"
+    # This preemptible task will be stopped (after its grace) to make room for another.
+    PREEMPTED = "PREEMPTED"
 
 
 class IllegalTransition(Exception):
@@ -166,6 +171,8 @@ class Task(models.Model):
     priority = models.CharField(max_length=8, choices=Priority.choices, default=Priority.NORMAL)
     priority_rank = models.SmallIntegerField(default=0, editable=False)
     max_retries = models.PositiveIntegerField(default=0)
+    # May be stopped to make room for a task of higher priority (and resumed later).
+    preemptible = models.BooleanField(default=False)
     # Seconds; null: none. Resolved at submission (spec, site default, site cap).
     time_limit_s = models.PositiveIntegerField(null=True, blank=True)
     stall_timeout_s = models.PositiveIntegerField(null=True, blank=True)
@@ -175,6 +182,8 @@ class Task(models.Model):
     error_summary = models.TextField(blank=True)
     pending_reason = models.CharField(max_length=500, blank=True)
     next_run_at = models.DateTimeField(null=True, blank=True)
+    # When backfill plans this waiting task to start (null: not planned); see admission._estimate.
+    estimated_start_at = models.DateTimeField(null=True, blank=True)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     # The scheduler's steps for this task that raised since its last move (see tick.py).
     scheduler_errors = models.PositiveSmallIntegerField(default=0)
@@ -258,6 +267,7 @@ class Task(models.Model):
             nnodes=parsed.nnodes,
             n_gpus_per_node=parsed.n_gpus_per_node,
             priority=parsed.priority,
+            preemptible=parsed.preemptible,
             max_retries=parsed.max_retries,
             time_limit_s=parsed.time_limit_s,
             stall_timeout_s=parsed.stall_timeout_s,
@@ -416,6 +426,13 @@ class Attempt(models.Model):
     log_grew_at = models.DateTimeField(null=True, blank=True)
     stuck_since = models.DateTimeField(null=True, blank=True)
     stuck_line = models.CharField(max_length=500, blank=True)
+    # When admission chose it to make room for a higher-priority task: Ray stops it once it has
+    # saved a checkpoint or ARGUS_PREEMPT_GRACE_S later, whichever comes first.
+    preempted_at = models.DateTimeField(null=True, blank=True)
+    # Fair share: GPU-seconds are charged up to here (tasks.usage); usage_open until the
+    # attempt's end has been charged.
+    charged_until = models.DateTimeField(null=True, blank=True)
+    usage_open = models.BooleanField(default=True)
     created_at = models.DateTimeField(default=timezone.now)
     submitted_at = models.DateTimeField(null=True, blank=True)
     start_time = models.DateTimeField(null=True, blank=True)
@@ -426,6 +443,7 @@ class Attempt(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["task", "attempt_no"], name="attempt_unique_no"),
         ]
+        indexes = [models.Index(fields=["task"], name="attempt_usage_open", condition=models.Q(usage_open=True))]
 
     def __str__(self) -> str:
         return self.ray_submission_id
@@ -488,6 +506,18 @@ class Lease(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} held by {self.holder or 'nobody'}"
+
+
+class Usage(models.Model):
+    """A user's fair-share usage: GPU-seconds as they stood at ``as_of`` (they decay with
+    ARGUS_FAIR_SHARE_HALF_LIFE_H from there; tasks.usage keeps them up to date)."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, models.CASCADE, primary_key=True, related_name="usage")
+    gpu_seconds = models.FloatField(default=0.0)
+    as_of = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.user_id}: {self.gpu_seconds:.0f} GPU-s as of {self.as_of:%Y-%m-%d %H:%M}"
 
 
 class ClusterState(models.Model):

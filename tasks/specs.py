@@ -40,6 +40,7 @@ COMMON_KEYS = (
     "nnodes",
     "n_gpus_per_node",
     "priority",
+    "preemptible",
     "max_retries",
     "time_limit",
     "stall_timeout",
@@ -80,6 +81,7 @@ class ParsedSpec:
     nnodes: int
     n_gpus_per_node: int
     priority: str
+    preemptible: bool
     max_retries: int
     time_limit_s: int | None  # None: no limit
     stall_timeout_s: int | None  # None: not watched
@@ -101,6 +103,7 @@ def parse_spec(source: bytes | str | dict[str, Any], *, username: str) -> Parsed
     nnodes = check.integer("nnodes", low=1, high=MAX_NNODES)
     n_gpus = check.integer("n_gpus_per_node", low=1, high=MAX_GPUS_PER_NODE)
     priority = check.choice("priority", Priority, default=Priority.NORMAL.value)
+    preemptible = check.boolean("preemptible", default=False)
     max_retries = check.integer("max_retries", low=0, high=MAX_RETRIES, default=0)
     time_limit = check.duration("time_limit", settings.ARGUS_DEFAULT_TIME_LIMIT, cap=settings.ARGUS_MAX_TIME_LIMIT)
     stall_timeout = check.duration("stall_timeout", settings.ARGUS_STALL_TIMEOUT)
@@ -110,6 +113,7 @@ def parse_spec(source: bytes | str | dict[str, Any], *, username: str) -> Parsed
         "nnodes": nnodes,
         "n_gpus_per_node": n_gpus,
         "priority": priority,
+        "preemptible": preemptible,
         "max_retries": max_retries,
         "time_limit": time_limit,
         "stall_timeout": stall_timeout,
@@ -126,6 +130,7 @@ def parse_spec(source: bytes | str | dict[str, Any], *, username: str) -> Parsed
         nnodes=nnodes,
         n_gpus_per_node=n_gpus,
         priority=priority,
+        preemptible=preemptible,
         max_retries=max_retries,
         time_limit_s=time_limit or None,
         stall_timeout_s=stall_timeout or None,
@@ -381,6 +386,13 @@ class _Checker:
             self.fail(key, f"must be one of {', '.join(choices.values)}, not {got}")
             return None
         return str(value)
+
+    def boolean(self, key: str, *, default: bool) -> bool:
+        present, value = self._value(key, default, required=False)
+        if present and not isinstance(value, bool):
+            self.fail(key, f"must be true or false, not {_type_name(value)}")
+            return default
+        return bool(value)
 
     def integer(self, key: str, *, low: int, high: int, default: int | None = None, nullable: bool = False) -> Any:
         present, value = self._value(key, default, required=default is None and not nullable)

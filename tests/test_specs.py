@@ -93,6 +93,7 @@ def test_it_accepts_the_basic_example(data: Path) -> None:
         nnodes=2,
         n_gpus_per_node=4,
         priority="normal",
+        preemptible=False,
         max_retries=0,
         time_limit_s=None,  # the site's defaults: no time limit, a stall timeout of 30 min
         stall_timeout_s=1800,
@@ -103,6 +104,7 @@ def test_it_accepts_the_basic_example(data: Path) -> None:
             "nnodes": 2,
             "n_gpus_per_node": 4,
             "priority": "normal",
+            "preemptible": False,
             "max_retries": 0,
             "time_limit": 0,
             "stall_timeout": 1800,
@@ -172,6 +174,7 @@ def test_it_accepts_the_advanced_example(data: Path) -> None:
         "nnodes",
         "n_gpus_per_node",
         "priority",
+        "preemptible",
         "max_retries",
         "command",
         "time_limit",
@@ -909,3 +912,18 @@ def test_checkpoints_elsewhere_in_the_jobs_folder_are_allowed_but_warned_about(d
         "The command sets no trainer.default_local_dir=$ARGUS_CHECKPOINT_DIR: a retry will not resume "
         "from this task's checkpoints (each attempt starts from scratch)."
     ]
+
+
+@pytest.mark.parametrize("value", ["yes", 1, "true", [True]])
+def test_preemptible_is_true_or_false(value: object) -> None:
+    with pytest.raises(SpecError) as caught:
+        parse_spec(as_yaml(basic(preemptible=value)), username="alice")
+    assert list(caught.value.fields) == ["preemptible"]
+    assert "must be true or false" in caught.value.fields["preemptible"][0]
+
+
+def test_preemptible_defaults_to_false_and_is_kept() -> None:
+    assert parse_spec(as_yaml(basic()), username="alice").preemptible is False
+    parsed = parse_spec(as_yaml(basic(preemptible=True)), username="alice")
+    assert parsed.preemptible is True
+    assert parsed.resolved["preemptible"] is True

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from datetime import UTC, datetime
 from functools import partial
 
 from django.conf import settings
@@ -17,10 +18,22 @@ from django.db import IntegrityError, models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from accounts.limits import limits_by_user
 from raypool.config import WORKER_RESOURCE
 from tasks.builders import build_argv
 from tasks.jobfiles import checkpoint_dir, driver_log_path, job_root
-from tasks.models import ACTIVE_STATES, Attempt, Event, EventKind, FailureKind, Role, Task, TaskState
+from tasks.models import (
+    ACTIVE_STATES,
+    AdmissionControl,
+    Attempt,
+    Event,
+    EventKind,
+    FailureKind,
+    Role,
+    Task,
+    TaskState,
+)
+from tasks.queue_order import in_order
 from tasks.scheduler import admission
 from tasks.scheduler.rayjobs import ClusterView, JobExists, RayJobs, RayUnavailable, Submission, SubmitRejected
 from tasks.scheduler.rooms import Request, Room, effective_free
@@ -55,46 +68,177 @@ def rooms(cluster: ClusterView) -> tuple[dict[str, Room], dict[str, Room]]:
 
 
 def admit(ray: RayJobs, cluster: ClusterView, budget: Budget, submitted: list[str]) -> None:
-    """Start what fits, in queue order, appending each started task's id to ``submitted``.
+    """Start what the policy lets start, in queue order, appending each started task's id to
+    ``submitted``; mark the preemptible tasks that must make room; write each waiting task's
+    reason and estimated start.
 
     Stops at the first RayUnavailable (it propagates: Ray will not take the next one either)
     and when the budget is spent; the rest waits for the next tick.
     """
+    now = timezone.now()
+    waiting = list(
+        Task.objects.waiting()
+        .filter(Q(next_run_at=None) | Q(next_run_at__lte=now), cancel_requested_at=None)
+        .select_related("user")
+        .only(*QUEUE_FIELDS)
+    )
+    if not waiting:
+        return
+    control = AdmissionControl.current()
+    if control.paused:
+        reason = f"admission is paused: {control.reason}; running tasks go on, nothing new starts"
+        _write_reasons({task.pk: reason for task in waiting if task.pending_reason != reason[:500]}, set())
+        return
     totals, ray_free = rooms(cluster)
     # Promised CPUs follow promised GPUs, as verl's bundles do.
     promised = {node: Room(gpus, cpus_for(gpus)) for node, gpus in promised_gpus().items()}
     free = effective_free(totals, ray_free, promised)
-    now = timezone.now()
-    rows = (
-        Task.objects.waiting()
-        .filter(Q(next_run_at=None) | Q(next_run_at__lte=now), cancel_requested_at=None)
-        .values_list("pk", "nnodes", "n_gpus_per_node", "state", "pending_reason")
-    )
-    states = {}
-    written = {}
-    queue = []
-    for pk, nnodes, gpus, state, reason in rows:
-        states[pk] = state
-        written[pk] = reason
-        queue.append(Request(pk, nnodes, gpus, cpus_for(gpus)))
-    if not queue:
-        return
+    ordered, _ = in_order(waiting, now)
+    holders = running_now(now)
+    users = {task.user_id: task.user.username for task in ordered}
+    caps = {
+        users[user_id]: admission.Caps(limits.max_running_gpus, limits.max_running_tasks)
+        for user_id, limits in limits_by_user(users).items()
+        if limits.max_running_gpus or limits.max_running_tasks
+    }
     max_new = None
     if settings.ARGUS_MAX_RUNNING_TASKS > 0:
-        running = Task.objects.filter(state__in=ACTIVE_STATES).count()
-        max_new = max(0, settings.ARGUS_MAX_RUNNING_TASKS - running)
-    decision = admission.decide(queue, free, totals, policy=settings.ARGUS_SCHEDULING_POLICY, max_new=max_new)
-
-    # Only the reasons that changed: in a steady queue that is none, and no UPDATE naming every
-    # waiting task runs each tick (bench/tick.py).
-    changed = {pk: reason for pk, reason in decision.waiting.items() if written[pk] != reason[:500]}
-    _write_reasons(changed, {pk for pk in decision.short if states[pk] == S.QUEUED})
+        max_new = max(0, settings.ARGUS_MAX_RUNNING_TASKS - len(holders))
+    decision = admission.decide(
+        [request_for(task) for task in ordered],
+        free,
+        totals,
+        policy=settings.ARGUS_SCHEDULING_POLICY,
+        max_new=max_new,
+        now=now.timestamp(),
+        running=holders,
+        caps=caps,
+        preemption=settings.ARGUS_PREEMPTION,
+        shortest_first=settings.ARGUS_BACKFILL_SHORTEST_FIRST,
+        estimate=settings.ARGUS_ESTIMATE_DEPTH,
+    )
+    by_pk = {task.pk: task for task in ordered}
+    # Only the reasons and estimates that changed: in a steady queue that is none, and no UPDATE
+    # naming every waiting task runs each tick (bench/tick.py).
+    changed = {pk: reason for pk, reason in decision.waiting.items() if by_pk[pk].pending_reason != reason[:500]}
+    _write_reasons(changed, {pk for pk in decision.short if by_pk[pk].state == S.QUEUED})
+    _write_estimates(by_pk, decision.estimates)
+    for victim, beneficiary in decision.preempt.items():
+        mark_preempted(victim, by_pk[beneficiary], now)
     for request, placement in decision.admitted:
         if budget.spent():
             return
-        task = Task.objects.select_related("user").get(pk=request.key)
+        task = by_pk[request.key]
         if guarded(task, partial(start_attempt, ray, task, placement)):
             submitted.append(task.task_id)
+
+
+QUEUE_FIELDS = (
+    "pk",
+    "task_id",
+    "user__username",
+    "nnodes",
+    "n_gpus_per_node",
+    "state",
+    "pending_reason",
+    "created_at",
+    "priority_rank",
+    "time_limit_s",
+    "estimated_start_at",
+    "cancel_requested_at",
+)
+
+
+def planned_run_s(time_limit_s: int | None) -> float | None:
+    """What backfill plans a task to run: its time limit (the site default was applied at
+    submission); None: unknown."""
+    return float(time_limit_s) if time_limit_s else None
+
+
+def request_for(task: Task) -> Request:
+    return Request(
+        task.pk,
+        task.nnodes,
+        task.n_gpus_per_node,
+        cpus_for(task.n_gpus_per_node),
+        task.user.username,
+        planned_run_s(task.time_limit_s),
+        task.priority_rank,
+    )
+
+
+def running_now(now: datetime) -> list[admission.Running]:
+    """Live attempts as admission sees them: their room, planned end, owner, and whether they
+    are stopping (canceled, over time, preempted)."""
+    grace = settings.ARGUS_PREEMPT_GRACE_S
+    holders = []
+    rows = Attempt.objects.filter(task__state__in=ACTIVE_STATES, end_time=None).select_related("task__user")
+    for attempt in rows:
+        task = attempt.task
+        started = attempt.start_time or attempt.created_at
+        run_s = planned_run_s(task.time_limit_s)
+        ends = started.timestamp() + run_s if run_s is not None else None
+        stopping = attempt.stop_requested_at is not None or attempt.preempted_at is not None
+        if attempt.preempted_at is not None:
+            ends = attempt.preempted_at.timestamp() + grace
+        elif stopping:
+            ends = now.timestamp()
+        gpus = task.n_gpus_per_node
+        holders.append(
+            admission.Running(
+                task.pk,
+                {node: int(n) for node, n in (attempt.placement or {}).items()},
+                cpus_for(gpus),
+                ends,
+                task.user.username,
+                task.priority_rank,
+                # Only a task that runs has anything to resume from; one still on its way to
+                # Ray is not worth stopping.
+                task.preemptible and task.state == S.RUNNING and task.cancel_requested_at is None,
+                started.timestamp(),
+                stopping,
+            )
+        )
+    return holders
+
+
+def mark_preempted(victim_pk: int, beneficiary: Task, now: datetime) -> None:
+    """Choose a running task to make room: it is stopped once it has saved a checkpoint or after
+    ARGUS_PREEMPT_GRACE_S (tasks.scheduler.watch)."""
+    attempt = (
+        Attempt.objects.filter(task_id=victim_pk, end_time=None, preempted_at=None)
+        .select_related("task")
+        .order_by("-attempt_no")
+        .first()
+    )
+    if attempt is None:
+        return
+    if not Attempt.objects.filter(pk=attempt.pk, preempted_at=None).update(preempted_at=now):
+        return
+    grace = settings.ARGUS_PREEMPT_GRACE_S
+    attempt.task.record(
+        EventKind.PREEMPTED,
+        actor=ACTOR,
+        attempt=attempt,
+        message=(
+            f"Preempted to make room for {beneficiary.task_id} ({beneficiary.priority} priority): stops after "
+            f"its next checkpoint or within {grace} s, then waits in its place and resumes from its checkpoint."
+        ),
+        data={"for_task": beneficiary.task_id, "grace_s": grace},
+    )
+
+
+def _write_estimates(tasks: dict[int, Task], estimates: dict[int, float | None]) -> None:
+    """Estimated starts, to the minute (finer would rewrite them every tick for nothing)."""
+    by_value: dict[datetime | None, list[int]] = {}
+    for pk, task in tasks.items():
+        at = estimates.get(pk)
+        value = None if at is None else datetime.fromtimestamp(round(at / 60) * 60, tz=UTC)
+        if task.estimated_start_at != value:
+            by_value.setdefault(value, []).append(pk)
+    for value, pks in by_value.items():
+        for batch in _batches(pks):
+            Task.objects.filter(pk__in=batch).update(estimated_start_at=value)
 
 
 # SQLite builds with the default limit take 32,766 variables a statement: a very long queue is

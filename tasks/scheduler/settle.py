@@ -121,6 +121,13 @@ def next_move(task: Task, attempt: Attempt, outcome: Outcome, counts: Counter[st
     failed = Move(S.FAILED, summary, changes={"error_summary": summary[:2000]})
     if outcome.final or kind in FINAL_FAILURES:
         return failed
+    if kind == F.PREEMPTED:
+        # Its place in the queue is its submission time: it goes back where it was.
+        return _retry(
+            S.QUEUED,
+            f"Attempt {number} was preempted ({line}); back in the queue in its place.",
+            "preempted for a task of higher priority; it resumes from its checkpoint when room frees",
+        )
     if kind == F.INSUFFICIENT_RESOURCES:
         # verl's fail-fast counts GPUs; a placement Ray cannot give is said in Ray's words.
         short = "verl found too few free GPUs" if INSUFFICIENT.search(line) else "the cluster had no room"

@@ -20,6 +20,7 @@ from tasks.scheduler.rayjobs import ClusterView, RayJobs, RayUnavailable
 from tasks.scheduler.steps import Budget
 from tasks.scheduler.sweep import sweep, sweep_due
 from tasks.scheduler.sync import sync
+from tasks.usage import charge
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +53,7 @@ def tick(budget: Budget | None = None, *, force_sweep: bool = False) -> TickRepo
         try:
             sync(ray, budget, report.ended)
             stop_canceled(ray, budget)
+            charge(timezone.now())  # fair share: what ran since the last tick, before ordering the queue
             # Each submission may wait on Ray: none is started once the budget is spent.
             if not budget.spent():
                 admit(ray, cluster, budget, report.submitted)

@@ -8,19 +8,21 @@ added since the last, never the whole file. Argus stops the job itself and recor
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.utils import timezone
 
 from tasks.curves import parse_text
 from tasks.durations import format_seconds
-from tasks.jobfiles import attempt_log
+from tasks.jobfiles import attempt_log, checkpoint_dir
 from tasks.models import Attempt, EventKind, FailureKind, Task
 from tasks.scheduler.driverlog import placement_stuck, read_new, resumed_from
 from tasks.scheduler.rayjobs import JobNotFound, RayJobs
 from tasks.scheduler.settle import ACTOR
 
+# verl writes this file in the checkpoint folder once a checkpoint is complete.
+TRACKER = "latest_checkpointed_iteration.txt"
 # A tick reads at most this much of a log: a burst of output is caught up over a few ticks.
 READ_BYTES = 4 << 20
 
@@ -30,7 +32,12 @@ def watch(ray: RayJobs, task: Task, attempt: Attempt, now: datetime | None = Non
     if attempt.stop_requested_at is not None:
         return  # stopping already: sync settles it when Ray reports the end
     now = now or timezone.now()
-    why = _read_log(task, attempt, now) or _over_time(task, attempt, now) or _silent(task, attempt, now)
+    why = (
+        _read_log(task, attempt, now)
+        or _preempt_due(task, attempt, now)
+        or _over_time(task, attempt, now)
+        or _silent(task, attempt, now)
+    )
     if why is not None:
         stop(ray, task, attempt, *why)
 
@@ -70,6 +77,24 @@ def _note(task: Task, attempt: Attempt, text: str, offset: int, now: datetime) -
         attempt.stuck_since, attempt.stuck_line = None, ""  # training goes on: the placement came
         changed += ["stuck_since", "stuck_line"]
     attempt.save(update_fields=changed)
+
+
+def _preempt_due(task: Task, attempt: Attempt, now: datetime) -> tuple[str, str] | None:
+    """A preempted attempt stops as soon as verl has saved a checkpoint since it was chosen
+    (nothing is lost), or when its grace has passed."""
+    if attempt.preempted_at is None:
+        return None
+    tracker = checkpoint_dir(task.user.username, task.task_id) / TRACKER
+    try:
+        saved = datetime.fromtimestamp(tracker.stat().st_mtime, tz=UTC) >= attempt.preempted_at
+    except OSError:
+        saved = False
+    grace = settings.ARGUS_PREEMPT_GRACE_S
+    if saved:
+        return FailureKind.PREEMPTED, "preempted for a task of higher priority, after it saved a checkpoint"
+    if now - attempt.preempted_at >= timedelta(seconds=grace):
+        return FailureKind.PREEMPTED, f"preempted for a task of higher priority; its grace of {grace} s passed"
+    return None
 
 
 def _over_time(task: Task, attempt: Attempt, now: datetime) -> tuple[str, str] | None:
