@@ -915,14 +915,14 @@ def test_checkpoints_elsewhere_in_the_jobs_folder_are_allowed_but_warned_about(d
 
 
 @pytest.mark.parametrize("value", ["yes", 1, "true", [True]])
-def test_preemptible_is_true_or_false(value: object) -> None:
+def test_preemptible_is_true_or_false(value: object, data: Path) -> None:
     with pytest.raises(SpecError) as caught:
         parse_spec(as_yaml(basic(preemptible=value)), username="alice")
     assert list(caught.value.fields) == ["preemptible"]
     assert "must be true or false" in caught.value.fields["preemptible"][0]
 
 
-def test_preemptible_defaults_to_false_and_is_kept() -> None:
+def test_preemptible_defaults_to_false_and_is_kept(data: Path) -> None:
     assert parse_spec(as_yaml(basic()), username="alice").preemptible is False
     parsed = parse_spec(as_yaml(basic(preemptible=True)), username="alice")
     assert parsed.preemptible is True

@@ -15,7 +15,8 @@ pytestmark = pytest.mark.django_db
 S = TaskState
 
 
-def test_the_first_that_fits_goes_the_next_waits_with_a_reason(alice, make_task, fake_ray):
+def test_the_first_that_fits_goes_the_next_waits_with_a_reason(alice, make_task, fake_ray, settings):
+    settings.ARGUS_SCHEDULING_POLICY = "strict_fifo"
     ray = fake_ray([4])
     first, second, third = (make_task(alice) for _ in range(3))
     report = tick()
