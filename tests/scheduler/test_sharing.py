@@ -1,0 +1,112 @@
+"""Sharing a contended cluster on a real Ray cluster (a head and two 4-GPU workers), through the
+scheduler's tick: preemption that resumes, per-user running limits, fair-share order, and the
+admission pause."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tasks.models import AdmissionControl, EventKind, FailureKind, TaskState, Usage
+from tests.conftest import PPO_SPEC
+from tests.scheduler.conftest import standin_spec, state_of, tick_until
+from tests.scheduler.test_durable import steps_in
+
+pytestmark = [pytest.mark.ray, pytest.mark.django_db]
+S = TaskState
+
+# Both workers, 150 steps of 0.2 s, a checkpoint every 5 steps.
+WHOLE_CLUSTER = PPO_SPEC.replace("nnodes: 1", "nnodes: 2") + "total_training_steps: 150\nsave_freq: 5\n"
+
+
+def test_a_high_task_preempts_a_preemptible_one_which_resumes_and_finishes(
+    alice, bob, submit, client_for, on_ray, datasets, settings
+):
+    settings.ARGUS_PREEMPT_GRACE_S = 60  # it stops at its next checkpoint, a second away
+    low = submit(alice, WHOLE_CLUSTER + "preemptible: true\n")
+    tick_until(lambda: state_of(low) == S.RUNNING)
+    first = low.attempts.get()
+    tick_until(lambda: len(steps_in(Path(first.log_path))) >= 7, timeout=60)
+
+    high = submit(bob, standin_spec(gpus=4, steps=3) + "priority: high\n")
+    tick_until(lambda: state_of(high) == S.SUCCEEDED, timeout=120)
+    first.refresh_from_db()
+    assert first.failure_kind == FailureKind.PREEMPTED
+    assert first.stop_line == "preempted for a task of higher priority, after it saved a checkpoint"
+    preempted = low.events.get(kind=EventKind.PREEMPTED)
+    assert preempted.data["for_task"] == high.task_id
+    # bob's task started only once alice's had stopped: never more GPUs than the cluster has.
+    assert high.attempts.get().created_at > first.end_time
+
+    tick_until(lambda: state_of(low) == S.SUCCEEDED, timeout=150)
+    second = low.attempts.get(attempt_no=2)
+    assert second.resumed_from_step is not None and second.resumed_from_step >= 5
+    assert steps_in(Path(second.log_path))[0] == second.resumed_from_step + 1
+    assert low.max_retries == 0  # a preemption is not a failure: no retry was spent on it
+    metrics = client_for(alice).get("/metrics")
+    assert b"argus_attempt_failures{kind=\"PREEMPTED\"} 1.0" in metrics.content
+
+
+def test_a_task_that_is_not_preemptible_is_never_stopped(alice, bob, submit, on_ray, datasets, settings):
+    settings.ARGUS_PREEMPT_GRACE_S = 0
+    low = submit(alice, standin_spec(nnodes=2, gpus=4, steps=15, step_s=0.2))
+    tick_until(lambda: state_of(low) == S.RUNNING)
+    high = submit(bob, standin_spec(gpus=4, steps=2) + "priority: high\n")
+    tick_until(lambda: state_of(low) == S.SUCCEEDED, timeout=90)
+    assert low.attempts.get().failure_kind == ""
+    assert not low.events.filter(kind=EventKind.PREEMPTED).exists()
+    tick_until(lambda: state_of(high) == S.SUCCEEDED, timeout=90)
+
+
+def test_a_users_running_limit_holds_their_second_task_while_others_run(
+    alice, bob, admin, submit, client_for, on_ray, datasets
+):
+    response = client_for(admin).patch("/api/v2/users/alice", {"max_running_tasks": 1}, format="json")
+    assert response.status_code == 200, response.content
+    first = submit(alice, standin_spec(gpus=4, steps=15))
+    second = submit(alice, standin_spec(gpus=4, steps=2))
+    other = submit(bob, standin_spec(gpus=4, steps=2))
+    tick_until(lambda: state_of(other) == S.SUCCEEDED and state_of(first) == S.RUNNING, timeout=90)
+    second.refresh_from_db()
+    assert second.state in (S.QUEUED, S.PENDING_RESOURCES)
+    assert second.pending_reason == "waits for its user's limit: alice runs 1 task; max_running_tasks is 1"
+    assert not second.attempts.exists()
+    tick_until(lambda: state_of(second) == S.SUCCEEDED, timeout=120)
+    assert second.attempts.get().created_at >= first.attempts.get().end_time
+
+
+def test_a_lighter_user_goes_first_within_a_priority(alice, bob, make_user, submit, on_ray, datasets, settings):
+    settings.ARGUS_FAIR_SHARE_WINDOW = 3600
+    # alice ran 100 GPU-hours this week; bob nothing.
+    Usage.objects.create(user=alice, gpu_seconds=100 * 3600.0)
+    carol = make_user("carol")
+    blocker = submit(carol, standin_spec(nnodes=2, gpus=4, steps=10))
+    tick_until(lambda: state_of(blocker) == S.RUNNING)
+    heavy = submit(alice, standin_spec(nnodes=2, gpus=4, steps=2))
+    light = submit(bob, standin_spec(nnodes=2, gpus=4, steps=2))
+    tick_until(lambda: state_of(light) == S.SUCCEEDED, timeout=120)
+    assert state_of(heavy) != S.SUCCEEDED or heavy.attempts.get().created_at > light.attempts.get().created_at
+    tick_until(lambda: state_of(heavy) == S.SUCCEEDED, timeout=120)
+    assert heavy.attempts.get().created_at > light.attempts.get().end_time
+
+
+def test_while_admission_is_paused_running_tasks_go_on_and_nothing_starts(
+    alice, admin, submit, client_for, on_ray, datasets
+):
+    running = submit(alice, standin_spec(gpus=4, steps=10))
+    tick_until(lambda: state_of(running) == S.RUNNING)
+    response = client_for(admin).post(
+        "/api/v2/admission", {"paused": True, "reason": "driver upgrade at 15:00"}, format="json"
+    )
+    assert response.status_code == 200, response.content
+    waiting = submit(alice, standin_spec(gpus=4, steps=2))
+    tick_until(lambda: state_of(running) == S.SUCCEEDED, timeout=90)
+    waiting.refresh_from_db()
+    assert waiting.state == S.QUEUED and not waiting.attempts.exists()
+    assert waiting.pending_reason == (
+        "admission is paused: driver upgrade at 15:00; running tasks go on, nothing new starts"
+    )
+    assert client_for(alice).post("/api/v2/admission", {"paused": False}, format="json").status_code == 403
+    AdmissionControl.set(False, "", actor="admin:admin")
+    tick_until(lambda: state_of(waiting) == S.SUCCEEDED, timeout=90)
