@@ -45,7 +45,7 @@ def test_a_high_task_preempts_a_preemptible_one_which_resumes_and_finishes(
     assert steps_in(Path(second.log_path))[0] == second.resumed_from_step + 1
     assert low.max_retries == 0  # a preemption is not a failure: no retry was spent on it
     metrics = client_for(alice).get("/metrics")
-    assert b"argus_attempt_failures{kind=\"PREEMPTED\"} 1.0" in metrics.content
+    assert b'argus_attempt_failures{kind="PREEMPTED"} 1.0' in metrics.content
 
 
 def test_a_task_that_is_not_preemptible_is_never_stopped(alice, bob, submit, on_ray, datasets, settings):

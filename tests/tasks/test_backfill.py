@@ -135,7 +135,9 @@ def test_the_task_limit_counts_what_this_pass_admits():
 
 def test_a_task_larger_than_its_users_limit_says_it_can_never_start():
     decision = decide([req(1, 2, 8, user="bob")], TOTALS, TOTALS, caps={"bob": Caps(max_gpus=8)})
-    assert decision.waiting[1] == "needs 16 GPUs, more than bob's max_running_gpus of 8: it cannot start under this limit"
+    assert decision.waiting[1] == (
+        "needs 16 GPUs, more than bob's max_running_gpus of 8: it cannot start under this limit"
+    )
 
 
 # --- Preemption ----------------------------------------------------------------------------------

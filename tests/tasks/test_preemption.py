@@ -12,7 +12,8 @@ from tasks.jobfiles import checkpoint_dir
 from tasks.models import Attempt, EventKind, FailureKind, Task, TaskState
 from tasks.scheduler.tick import tick
 from tests.conftest import PPO_SPEC
-from tests.tasks.test_watch import Clock, clock, running, stopped_by_argus  # noqa: F401 (fixture)
+from tests.tasks.conftest import Clock
+from tests.tasks.test_watch import running, stopped_by_argus
 
 pytestmark = pytest.mark.django_db
 S = TaskState
@@ -43,9 +44,7 @@ def save_checkpoint(task: Task, clock: Clock) -> None:
     os.utime(tracker, (clock.now.timestamp(), clock.now.timestamp()))
 
 
-def test_the_victim_stops_after_its_next_checkpoint_and_goes_back_in_its_place(
-    alice, bob, make_task, fake_ray, clock
-):
+def test_the_victim_stops_after_its_next_checkpoint_and_goes_back_in_its_place(alice, bob, make_task, fake_ray, clock):
     ray, victim, attempt, high = scene(alice, bob, make_task, fake_ray, clock)
     tick()
     attempt.refresh_from_db()

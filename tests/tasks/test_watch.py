@@ -3,15 +3,14 @@ a time limit, a silent log, a placement Ray cannot give, and the step verl resum
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from django.utils import timezone
 
 from tasks.jobfiles import attempt_log
 from tasks.models import Attempt, EventKind, FailureKind, Task, TaskState
 from tasks.scheduler.tick import tick
+from tests.tasks.conftest import Clock
 
 pytestmark = pytest.mark.django_db
 S = TaskState
@@ -20,20 +19,6 @@ STUCK = (
     "defaultdict(<class 'float'>, {'CPU': 16.0, 'GPU': 4.0}). Add suitable node types to this cluster to "
     "resolve this issue."
 )  # as Ray 2.60 printed it for the stand-in (tests/standin/logs/starved.log)
-
-
-class Clock:
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.now = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.get_fixed_timezone(0))
-        monkeypatch.setattr(timezone, "now", lambda: self.now)
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
-
-
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
-    return Clock(monkeypatch)
 
 
 def running(ray, task: Task, clock: Clock) -> Attempt:
