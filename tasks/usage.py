@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.contrib.auth.models import User
 from django.db import transaction
 
 from accounts.limits import limits_by_user
@@ -71,7 +70,3 @@ def shares(now: datetime, users: dict[int, str]) -> dict[str, Share]:
     weights = {name: limits[user_id].weight for user_id, name in names.items()}
     factor = factors(usage, weights, names.values())
     return {name: Share(name, usage.get(name, 0.0) / HOUR, weights[name], factor[name]) for name in names.values()}
-
-
-def usernames(ids: set[int]) -> dict[int, str]:
-    return dict(User.objects.filter(pk__in=ids).values_list("pk", "username"))

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from functools import partial
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, models, transaction
@@ -24,6 +26,7 @@ from tasks.builders import build_argv
 from tasks.jobfiles import checkpoint_dir, driver_log_path, job_root
 from tasks.models import (
     ACTIVE_STATES,
+    WAITING_STATES,
     AdmissionControl,
     Attempt,
     Event,
@@ -33,8 +36,9 @@ from tasks.models import (
     Task,
     TaskState,
 )
-from tasks.queue_order import in_order
+from tasks.queue_order import EpochSeconds, order_waiting, usernames
 from tasks.scheduler import admission
+from tasks.scheduler.fairshare import Waiting
 from tasks.scheduler.rayjobs import ClusterView, JobExists, RayJobs, RayUnavailable, Submission, SubmitRejected
 from tasks.scheduler.rooms import Request, Room, effective_free
 from tasks.scheduler.settle import ACTOR, Outcome, settle
@@ -76,26 +80,29 @@ def admit(ray: RayJobs, cluster: ClusterView, budget: Budget, submitted: list[st
     and when the budget is spent; the rest waits for the next tick.
     """
     now = timezone.now()
-    waiting = list(
-        Task.objects.waiting()
+    # Plain rows, not model instances: a queue of 10,000 is read every tick (bench/tick.py).
+    rows = {
+        row.pk: row
+        for row in Task.objects.waiting()
         .filter(Q(next_run_at=None) | Q(next_run_at__lte=now), cancel_requested_at=None)
-        .select_related("user")
-        .only(*QUEUE_FIELDS)
-    )
-    if not waiting:
+        .annotate(submitted=EpochSeconds("created_at"))
+        .values_list(*QUEUE_FIELDS, named=True)
+    }
+    if not rows:
         return
     control = AdmissionControl.current()
     if control.paused:
         reason = f"admission is paused: {control.reason}; running tasks go on, nothing new starts"
-        _write_reasons({task.pk: reason for task in waiting if task.pending_reason != reason[:500]}, set())
+        _write_reasons({pk: reason for pk, row in rows.items() if row.pending_reason != reason[:500]}, set())
         return
     totals, ray_free = rooms(cluster)
     # Promised CPUs follow promised GPUs, as verl's bundles do.
     promised = {node: Room(gpus, cpus_for(gpus)) for node, gpus in promised_gpus().items()}
     free = effective_free(totals, ray_free, promised)
-    ordered, _ = in_order(waiting, now)
+    users = usernames(row.user_id for row in rows.values())
+    queue = [Waiting(pk, users[row.user_id], row.priority_rank, row.submitted) for pk, row in rows.items()]
+    ordered, _ = order_waiting(queue, users, now)
     holders = running_now(now)
-    users = {task.user_id: task.user.username for task in ordered}
     caps = {
         users[user_id]: admission.Caps(limits.max_running_gpus, limits.max_running_tasks)
         for user_id, limits in limits_by_user(users).items()
@@ -105,7 +112,7 @@ def admit(ray: RayJobs, cluster: ClusterView, budget: Budget, submitted: list[st
     if settings.ARGUS_MAX_RUNNING_TASKS > 0:
         max_new = max(0, settings.ARGUS_MAX_RUNNING_TASKS - len(holders))
     decision = admission.decide(
-        [request_for(task) for task in ordered],
+        [request_for(rows[item.key], item.user, settings.ARGUS_CPUS_PER_GPU) for item in ordered],
         free,
         totals,
         policy=settings.ARGUS_SCHEDULING_POLICY,
@@ -117,35 +124,31 @@ def admit(ray: RayJobs, cluster: ClusterView, budget: Budget, submitted: list[st
         shortest_first=settings.ARGUS_BACKFILL_SHORTEST_FIRST,
         estimate=settings.ARGUS_ESTIMATE_DEPTH,
     )
-    by_pk = {task.pk: task for task in ordered}
     # Only the reasons and estimates that changed: in a steady queue that is none, and no UPDATE
     # naming every waiting task runs each tick (bench/tick.py).
-    changed = {pk: reason for pk, reason in decision.waiting.items() if by_pk[pk].pending_reason != reason[:500]}
-    _write_reasons(changed, {pk for pk in decision.short if by_pk[pk].state == S.QUEUED})
-    _write_estimates(by_pk, decision.estimates)
+    changed = {pk: reason for pk, reason in decision.waiting.items() if rows[pk].pending_reason != reason[:500]}
+    _write_reasons(changed, {pk for pk in decision.short if rows[pk].state == S.QUEUED})
+    _write_estimates(rows, decision.estimates)
     for victim, beneficiary in decision.preempt.items():
-        mark_preempted(victim, by_pk[beneficiary], now)
+        mark_preempted(victim, beneficiary, now)
     for request, placement in decision.admitted:
         if budget.spent():
             return
-        task = by_pk[request.key]
+        task = Task.objects.select_related("user").get(pk=request.key)
         if guarded(task, partial(start_attempt, ray, task, placement)):
             submitted.append(task.task_id)
 
 
 QUEUE_FIELDS = (
     "pk",
-    "task_id",
-    "user__username",
+    "user_id",
     "nnodes",
     "n_gpus_per_node",
     "state",
     "pending_reason",
-    "created_at",
+    "submitted",
     "priority_rank",
     "time_limit_s",
-    "estimated_start_at",
-    "cancel_requested_at",
 )
 
 
@@ -155,15 +158,17 @@ def planned_run_s(time_limit_s: int | None) -> float | None:
     return float(time_limit_s) if time_limit_s else None
 
 
-def request_for(task: Task) -> Request:
+def request_for(row: Any, user: str, cpus_per_gpu: float) -> Request:
+    """A waiting task's row (QUEUE_FIELDS) as admission sees it (``cpus_per_gpu``: see cpus_for;
+    read once per tick, settings are slow to read 10,000 times)."""
     return Request(
-        task.pk,
-        task.nnodes,
-        task.n_gpus_per_node,
-        cpus_for(task.n_gpus_per_node),
-        task.user.username,
-        planned_run_s(task.time_limit_s),
-        task.priority_rank,
+        row.pk,
+        row.nnodes,
+        row.n_gpus_per_node,
+        row.n_gpus_per_node * cpus_per_gpu,
+        user,
+        planned_run_s(row.time_limit_s),
+        row.priority_rank,
     )
 
 
@@ -202,7 +207,7 @@ def running_now(now: datetime) -> list[admission.Running]:
     return holders
 
 
-def mark_preempted(victim_pk: int, beneficiary: Task, now: datetime) -> None:
+def mark_preempted(victim_pk: int, beneficiary_pk: int, now: datetime) -> None:
     """Choose a running task to make room: it is stopped once it has saved a checkpoint or after
     ARGUS_PREEMPT_GRACE_S (tasks.scheduler.watch)."""
     attempt = (
@@ -216,6 +221,7 @@ def mark_preempted(victim_pk: int, beneficiary: Task, now: datetime) -> None:
     if not Attempt.objects.filter(pk=attempt.pk, preempted_at=None).update(preempted_at=now):
         return
     grace = settings.ARGUS_PREEMPT_GRACE_S
+    beneficiary = Task.objects.only("task_id", "priority").get(pk=beneficiary_pk)
     attempt.task.record(
         EventKind.PREEMPTED,
         actor=ACTOR,
@@ -228,13 +234,19 @@ def mark_preempted(victim_pk: int, beneficiary: Task, now: datetime) -> None:
     )
 
 
-def _write_estimates(tasks: dict[int, Task], estimates: dict[int, float | None]) -> None:
-    """Estimated starts, to the minute (finer would rewrite them every tick for nothing)."""
+def _write_estimates(tasks: Mapping[int, Any], estimates: dict[int, float | None]) -> None:
+    """Estimated starts, to the minute (finer would rewrite them every tick for nothing). Only
+    the head of the queue is planned: the written ones are read apart, not with every row."""
+    written = dict(
+        Task.objects.filter(state__in=WAITING_STATES)
+        .exclude(estimated_start_at=None)
+        .values_list("pk", "estimated_start_at")
+    )
     by_value: dict[datetime | None, list[int]] = {}
-    for pk, task in tasks.items():
+    for pk in tasks:
         at = estimates.get(pk)
         value = None if at is None else datetime.fromtimestamp(round(at / 60) * 60, tz=UTC)
-        if task.estimated_start_at != value:
+        if written.get(pk) != value:
             by_value.setdefault(value, []).append(pk)
     for value, pks in by_value.items():
         for batch in _batches(pks):
