@@ -178,12 +178,36 @@ class QueueEntrySerializer(serializers.Serializer):
     user = serializers.CharField(allow_null=True)
     state = serializers.CharField()
     priority = serializers.CharField()
+    preemptible = serializers.BooleanField(help_text="May be stopped to make room for a task of higher priority.")
     nnodes = serializers.IntegerField()
     n_gpus_per_node = serializers.IntegerField()
     gpus = serializers.IntegerField()
     reason = serializers.CharField()
+    note = serializers.CharField(
+        allow_blank=True,
+        help_text="Its place in words, as the caller reads it: \"about 14:20 UTC, behind 2 tasks of bob's and 1 of "
+        'yours; 1 task of a lighter user (carol) goes first (fair share)". Empty for tasks on Ray.',
+    )
+    estimated_start_at = serializers.DateTimeField(
+        allow_null=True, help_text="When the scheduler's plan starts it, to the minute; null: not planned, or on Ray."
+    )
+    share = serializers.FloatField(
+        help_text="Its owner's fair-share factor, in (0, 1]: 1 has used nothing; the lower, the heavier the user."
+    )
     created_at = serializers.DateTimeField()
     next_run_at = serializers.DateTimeField(allow_null=True)
+
+
+class ShareSerializer(serializers.Serializer):
+    user = serializers.CharField()
+    gpu_hours = serializers.FloatField(help_text="GPU-hours used, decayed with ARGUS_FAIR_SHARE_HALF_LIFE_H.")
+    weight = serializers.FloatField(help_text="The share an admin gave the user (fair_share_weight; default 1).")
+    share = serializers.FloatField(
+        help_text="The fair-share factor, in (0, 1]: 1 has used nothing, 1/2 used exactly its share, near 0 heavy. "
+        "Among waiting tasks of the same priority, a higher factor goes first."
+    )
+    running_gpus = serializers.IntegerField(help_text="GPUs of the user's tasks on Ray.")
+    waiting_tasks = serializers.IntegerField()
 
 
 class NodeSerializer(serializers.Serializer):
