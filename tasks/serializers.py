@@ -8,7 +8,7 @@ from rest_framework import serializers
 
 from argus_site.api import JSONBooleanField, JSONStringField, QueryBooleanField
 from tasks.admission_control import REASON_MAX
-from tasks.models import AdmissionControl, Attempt, Event, Priority, Task, TaskKind, Workload
+from tasks.models import WAITING_STATES, AdmissionControl, Attempt, Event, Priority, Task, TaskKind, Workload
 from tasks.specs import MAX_EPOCHS, MAX_FREQ, MAX_GPUS_PER_NODE, MAX_NNODES, MAX_RETRIES, MAX_TRAINING_STEPS
 
 
@@ -42,6 +42,10 @@ class TaskSerializer(serializers.ModelSerializer):
     user = serializers.CharField(source="user.username", read_only=True)
     total_gpus = serializers.IntegerField(read_only=True)
     cancel_requested = serializers.SerializerMethodField()
+    estimated_start_at = serializers.SerializerMethodField(
+        help_text="When the scheduler's plan starts this waiting task, to the minute; null when it is not "
+        "waiting or not planned."
+    )
 
     class Meta:
         model = Task
@@ -55,20 +59,30 @@ class TaskSerializer(serializers.ModelSerializer):
             "n_gpus_per_node",
             "total_gpus",
             "priority",
+            "preemptible",
             "max_retries",
             "created_at",
             "updated_at",
             "finished_at",
             "next_run_at",
+            "estimated_start_at",
             "pending_reason",
             "error_summary",
             "cancel_requested",
             "warnings",
         ]
         read_only_fields = fields
+        extra_kwargs = {"preemptible": {"help_text": "May be stopped to make room for a task of higher priority."}}
 
     def get_cancel_requested(self, task: Task) -> bool:
         return task.cancel_requested_at is not None
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_estimated_start_at(self, task: Task) -> Any:
+        # The scheduler leaves the last estimate in place once the task starts: it is no longer one.
+        if task.state not in WAITING_STATES or task.estimated_start_at is None:
+            return None
+        return serializers.DateTimeField().to_representation(task.estimated_start_at)
 
 
 class TaskDetailSerializer(TaskSerializer):
@@ -81,7 +95,10 @@ class TaskDetailSerializer(TaskSerializer):
     class Meta(TaskSerializer.Meta):
         fields = [*TaskSerializer.Meta.fields, "time_limit_s", "time_left_s", "attempts"]
         read_only_fields = fields
-        extra_kwargs = {"time_limit_s": {"help_text": "Seconds each attempt may run; null: no limit."}}
+        extra_kwargs = {
+            **TaskSerializer.Meta.extra_kwargs,
+            "time_limit_s": {"help_text": "Seconds each attempt may run; null: no limit."},
+        }
 
     @extend_schema_field(serializers.IntegerField(allow_null=True))
     def get_time_left_s(self, task: Task) -> int | None:

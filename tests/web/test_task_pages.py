@@ -338,6 +338,38 @@ def test_a_waiting_task_says_why_it_waits(as_alice: Client, alice: User, make_ta
     assert "No attempt yet" in page
 
 
+def test_a_waiting_task_says_when_it_should_start(as_alice: Client, alice: User, make_task: MakeTask) -> None:
+    start = timezone.now() + timedelta(hours=2)
+    task = make_task(alice, pending_reason="waiting its turn", estimated_start_at=start, preemptible=True)
+    page = text_of(as_alice.get(f"/tasks/{task.task_id}/"))
+    assert f"<span data-estimated-start>Expected to start {about(start, timezone.now())}.</span>" in page
+    assert ">preemptible</span>" in page
+    # Once it runs, the scheduler's last estimate is no longer one.
+    Task.objects.filter(pk=task.pk).update(state=TaskState.RUNNING)
+    assert "Expected to start" not in text_of(as_alice.get(f"/tasks/{task.task_id}/"))
+
+
+def test_a_preempted_task_says_so_and_its_event_is_in_the_timeline(
+    as_alice: Client, alice: User, bob: User, make_task: MakeTask
+) -> None:
+    task = running_task(make_task, alice, preemptible=True)
+    attempt = task.attempts.get()
+    attempt.preempted_at = timezone.now()
+    attempt.save(update_fields=["preempted_at"])
+    task.record(
+        EventKind.PREEMPTED,
+        actor="scheduler",
+        attempt=attempt,
+        message="Preempted to make room for a task of high priority: stops after its next checkpoint.",
+        data={"for_task": "bob-ppo-20261123-101500-3f2a", "grace_s": 600},
+    )
+    page = text_of(as_alice.get(f"/tasks/{task.task_id}/"))
+    assert '<span class="time-left time-left-low" data-preempted>Preempted just now' in page
+    assert '<li class="event" data-event="PREEMPTED">' in page
+    assert '<span class="event-kind">Preempted</span>' in page
+    assert "Preempted to make room for a task of high priority" in page and "scheduler · attempt 1" in page
+
+
 def test_the_task_pages_live_part_is_the_status_and_the_timeline(
     as_alice: Client, alice: User, make_task: MakeTask, django_assert_max_num_queries
 ) -> None:
