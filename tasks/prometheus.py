@@ -13,12 +13,15 @@ from django.db.models import Count, F, Min
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from tasks.models import WAITING_STATES, Attempt, ClusterState, FailureKind, Task, TaskState
+from tasks.usage import shares
 
 RECENT_DISPATCHES = 200
+# A label per task: the soonest only, so that a long queue does not blow up the series count.
+ESTIMATES_SHOWN = 50
 
 
 class ArgusCollector:
@@ -80,6 +83,50 @@ class ArgusCollector:
             "argus_gpus_free", "Free GPUs on live worker nodes.", value=sum(n.get("gpus_free", 0) for n in workers)
         )
         yield GaugeMetricFamily("argus_worker_nodes", "Live worker nodes.", value=len(workers))
+        yield from _sharing()
+
+
+def _sharing() -> Iterator[Metric]:
+    """Preemptions, estimated starts and fair share (issue 11): five queries."""
+    # An attempt is marked once (a conditional update) and the mark writes its PREEMPTED event:
+    # counted on attempts, not on the events, a table many times larger with no index on kind.
+    yield CounterMetricFamily(
+        "argus_preemptions",
+        "Running tasks chosen to make room for a task of higher priority (their PREEMPTED events).",
+        value=Attempt.objects.filter(preempted_at__isnull=False).count(),
+    )
+    starts = GaugeMetricFamily(
+        "argus_task_estimated_start_timestamp_seconds",
+        f"When the scheduler's plan starts a waiting task (the {ESTIMATES_SHOWN} soonest).",
+        labels=["task_id"],
+    )
+    planned = (
+        Task.objects.filter(state__in=WAITING_STATES, estimated_start_at__isnull=False)
+        .order_by("estimated_start_at", "id")
+        .values_list("task_id", "estimated_start_at")[:ESTIMATES_SHOWN]
+    )
+    for task_id, at in planned:
+        if at is not None:  # filtered out above; mypy cannot know
+            starts.add_metric([task_id], at.timestamp())
+    yield starts
+
+    # The users the queue's order weighs (those waiting, and everyone with usage), as in_order
+    # does: the factors depend on who is counted.
+    waiting = dict(Task.objects.filter(state__in=WAITING_STATES).values_list("user_id", "user__username").distinct())
+    by_user = shares(timezone.now(), waiting).values()
+    factor = GaugeMetricFamily(
+        "argus_user_fair_share", "Each user's fair-share factor: 1 has used nothing, near 0 heavy.", labels=["user"]
+    )
+    usage = GaugeMetricFamily(
+        "argus_user_usage_gpu_hours",
+        "Each user's GPU-hours, decayed with ARGUS_FAIR_SHARE_HALF_LIFE_H.",
+        labels=["user"],
+    )
+    for share in sorted(by_user, key=lambda share: share.user):
+        factor.add_metric([share.user], share.factor)
+        usage.add_metric([share.user], share.gpu_hours)
+    yield factor
+    yield usage
 
 
 def _waiting(by_state: dict[str, int]) -> int:

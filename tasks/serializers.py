@@ -8,7 +8,7 @@ from rest_framework import serializers
 
 from argus_site.api import JSONBooleanField, JSONStringField, QueryBooleanField
 from tasks.admission_control import REASON_MAX
-from tasks.models import AdmissionControl, Attempt, Event, Priority, Task, TaskKind, Workload
+from tasks.models import WAITING_STATES, AdmissionControl, Attempt, Event, Priority, Task, TaskKind, Workload
 from tasks.specs import MAX_EPOCHS, MAX_FREQ, MAX_GPUS_PER_NODE, MAX_NNODES, MAX_RETRIES, MAX_TRAINING_STEPS
 
 
@@ -42,6 +42,10 @@ class TaskSerializer(serializers.ModelSerializer):
     user = serializers.CharField(source="user.username", read_only=True)
     total_gpus = serializers.IntegerField(read_only=True)
     cancel_requested = serializers.SerializerMethodField()
+    estimated_start_at = serializers.SerializerMethodField(
+        help_text="When the scheduler's plan starts this waiting task, to the minute; null when it is not "
+        "waiting or not planned."
+    )
 
     class Meta:
         model = Task
@@ -55,20 +59,30 @@ class TaskSerializer(serializers.ModelSerializer):
             "n_gpus_per_node",
             "total_gpus",
             "priority",
+            "preemptible",
             "max_retries",
             "created_at",
             "updated_at",
             "finished_at",
             "next_run_at",
+            "estimated_start_at",
             "pending_reason",
             "error_summary",
             "cancel_requested",
             "warnings",
         ]
         read_only_fields = fields
+        extra_kwargs = {"preemptible": {"help_text": "May be stopped to make room for a task of higher priority."}}
 
     def get_cancel_requested(self, task: Task) -> bool:
         return task.cancel_requested_at is not None
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_estimated_start_at(self, task: Task) -> Any:
+        # The scheduler leaves the last estimate in place once the task starts: it is no longer one.
+        if task.state not in WAITING_STATES or task.estimated_start_at is None:
+            return None
+        return serializers.DateTimeField().to_representation(task.estimated_start_at)
 
 
 class TaskDetailSerializer(TaskSerializer):
@@ -81,7 +95,10 @@ class TaskDetailSerializer(TaskSerializer):
     class Meta(TaskSerializer.Meta):
         fields = [*TaskSerializer.Meta.fields, "time_limit_s", "time_left_s", "attempts"]
         read_only_fields = fields
-        extra_kwargs = {"time_limit_s": {"help_text": "Seconds each attempt may run; null: no limit."}}
+        extra_kwargs = {
+            **TaskSerializer.Meta.extra_kwargs,
+            "time_limit_s": {"help_text": "Seconds each attempt may run; null: no limit."},
+        }
 
     @extend_schema_field(serializers.IntegerField(allow_null=True))
     def get_time_left_s(self, task: Task) -> int | None:
@@ -178,12 +195,36 @@ class QueueEntrySerializer(serializers.Serializer):
     user = serializers.CharField(allow_null=True)
     state = serializers.CharField()
     priority = serializers.CharField()
+    preemptible = serializers.BooleanField(help_text="May be stopped to make room for a task of higher priority.")
     nnodes = serializers.IntegerField()
     n_gpus_per_node = serializers.IntegerField()
     gpus = serializers.IntegerField()
     reason = serializers.CharField()
+    note = serializers.CharField(
+        allow_blank=True,
+        help_text="Its place in words, as the caller reads it: \"about 14:20 UTC, behind 2 tasks of bob's and 1 of "
+        'yours; 1 task of a lighter user (carol) goes first (fair share)". Empty for tasks on Ray.',
+    )
+    estimated_start_at = serializers.DateTimeField(
+        allow_null=True, help_text="When the scheduler's plan starts it, to the minute; null: not planned, or on Ray."
+    )
+    share = serializers.FloatField(
+        help_text="Its owner's fair-share factor, in (0, 1]: 1 has used nothing; the lower, the heavier the user."
+    )
     created_at = serializers.DateTimeField()
     next_run_at = serializers.DateTimeField(allow_null=True)
+
+
+class ShareSerializer(serializers.Serializer):
+    user = serializers.CharField()
+    gpu_hours = serializers.FloatField(help_text="GPU-hours used, decayed with ARGUS_FAIR_SHARE_HALF_LIFE_H.")
+    weight = serializers.FloatField(help_text="The share an admin gave the user (fair_share_weight; default 1).")
+    share = serializers.FloatField(
+        help_text="The fair-share factor, in (0, 1]: 1 has used nothing, 1/2 used exactly its share, near 0 heavy. "
+        "Among waiting tasks of the same priority, a higher factor goes first."
+    )
+    running_gpus = serializers.IntegerField(help_text="GPUs of the user's tasks on Ray.")
+    waiting_tasks = serializers.IntegerField()
 
 
 class NodeSerializer(serializers.Serializer):

@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 import yaml
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -28,9 +29,10 @@ from accounts.homes import home_dir, shared_root
 from tasks.filters import TaskFilter
 from tasks.jobfiles import resolved_spec
 from tasks.models import ACTIVE_STATES, WAITING_STATES, Attempt, IllegalTransition, StaleState, Task, TaskState
+from tasks.queue_read import current_queue, queue_entries, share_rows, waiting_reason
 from tasks.specs import SpecError
 from tasks.submit import QuotaError, submit_spec
-from tasks.views_ray import cluster_summary, queue_entries, queue_tasks, waiting_reason
+from tasks.views_ray import cluster_summary
 
 TASKS_PER_PAGE = 25
 QUEUE_PER_PAGE = 50
@@ -219,13 +221,18 @@ def task_cancel_view(request: HttpRequest, task_id: str) -> HttpResponse:
 @never_cache
 @login_required
 def queue_view(request: HttpRequest) -> HttpResponse:
-    page = Paginator(queue_tasks(), QUEUE_PER_PAGE).get_page(request.GET.get("page"))
-    waiting = Task.objects.filter(state__in=WAITING_STATES).count()
+    queue = current_queue()
+    page = Paginator(queue.tasks, QUEUE_PER_PAGE).get_page(request.GET.get("page"))
     context = {
         "page": page,
-        "rows": queue_entries(page.object_list, request.user, offset=max(page.start_index() - 1, 0)),
-        "waiting": waiting,
-        "on_ray": page.paginator.count - waiting,
+        "rows": queue_entries(queue, page.object_list, request.user, offset=max(page.start_index() - 1, 0)),
+        "waiting": len(queue.waiting),
+        "on_ray": queue.on_ray,
+        "shares": share_rows(queue),
+        "fair_share": {
+            "window": _span(settings.ARGUS_FAIR_SHARE_WINDOW) if settings.ARGUS_FAIR_SHARE_WINDOW else "",
+            "half_life": _span(int(settings.ARGUS_FAIR_SHARE_HALF_LIFE_H * 3600)),
+        },
         "ray": _ray(),
     }
     return _page_or_part(request, "tasks/queue.html", "tasks/_queue_live.html", context)

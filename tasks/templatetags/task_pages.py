@@ -10,6 +10,7 @@ from django.utils.timesince import timesince, timeuntil
 
 from tasks.durations import format_seconds
 from tasks.models import TaskState
+from tasks.queue_notes import about
 
 register = template.Library()
 
@@ -35,6 +36,12 @@ def duration(start: datetime | None, end: datetime | None = None) -> str:
     if start is None:
         return ""
     return format_seconds(((end or timezone.now()) - start).total_seconds())
+
+
+@register.filter
+def estimated(value: datetime | None) -> str:
+    """An estimated start in words: ``about 14:20 UTC`` (tasks.queue_notes.about)."""
+    return about(value, timezone.now()) if value else ""
 
 
 @register.filter

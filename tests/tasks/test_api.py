@@ -252,6 +252,26 @@ def test_detail_has_the_documented_fields(alice, client_for, make_task):
     assert attempt["ray_submission_id"] == f"{task.task_id}--a01"
 
 
+def test_detail_says_preemptible_and_the_estimated_start_of_a_waiting_task(alice, client_for, make_task):
+    start = timezone.now().replace(microsecond=0) + timedelta(hours=1)
+    task = make_task(alice, preemptible=True, estimated_start_at=start, pending_reason="waiting its turn")
+    client = client_for(alice)
+    body = client.get(f"/api/v2/tasks/{task.task_id}").json()
+    assert body["preemptible"] is True and body["pending_reason"] == "waiting its turn"
+    assert body["estimated_start_at"] == start.isoformat().replace("+00:00", "Z")
+    # The scheduler leaves its last estimate in place once the task starts: not shown then.
+    Task.objects.filter(pk=task.pk).update(state=TaskState.RUNNING)
+    assert client.get(f"/api/v2/tasks/{task.task_id}").json()["estimated_start_at"] is None
+    assert client.get("/api/v2/tasks").json()["results"][0]["preemptible"] is True
+
+
+def test_a_preempted_event_is_in_the_trail(alice, client_for, make_task):
+    task = make_task(alice, state=TaskState.RUNNING, preemptible=True)
+    task.record(EventKind.PREEMPTED, actor="scheduler", message="Preempted.", data={"for_task": "x", "grace_s": 60})
+    events = client_for(alice).get(f"/api/v2/tasks/{task.task_id}/events").json()
+    assert events[-1]["kind"] == "PREEMPTED" and events[-1]["data"] == {"for_task": "x", "grace_s": 60}
+
+
 def test_spec_shows_raw_and_resolved(alice, client_for, make_task, shared_root):
     task = make_task(alice)
     body = client_for(alice).get(f"/api/v2/tasks/{task.task_id}/spec").json()

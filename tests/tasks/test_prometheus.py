@@ -3,10 +3,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from tasks.models import Attempt, ClusterState, FailureKind, TaskState
+from tasks.models import Attempt, ClusterState, FailureKind, TaskState, Usage
+from tasks.prometheus import ESTIMATES_SHOWN
 
 pytestmark = pytest.mark.django_db
 
@@ -62,3 +65,56 @@ def test_metrics_answer_before_the_scheduler_ever_ran(client, db):
     values = _scrape(client)
     assert values[("argus_ray_reachable", ())] == 0
     assert values[("argus_queue_length", ())] == 0
+
+
+def test_metrics_count_preemptions_and_give_estimates_and_shares(client, settings, alice, bob, make_task):
+    settings.ARGUS_FAIR_SHARE_WINDOW = 7200
+    Usage.objects.create(user=alice, gpu_seconds=10 * 3600, as_of=timezone.now())
+    victim = make_task(alice, state=TaskState.RUNNING, preemptible=True)
+    for number in (1, 2):
+        Attempt.objects.create(
+            task=victim,
+            attempt_no=number,
+            ray_submission_id=f"{victim.task_id}--a0{number}",
+            preempted_at=timezone.now() if number == 1 else None,
+        )
+    start = timezone.now().replace(microsecond=0) + timedelta(minutes=20)
+    planned = make_task(bob, estimated_start_at=start)
+    make_task(bob)  # not planned: no series
+    make_task(bob, state=TaskState.RUNNING, estimated_start_at=start)  # a stale estimate: no series
+    values = _scrape(client)
+    assert values[("argus_preemptions_total", ())] == 1
+    estimates = {
+        key: value for key, value in values.items() if key[0] == "argus_task_estimated_start_timestamp_seconds"
+    }
+    assert estimates == {
+        ("argus_task_estimated_start_timestamp_seconds", (("task_id", planned.task_id),)): start.timestamp()
+    }
+    # alice (heavy) and bob (waiting, nothing used): the factors the queue's order uses.
+    assert values[("argus_user_fair_share", (("user", "alice"),))] == pytest.approx(0.25)
+    assert values[("argus_user_fair_share", (("user", "bob"),))] == 1.0
+    assert values[("argus_user_usage_gpu_hours", (("user", "alice"),))] == pytest.approx(10.0, abs=0.01)
+    assert values[("argus_user_usage_gpu_hours", (("user", "bob"),))] == 0.0
+
+
+def test_metrics_give_the_soonest_estimates_only(client, alice, make_task):
+    start = timezone.now().replace(microsecond=0)
+    for minutes in range(ESTIMATES_SHOWN + 5, 0, -1):
+        make_task(alice, estimated_start_at=start + timedelta(minutes=minutes))
+    shown = [v for (name, _), v in _scrape(client).items() if name == "argus_task_estimated_start_timestamp_seconds"]
+    assert len(shown) == ESTIMATES_SHOWN
+    assert max(shown) == (start + timedelta(minutes=ESTIMATES_SHOWN)).timestamp()
+
+
+def test_a_scrape_costs_the_same_queries_whatever_the_queue(client, alice, bob, make_task):
+    def count() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            _scrape(client)
+        return len(queries)
+
+    make_task(alice, estimated_start_at=timezone.now())
+    few = count()
+    for user in (alice, bob, alice):
+        make_task(user, estimated_start_at=timezone.now())
+    Usage.objects.create(user=bob, gpu_seconds=3600, as_of=timezone.now())
+    assert count() == few

@@ -17,7 +17,8 @@ from django.utils.html import escape
 
 from accounts.homes import home_dir
 from accounts.models import UserLimits
-from tasks.models import EventKind, FailureKind, Task, TaskState
+from tasks.models import EventKind, FailureKind, Task, TaskState, Usage
+from tasks.queue_notes import about
 from tasks.specs import parse_spec
 from tasks.web_views import SPEC_TEMPLATES, TASKS_PER_PAGE, _span
 from tests.web.task_data import ray_down, ray_up, resumed_task, run_attempt, running_task
@@ -337,6 +338,38 @@ def test_a_waiting_task_says_why_it_waits(as_alice: Client, alice: User, make_ta
     assert "No attempt yet" in page
 
 
+def test_a_waiting_task_says_when_it_should_start(as_alice: Client, alice: User, make_task: MakeTask) -> None:
+    start = timezone.now() + timedelta(hours=2)
+    task = make_task(alice, pending_reason="waiting its turn", estimated_start_at=start, preemptible=True)
+    page = text_of(as_alice.get(f"/tasks/{task.task_id}/"))
+    assert f"<span data-estimated-start>Expected to start {about(start, timezone.now())}.</span>" in page
+    assert ">preemptible</span>" in page
+    # Once it runs, the scheduler's last estimate is no longer one.
+    Task.objects.filter(pk=task.pk).update(state=TaskState.RUNNING)
+    assert "Expected to start" not in text_of(as_alice.get(f"/tasks/{task.task_id}/"))
+
+
+def test_a_preempted_task_says_so_and_its_event_is_in_the_timeline(
+    as_alice: Client, alice: User, bob: User, make_task: MakeTask
+) -> None:
+    task = running_task(make_task, alice, preemptible=True)
+    attempt = task.attempts.get()
+    attempt.preempted_at = timezone.now()
+    attempt.save(update_fields=["preempted_at"])
+    task.record(
+        EventKind.PREEMPTED,
+        actor="scheduler",
+        attempt=attempt,
+        message="Preempted to make room for a task of high priority: stops after its next checkpoint.",
+        data={"for_task": "bob-ppo-20261123-101500-3f2a", "grace_s": 600},
+    )
+    page = text_of(as_alice.get(f"/tasks/{task.task_id}/"))
+    assert '<span class="time-left time-left-low" data-preempted>Preempted just now' in page
+    assert '<li class="event" data-event="PREEMPTED">' in page
+    assert '<span class="event-kind">Preempted</span>' in page
+    assert "Preempted to make room for a task of high priority" in page and "scheduler · attempt 1" in page
+
+
 def test_the_task_pages_live_part_is_the_status_and_the_timeline(
     as_alice: Client, alice: User, make_task: MakeTask, django_assert_max_num_queries
 ) -> None:
@@ -409,8 +442,10 @@ def test_the_queue_is_in_order_with_positions_and_reasons(
     assert positions == ["", "1", "2", "3"]
     assert page.index(urgent.task_id) < page.index(first.task_id)
     assert "needs 1 node with 4 free GPUs" in page and "behind 1 task" in page
-    # Bob's tasks keep their place, not their names.
-    assert theirs.task_id not in page and "bob" not in page
+    # Bob's tasks keep their place, not their ids nor, in their rows, their owner (the notes and
+    # the fair-share table below do name users: issue 11).
+    queue_table = page[page.index('<table class="queue">') : page.index("</table>")]
+    assert theirs.task_id not in page and "bob" not in queue_table
     assert page.count("another user's task") == 2
     assert "<strong>1</strong> on Ray" in page and "<strong>3</strong> waiting" in page
 
@@ -427,6 +462,34 @@ def test_the_queue_page_and_the_queue_api_agree(
     shown = re.findall(r'<tr data-position="\d*"(?: data-task="([^"]+)")?', page)
     assert shown == [row["task_id"] or "" for row in rows]
     assert [row["task_id"] is None for row in rows] == [False, True, False, True]
+
+
+def test_the_queue_page_is_in_fair_share_order_with_notes_and_the_share_table(
+    settings, as_alice: Client, alice: User, bob: User, make_task: MakeTask
+) -> None:
+    settings.ARGUS_FAIR_SHARE_WINDOW = 2 * 3600
+    Usage.objects.create(user=alice, gpu_seconds=50 * 3600, as_of=timezone.now())
+    now = timezone.now()
+    mine = make_task(alice, created_at=now - timedelta(minutes=30), preemptible=True)
+    make_task(bob, created_at=now - timedelta(minutes=10), estimated_start_at=now + timedelta(hours=1))
+    page = text_of(as_alice.get("/queue/"))
+    # bob's later task first: alice is the heavy user.
+    assert re.findall(r'<tr data-position="(\d*)"(?: data-task="([^"]+)")?', page) == [("1", ""), ("2", mine.task_id)]
+    notes = re.findall(r"<span class=\"queue-note\" data-note>([^<]+)</span>", page)
+    assert notes[0] == f"{about(now + timedelta(hours=1), timezone.now())}, first in line"
+    assert escape("behind 1 task of bob's; 1 task of a lighter user (bob) goes first (fair share)") in notes[1]
+    assert "preemptible</span>" in page
+    table = page[page.index('<table class="shares">') :]
+    users = re.findall(r'<tr data-user="([^"]+)"', table)
+    assert users == ["bob", "alice"]
+    assert '<tr data-user="alice" class="you">' in table and "(you)" in table
+    assert '<td class="num">50.0</td>' in table and "submitted up to 2 h earlier" in page
+
+
+def test_the_queue_page_says_when_fair_share_is_off(settings, as_alice: Client, alice: User, make_task) -> None:
+    settings.ARGUS_FAIR_SHARE_WINDOW = 0
+    make_task(alice)
+    assert "Fair share is off" in text_of(as_alice.get("/queue/"))
 
 
 def test_an_admin_sees_the_whole_queue(client: Client, admin: User, bob: User, make_task: MakeTask) -> None:
