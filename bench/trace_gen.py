@@ -50,7 +50,10 @@ def time_limit(rng: random.Random, run_s: int) -> int:
     return int(math.ceil(run_s * rng.uniform(1.1, 3.0) / quarter) * quarter)
 
 
-def generate(seed: int, tasks: int, nodes: int, gpus: int, load: float, users: int, sweep: int) -> list[dict[str, int | str]]:
+Row = dict[str, int | str]
+
+
+def generate(seed: int, tasks: int, nodes: int, gpus: int, load: float, users: int, sweep: int) -> list[Row]:
     rng = random.Random(seed)
     names = [f"user{n}" for n in range(users)]
     # Some users submit more than others (a lab is never even).
@@ -62,7 +65,7 @@ def generate(seed: int, tasks: int, nodes: int, gpus: int, load: float, users: i
     # The arrival rate that offers `load` times the cluster's GPU-seconds per second.
     mean_work = sum(n * g * r for n, g, r in drawn) / len(drawn)
     rate = load * nodes * gpus / mean_work
-    rows: list[dict[str, int | str]] = []
+    rows: list[Row] = []
     clock = 0.0
     for nnodes, per_node, run_s in drawn:
         clock += rng.expovariate(rate)

@@ -97,17 +97,18 @@ def _sharing() -> Iterator[Metric]:
     )
     starts = GaugeMetricFamily(
         "argus_task_estimated_start_timestamp_seconds",
-        f"When the scheduler's plan starts a waiting task (the {ESTIMATES_SHOWN} soonest).",
-        labels=["task_id"],
+        f"When the scheduler's plan starts a waiting task (the {ESTIMATES_SHOWN} soonest), by the task's "
+        "database id: /metrics needs no login, and task ids carry their owner's name.",
+        labels=["task"],
     )
     planned = (
         Task.objects.filter(state__in=WAITING_STATES, estimated_start_at__isnull=False)
         .order_by("estimated_start_at", "id")
-        .values_list("task_id", "estimated_start_at")[:ESTIMATES_SHOWN]
+        .values_list("pk", "estimated_start_at")[:ESTIMATES_SHOWN]
     )
-    for task_id, at in planned:
+    for pk, at in planned:
         if at is not None:  # filtered out above; mypy cannot know
-            starts.add_metric([task_id], at.timestamp())
+            starts.add_metric([str(pk)], at.timestamp())
     yield starts
 
     # The users the queue's order weighs (those waiting, and everyone with usage), as in_order

@@ -9,6 +9,7 @@ copy slipped through).
 from __future__ import annotations
 
 import json
+import logging
 import shlex
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -45,6 +46,7 @@ from tasks.scheduler.settle import ACTOR, Outcome, settle
 from tasks.scheduler.steps import Budget, guarded
 
 S = TaskState
+logger = logging.getLogger(__name__)
 
 
 def promised_gpus() -> dict[str, int]:
@@ -222,15 +224,22 @@ def mark_preempted(victim_pk: int, beneficiary_pk: int, now: datetime) -> None:
         return
     grace = settings.ARGUS_PREEMPT_GRACE_S
     beneficiary = Task.objects.only("task_id", "priority").get(pk=beneficiary_pk)
+    # The owner sees this event: another user's task id is not theirs to see (logged instead).
     attempt.task.record(
         EventKind.PREEMPTED,
         actor=ACTOR,
         attempt=attempt,
         message=(
-            f"Preempted to make room for {beneficiary.task_id} ({beneficiary.priority} priority): stops after "
-            f"its next checkpoint or within {grace} s, then waits in its place and resumes from its checkpoint."
+            f"Preempted to make room for a task of {beneficiary.priority} priority: stops after its next "
+            f"checkpoint or within {grace} s, then waits in its place and resumes from its checkpoint."
         ),
-        data={"for_task": beneficiary.task_id, "grace_s": grace},
+        data={"grace_s": grace, "for_priority": beneficiary.priority},
+    )
+    logger.info(
+        "preempting %s for %s",
+        attempt.task.task_id,
+        beneficiary.task_id,
+        extra={"victim": attempt.task.task_id, "for_task": beneficiary.task_id},
     )
 
 

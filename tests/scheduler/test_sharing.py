@@ -35,7 +35,7 @@ def test_a_high_task_preempts_a_preemptible_one_which_resumes_and_finishes(
     assert first.failure_kind == FailureKind.PREEMPTED
     assert first.stop_line == "preempted for a task of higher priority, after it saved a checkpoint"
     preempted = low.events.get(kind=EventKind.PREEMPTED)
-    assert preempted.data["for_task"] == high.task_id
+    assert preempted.data == {"grace_s": 60, "for_priority": "high"}
     # bob's task started only once alice's had stopped: never more GPUs than the cluster has.
     assert high.attempts.get().created_at > first.end_time
 

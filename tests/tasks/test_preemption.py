@@ -50,7 +50,8 @@ def test_the_victim_stops_after_its_next_checkpoint_and_goes_back_in_its_place(a
     attempt.refresh_from_db()
     assert attempt.preempted_at == clock.now
     event = victim.events.get(kind=EventKind.PREEMPTED)
-    assert event.data == {"for_task": high.task_id, "grace_s": GRACE}
+    assert event.data == {"grace_s": GRACE, "for_priority": "high"}
+    assert high.task_id not in event.message  # bob's task id is not alice's to see
     high.refresh_from_db()
     assert high.state == S.PENDING_RESOURCES and "preempting 1 task of lower priority" in high.pending_reason
     assert ray.stopped == []  # its grace: verl may be saving

@@ -88,7 +88,7 @@ def test_metrics_count_preemptions_and_give_estimates_and_shares(client, setting
         key: value for key, value in values.items() if key[0] == "argus_task_estimated_start_timestamp_seconds"
     }
     assert estimates == {
-        ("argus_task_estimated_start_timestamp_seconds", (("task_id", planned.task_id),)): start.timestamp()
+        ("argus_task_estimated_start_timestamp_seconds", (("task", str(planned.pk)),)): start.timestamp()
     }
     # alice (heavy) and bob (waiting, nothing used): the factors the queue's order uses.
     assert values[("argus_user_fair_share", (("user", "alice"),))] == pytest.approx(0.25)
