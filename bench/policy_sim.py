@@ -34,6 +34,7 @@ import heapq
 import json
 import os
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,23 +83,28 @@ class Config:
 
 
 def read_trace(path: Path) -> list[Task]:
-    tasks = []
     with path.open(newline="") as handle:
-        for key, row in enumerate(csv.DictReader(handle)):
-            limit = (row.get("time_limit_s") or "").strip()
-            tasks.append(
-                Task(
-                    key=key,
-                    arrive=float(row["arrive_s"]),
-                    user=row["user"],
-                    nnodes=int(row["nnodes"]),
-                    gpus_per_node=int(row["gpus_per_node"]),
-                    run_s=float(row["run_s"]),
-                    limit_s=float(limit) if limit and float(limit) > 0 else None,
-                    priority=PRIORITY.get((row.get("priority") or "normal").strip().lower(), 0),
-                    preemptible=(row.get("preemptible") or "").strip().lower() in ("true", "1", "yes"),
-                )
+        return read_rows(csv.DictReader(handle))
+
+
+def read_rows(rows: Iterable[dict[str, str]]) -> list[Task]:
+    """Tasks from CSV rows (header as above); ``time_limit_s`` empty or 0: none."""
+    tasks = []
+    for key, row in enumerate(rows):
+        limit = (row.get("time_limit_s") or "").strip()
+        tasks.append(
+            Task(
+                key=key,
+                arrive=float(row["arrive_s"]),
+                user=row["user"],
+                nnodes=int(row["nnodes"]),
+                gpus_per_node=int(row["gpus_per_node"]),
+                run_s=float(row["run_s"]),
+                limit_s=float(limit) if limit and float(limit) > 0 else None,
+                priority=PRIORITY.get((row.get("priority") or "normal").strip().lower(), 0),
+                preemptible=(row.get("preemptible") or "").strip().lower() in ("true", "1", "yes"),
             )
+        )
     return tasks
 
 
@@ -116,9 +122,7 @@ def configs(names: list[str]) -> list[Config]:
         preemption=settings.ARGUS_PREEMPTION,
         grace_s=float(settings.ARGUS_PREEMPT_GRACE_S),
         default_limit_s=float(settings.ARGUS_DEFAULT_TIME_LIMIT) or None,
-        caps=admission.Caps(
-            getattr(settings, "ARGUS_USER_MAX_RUNNING_GPUS", 0), getattr(settings, "ARGUS_USER_MAX_RUNNING_TASKS", 0)
-        ),
+        caps=admission.Caps(settings.ARGUS_USER_MAX_RUNNING_GPUS, settings.ARGUS_USER_MAX_RUNNING_TASKS),
     )
     known = {name: Config(policy=name, scheduling=name) for name in admission.POLICIES}
     known["default"] = shipped

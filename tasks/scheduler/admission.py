@@ -196,6 +196,7 @@ def decide(
     # A shortfall depends only on the shape and the free room, which changes only when a task
     # is admitted: computed once per shape in between, a long queue stays cheap.
     reasons: dict[tuple[int, int, float], str] = {}
+    fits: dict[tuple[int, int, float], bool] = {}
     index = 0
     while index < len(pending):
         request = pending[index]
@@ -246,7 +247,9 @@ def decide(
             reasons[shape] = shortfall(request, free, totals)
         reason = reasons[shape]
         decision.short.add(request.key)
-        fits_ever = can_ever_fit(request, totals)
+        if shape not in fits:  # per shape: a long queue has few shapes and many tasks
+            fits[shape] = can_ever_fit(request, totals)
+        fits_ever = fits[shape]
         if fits_ever and not preempt_tried and any(r.priority < request.priority for r in running):
             preempt_tried = True
             making_room = _preempt(request, free, running, decision)
