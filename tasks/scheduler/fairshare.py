@@ -18,8 +18,7 @@ Pure functions over plain numbers; the scheduler keeps usage up to date incremen
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 HOUR = 3600.0
 
@@ -46,9 +45,9 @@ def factors(usage: Mapping[str, float], weights: Mapping[str, float], users: Ite
     return result
 
 
-@dataclass(frozen=True)
-class Waiting:
-    """A waiting task as the order needs it (``submitted`` in seconds on any clock)."""
+class Waiting(NamedTuple):
+    """A waiting task as the order needs it (``submitted`` in seconds on any clock); a named
+    tuple, the cheapest to make 10,000 of each tick."""
 
     key: int
     user: str
