@@ -253,13 +253,14 @@ def resubmit(task_id: str, follow: bool, interval: float, as_json: bool) -> None
 @json_option
 @api_command
 def queue(limit: int, as_json: bool) -> None:
-    """Tasks on Ray, then the waiting ones in order, each with why it waits."""
+    """Tasks on Ray, then the waiting ones in the scheduler's order (priority, fair share,
+    submission), each with why it waits and, when planned, when it should start."""
     rows = client().get_all("queue", limit=limit)
     if as_json:
         render.as_json(rows)
         return
     render.table(
-        ["POS", "TASK", "USER", "STATE", "PRIORITY", "GPUS", "REASON"],
+        ["POS", "TASK", "USER", "STATE", "PRIORITY", "GPUS", "SHARE", "REASON"],
         [
             [
                 row["position"],
@@ -268,7 +269,9 @@ def queue(limit: int, as_json: bool) -> None:
                 render.state(row["state"]),
                 row["priority"],
                 f"{row['nnodes']}x{row['n_gpus_per_node']}",
-                row["reason"],
+                row.get("share", ""),
+                # The note says when it should start and whom it waits behind.
+                "\n".join(text for text in (row["reason"], row.get("note")) if text),
             ]
             for row in rows
         ],

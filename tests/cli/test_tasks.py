@@ -121,6 +121,8 @@ def test_queue_gives_positions_and_reasons(alice, bob, argus_as, make_task):
     table = argus.run("queue")
     assert table.returncode == 0, table.stderr
     assert "needs 1 node with 4 free GPUs" in table.stdout and "(another user's)" in table.stdout
+    assert rows[1]["note"] == "behind 1 task of yours"  # bob's task waits behind alice's
+    assert "behind 1 task of yours" in table.stdout
 
 
 def test_cluster_gives_nodes_and_free_gpus(alice, argus_as):
