@@ -62,8 +62,7 @@ def main() -> None:
     count = len(seeds(args.seeds))
     print(f"{count} traces: load {args.load}, {args.users} users, a sweep of {args.sweep}, {args.tasks} tasks")
     print(
-        "| policy | mean wait / EASY: mean, worst | longest wait / EASY: mean, worst | utilization "
-        "| over 1.1× / 1.2× |"
+        "| policy | mean wait / EASY: mean, worst | longest wait / EASY: mean, worst | utilization | over 1.1× / 1.2× |"
     )
     print("|---|---|---|---|---|")
     for name, values in ratios.items():
