@@ -16,7 +16,7 @@ from django.utils import timezone
 from tasks.curves import parse_text
 from tasks.durations import format_seconds
 from tasks.jobfiles import attempt_log, checkpoint_dir
-from tasks.models import Attempt, EventKind, FailureKind, Task
+from tasks.models import WAITING_STATES, Attempt, EventKind, FailureKind, Task
 from tasks.scheduler.driverlog import placement_stuck, read_new, resumed_from
 from tasks.scheduler.rayjobs import JobNotFound, RayJobs
 from tasks.scheduler.settle import ACTOR
@@ -83,6 +83,20 @@ def _preempt_due(task: Task, attempt: Attempt, now: datetime) -> tuple[str, str]
     """A preempted attempt stops as soon as verl has saved a checkpoint since it was chosen
     (nothing is lost), or when its grace has passed."""
     if attempt.preempted_at is None:
+        return None
+    if not Task.objects.filter(
+        state__in=WAITING_STATES, priority_rank__gt=task.priority_rank, cancel_requested_at=None
+    ).exists():
+        # What it was making room for started elsewhere or was canceled: it runs on.
+        attempt.preempted_at = None
+        attempt.save(update_fields=["preempted_at"])
+        task.record(
+            EventKind.PREEMPTED,
+            actor=ACTOR,
+            attempt=attempt,
+            message="Preemption withdrawn: no task of higher priority waits any more; it runs on.",
+            data={"withdrawn": True},
+        )
         return None
     tracker = checkpoint_dir(task.user.username, task.task_id) / TRACKER
     try:

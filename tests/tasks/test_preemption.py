@@ -151,3 +151,18 @@ def test_only_lower_priority_preemptible_running_tasks_are_victims(alice, bob, m
     tick()
     assert not Attempt.objects.exclude(preempted_at=None).exists()
     assert ray.stopped == []
+
+
+def test_a_preemption_is_withdrawn_when_nothing_of_higher_priority_waits(alice, bob, make_task, fake_ray, clock):
+    ray, victim, attempt, high = scene(alice, bob, make_task, fake_ray, clock)
+    tick()
+    assert high.cancel(actor="api:bob") is True
+    clock.advance(GRACE)
+    tick()
+    assert ray.stopped == []
+    attempt.refresh_from_db()
+    assert attempt.preempted_at is None
+    withdrawn = victim.events.filter(kind=EventKind.PREEMPTED).last()
+    assert withdrawn is not None and withdrawn.data == {"withdrawn": True}
+    victim.refresh_from_db()
+    assert victim.state == S.RUNNING
