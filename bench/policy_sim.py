@@ -87,16 +87,24 @@ def read_trace(path: Path) -> list[Task]:
         return read_rows(csv.DictReader(handle))
 
 
+REQUIRED = ("arrive_s", "user", "nnodes", "gpus_per_node", "run_s")
+
+
 def read_rows(rows: Iterable[dict[str, str]]) -> list[Task]:
-    """Tasks from CSV rows (header as above); ``time_limit_s`` empty or 0: none."""
+    """Tasks from CSV rows (header as above); ``time_limit_s`` empty or 0: none. A bad row is a
+    SystemExit naming its line and field."""
     tasks = []
     for key, row in enumerate(rows):
-        limit = (row.get("time_limit_s") or "").strip()
-        tasks.append(
-            Task(
+        line = key + 2  # the header is line 1
+        missing = [name for name in REQUIRED if not (row.get(name) or "").strip()]
+        if missing:
+            raise SystemExit(f"line {line}: {', '.join(missing)} missing")
+        try:
+            limit = (row.get("time_limit_s") or "").strip()
+            task = Task(
                 key=key,
                 arrive=float(row["arrive_s"]),
-                user=row["user"],
+                user=row["user"].strip(),
                 nnodes=int(row["nnodes"]),
                 gpus_per_node=int(row["gpus_per_node"]),
                 run_s=float(row["run_s"]),
@@ -104,7 +112,11 @@ def read_rows(rows: Iterable[dict[str, str]]) -> list[Task]:
                 priority=PRIORITY.get((row.get("priority") or "normal").strip().lower(), 0),
                 preemptible=(row.get("preemptible") or "").strip().lower() in ("true", "1", "yes"),
             )
-        )
+        except ValueError as error:
+            raise SystemExit(f"line {line}: {error}") from None
+        if task.nnodes < 1 or task.gpus_per_node < 1 or task.run_s < 0:
+            raise SystemExit(f"line {line}: nnodes and gpus_per_node must be at least 1, run_s not negative")
+        tasks.append(task)
     return tasks
 
 
@@ -319,6 +331,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--policies", default="strict_fifo,best_effort_fifo,backfill,default")
     args = parser.parse_args(argv)
+    if not args.trace.is_file():
+        raise SystemExit(f"--trace {args.trace}: no such file")
     tasks = read_trace(args.trace)
     results = {}
     for config in configs([name.strip() for name in args.policies.split(",") if name.strip()]):

@@ -141,6 +141,7 @@ def start_qcluster(settings, shared_root, tmp_path):
             "ARGUS_RAY_SWEEP_S": "2",
             "ARGUS_RETRY_INTERVAL_S": str(settings.ARGUS_RETRY_INTERVAL_S),
             "ARGUS_RETRY_MAX_INTERVAL_S": str(settings.ARGUS_RETRY_MAX_INTERVAL_S),
+            "ARGUS_PREEMPT_GRACE_S": str(settings.ARGUS_PREEMPT_GRACE_S),
         }
         log = (tmp_path / f"qcluster-{len(started)}.log").open("wb")
         process = subprocess.Popen(

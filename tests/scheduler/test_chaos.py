@@ -1,9 +1,10 @@
-"""Chaos, bounded in time: tasks of mixed shapes flow through real qcluster processes on a real
-Ray cluster while the scheduler is SIGKILLed at random moments, random tasks are canceled and
-the Ray head is replaced once (a new cluster published in head.json, as the node pool does when
-a head restarts). Then the invariants: every task ends in exactly one terminal state (or waits
-with a reason), no attempt ever had two Ray jobs, no Argus job is live without a live attempt,
-and promised GPUs never exceeded a node's total.
+"""Chaos, bounded in time: tasks of mixed shapes, priorities and time limits, some preemptible,
+flow through real qcluster processes on a real Ray cluster (backfill, preemption) while the
+scheduler is SIGKILLed at random moments, random tasks are canceled and the Ray head is replaced
+once (a new cluster published in head.json, as the node pool does when a head restarts). Then the
+invariants: every task ends in exactly one terminal state (or waits with a reason), no attempt
+ever had two Ray jobs, no Argus job is live without a live attempt, promised GPUs never exceeded a
+node's total, and only preemptible tasks were ever preempted.
 
 ARGUS_CHAOS_SEED picks the run (printed on failure); the default seed is fixed so CI is
 repeatable.
@@ -62,6 +63,7 @@ def test_chaos(alice, submit, own_cluster, start_qcluster, settings):
     seed = int(os.environ.get("ARGUS_CHAOS_SEED", "20261123"))
     rng = random.Random(seed)
     settings.ARGUS_RETRY_MAX_INTERVAL_S = 2
+    settings.ARGUS_PREEMPT_GRACE_S = 2
     cluster = own_cluster(workers=2)
     Schedule.objects.update_or_create(  # the safety net the migration installs in production
         name="argus-tick-safety-net",
@@ -136,12 +138,21 @@ def test_chaos(alice, submit, own_cluster, start_qcluster, settings):
     }
     assert live_jobs <= live_attempts, f"orphans: {live_jobs - live_attempts} ({context})"
     assert not seen.overcommits, f"{seen.overcommits[:3]} ({context})"
+    preempted = Attempt.objects.filter(failure_kind="PREEMPTED")
+    assert not preempted.filter(task__preemptible=False).exists(), context
+    print(f"preempted attempts: {preempted.count()}; {states}", flush=True)
     assert states[S.SUCCEEDED] >= TASKS // 2, f"{states} ({context})"  # the chaos did not stop the work
 
 
 def _submit_one(rng: random.Random, user, submit) -> Task:
     nnodes, gpus = rng.choice(SHAPES)
-    return submit(user, standin_spec(nnodes=nnodes, gpus=gpus, steps=rng.randint(2, 5), step_s=0.2))
+    extra = "time_limit: 2m\n"  # backfill plans with it
+    roll = rng.random()
+    if roll < 0.15:
+        extra += "priority: high\n"
+    elif roll < 0.45:
+        extra += "preemptible: true\n"
+    return submit(user, standin_spec(nnodes=nnodes, gpus=gpus, steps=rng.randint(2, 5), step_s=0.2) + extra)
 
 
 def _settled(task: Task) -> bool:
