@@ -33,10 +33,13 @@ test: venv
 	$(MAKE) lint
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
-# The same suite on a throwaway PostgreSQL (installed when missing). The node-pool tests
-# touch no database, so they run once, in `make test`.
+# The suite again on a throwaway PostgreSQL (installed when missing), for what the database
+# decides: queries, locks, constraints, the scheduler on real Ray. What runs once, in `make test`:
+# the node pool (no database), the browser and the CLI (they drive the same API through HTTP),
+# and the chaos run (4 minutes; its locks are the same code paths test_qcluster covers on both).
 test-postgres: venv
-	bash scripts/with-postgres.sh $(VENV)/bin/pytest --ignore=tests/raypool $(PYTEST_ARGS)
+	bash scripts/with-postgres.sh $(VENV)/bin/pytest --ignore=tests/raypool --ignore=tests/web \
+		--ignore=tests/cli --ignore=tests/scheduler/test_chaos.py $(PYTEST_ARGS)
 
 run: venv
 	$(PY) scripts/run_local.py

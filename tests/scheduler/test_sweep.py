@@ -77,7 +77,17 @@ def test_finished_jobs_are_deleted_from_ray_after_their_retention(alice, submit,
             return True
         return False
 
-    tick_until(deleted, timeout=30)
+    try:
+        tick_until(deleted, timeout=30)
+    except AssertionError:
+        # What the sweep saw, for whoever reads a failure (it passed alone and failed once in a
+        # full PostgreSQL run, with many finished jobs of earlier tests in Ray's table).
+        attempt = kept.attempts.get()
+        job = ray.job(gone)
+        raise AssertionError(
+            f"{gone} not deleted: Ray says {job.status} (end {job.end_time}); attempt ended {attempt.end_time}; "
+            f"log {attempt.log_path} exists: {Path(attempt.log_path).exists()}; {len(ray.jobs())} jobs in Ray"
+        ) from None
     # Its log stays on shared storage, and the task's record is unchanged.
     kept.refresh_from_db()
     assert kept.state == S.SUCCEEDED
