@@ -83,6 +83,10 @@ def _subtract(free: dict[str, Room], placement: Mapping[str, int], cpus_per_node
         free[node] = Room(room.gpus - gpus, room.cpus - cpus_per_node)
 
 
+def _fits(placement: Mapping[str, int], cpus_per_node: float, free: Mapping[str, Room]) -> bool:
+    return all(node in free and free[node].holds(gpus, cpus_per_node) for node, gpus in placement.items())
+
+
 def _add(free: Mapping[str, Room], holders: Iterable[Running]) -> dict[str, Room]:
     more = dict(free)
     for holder in holders:
@@ -223,6 +227,8 @@ def decide(
         if placement is not None and profile is not None and decision.reservations:
             found = profile.earliest(request, request.run_s)
             placement = found[1] if found is not None and found[0] <= now else None
+            if placement is not None and not _fits(placement, request.cpus_per_node, free):
+                placement = None  # the profile's now is the free room; this keeps it so
             if placement is None:
                 decision.waiting[request.key] = (
                     "the room it needs is reserved for an earlier task, and it would still run when that "

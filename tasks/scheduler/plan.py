@@ -20,6 +20,9 @@ from dataclasses import dataclass
 from tasks.scheduler.rooms import Request, Room, place
 
 NEVER = math.inf
+# A running task past its planned end (over its time limit, being stopped) gives its room back
+# "any moment now": planned a second ahead, never as free at this instant, where it is not.
+OVERDUE_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,8 @@ class Profile:
         for release in sorted(releases, key=lambda r: r.at):
             if release.at == NEVER:
                 continue
-            self._change(max(release.at, now), NEVER, release.placement, release.cpus_per_node, +1)
+            at = release.at if release.at > now else now + OVERDUE_S
+            self._change(at, NEVER, release.placement, release.cpus_per_node, +1)
 
     def _split(self, at: float) -> int:
         """The index of the segment that starts at ``at``, splitting the one that holds it."""

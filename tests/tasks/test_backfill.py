@@ -44,6 +44,16 @@ def test_a_planned_task_holds_its_room_for_its_run_only():
     assert profile.earliest(req(1, 1, 4), None) == (NOW + 100, {"a": 4})
 
 
+def test_a_task_past_its_planned_end_is_not_free_room_now():
+    # Found by the chaos run: an overdue task's room counted as free at this instant let a
+    # backfilled task be placed on a node that had none (6 GPUs promised on a 4-GPU node).
+    holders = [running(9, {"a": 8}, NOW - 10)]  # over its time limit, still running
+    queue = [req(1, 1, 6, run_s=500), req(2, 1, 2, run_s=5)]
+    decision = decide(queue, nodes(a=0, b=4), TOTALS, policy=BACKFILL, now=NOW, running=holders)
+    assert decision.reservations == {1: (NOW + 1, {"a": 6})}  # a second from now, on a
+    assert [(r.key, where) for r, where in decision.admitted] == [(2, {"b": 2})]  # never on a
+
+
 def test_a_release_never_makes_a_node_larger_than_it_is():
     profile = Profile(NOW, nodes(a=8), [Release(NOW + 5, {"a": 8})], nodes(a=8))
     assert profile.room_at(NOW + 10) == nodes(a=8)
