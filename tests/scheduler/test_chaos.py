@@ -147,12 +147,14 @@ def test_chaos(alice, submit, own_cluster, start_qcluster, settings):
 def _submit_one(rng: random.Random, user, submit) -> Task:
     nnodes, gpus = rng.choice(SHAPES)
     extra = "time_limit: 2m\n"  # backfill plans with it
+    steps = rng.randint(2, 5)
     roll = rng.random()
-    if roll < 0.15:
+    if roll < 0.2:
         extra += "priority: high\n"
-    elif roll < 0.45:
+    elif roll < 0.5:
         extra += "preemptible: true\n"
-    return submit(user, standin_spec(nnodes=nnodes, gpus=gpus, steps=rng.randint(2, 5), step_s=0.2) + extra)
+        steps = rng.randint(20, 40)  # long enough for a high task to come and need its room
+    return submit(user, standin_spec(nnodes=nnodes, gpus=gpus, steps=steps, step_s=0.2) + extra)
 
 
 def _settled(task: Task) -> bool:
