@@ -50,7 +50,15 @@ class Client:
 
     def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
-            response = self.http.request(method, path, **kwargs)
+            try:
+                response = self.http.request(method, path, **kwargs)
+            except httpx.RemoteProtocolError:
+                # The server closed its end as the request went out: a kept-alive connection
+                # that timed out between two polls (gunicorn keeps one 2 s, `wait` polls every
+                # 2 s). A GET changes nothing: it is sent once more, on a new connection.
+                if method != "GET":
+                    raise
+                response = self.http.request(method, path, **kwargs)
         except (httpx.TransportError, httpx.InvalidURL) as error:
             raise self.unreachable(error) from error
         if response.is_error:
