@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import os
+import random
 import re
 import shutil
 import signal
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +30,35 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+# Ray nodes' ports come from below Linux's ephemeral range (32768-60999). A port drawn inside
+# it may become the local port of an outgoing connection (a busy Ray host opens many) before the
+# node binds it; the node then starts without its agent, and jobs never run on it (a cluster's
+# warm-up job timed out this way once in a chaos run). tests/raypool/pool.py keeps to its own
+# ranges (6400-6500, 8300-8400); make run's agents use 20100 and up.
+NODE_PORTS = range(24000, 32000)
+_handed_out: set[int] = set()
+
+
+def spare_port(ports: Sequence[int], taken: set[int]) -> int:
+    """A port of ``ports`` nobody listens on now, not handed out before (in ``taken``: a stopped
+    node's ports may linger a moment)."""
+    candidates = [p for p in ports if p not in taken]
+    random.shuffle(candidates)
+    for port in candidates:
+        with socket.socket() as s:
+            try:
+                s.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+        taken.add(port)
+        return port
+    raise RuntimeError(f"no free port in {ports[0]}-{ports[-1]}")
+
+
+def node_port() -> int:
+    return spare_port(NODE_PORTS, _handed_out)
 
 
 def cluster_env() -> dict[str, str]:
@@ -51,8 +82,8 @@ class Node:
 @dataclass
 class LocalRayCluster:
     temp_dir: str = field(default_factory=lambda: tempfile.mkdtemp(prefix="argus-rt-", dir="/tmp"))
-    gcs_port: int = field(default_factory=free_port)
-    dashboard_port: int = field(default_factory=free_port)
+    gcs_port: int = field(default_factory=node_port)
+    dashboard_port: int = field(default_factory=node_port)
     head: Node | None = None
     workers: list[Node] = field(default_factory=list)
 
@@ -78,7 +109,7 @@ class LocalRayCluster:
     def _agent_ports() -> list[str]:
         # Every node on one host needs its own agent ports, the head too: with the defaults, a
         # second cluster's agents fail to bind and its job server answers "No available agent".
-        listen, grpc, metrics, runtime_env = (free_port() for _ in range(4))
+        listen, grpc, metrics, runtime_env = (node_port() for _ in range(4))
         return [
             f"--dashboard-agent-listen-port={listen}",
             f"--dashboard-agent-grpc-port={grpc}",

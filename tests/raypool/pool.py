@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
 import shutil
 import signal
 import socket
@@ -20,12 +19,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
 from raypool.discovery import head_path, read_fresh_head
+from tests.ray_cluster import spare_port
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 ENTRYPOINT = PROJECT_DIR / "deploy" / "entrypoint.sh"
@@ -44,21 +44,6 @@ GCS_PORTS = range(6400, 6450)
 DASHBOARD_PORTS = range(8300, 8350)
 
 T = TypeVar("T")
-
-
-def free_port(ports: Sequence[int], taken: set[int]) -> int:
-    """A port of ``ports`` nobody listens on now, not handed out before in this run."""
-    candidates = [p for p in ports if p not in taken]
-    random.shuffle(candidates)
-    for port in candidates:
-        with socket.socket() as s:
-            try:
-                s.bind(("0.0.0.0", port))
-            except OSError:
-                continue
-        taken.add(port)
-        return port
-    raise RuntimeError(f"no free port in {ports[0]}-{ports[-1]}")
 
 
 def wait_for(what: str, check: Callable[[], T | None], timeout: float, interval: float = 0.5) -> T:
@@ -268,7 +253,7 @@ class Pool:
         the helpers wait for and ask; a second head beside a live one is not."""
 
         def agent() -> int:
-            return free_port(AGENT_PORTS, self.taken_ports)
+            return spare_port(AGENT_PORTS, self.taken_ports)
 
         extra = (
             f"--temp-dir={self.base_dir / name}/ray --ray-client-server-port={agent()} "
@@ -277,8 +262,8 @@ class Pool:
         )
         env = self.env(
             ARGUS_ROLE="head",
-            ARGUS_RAY_PORT=str(free_port(GCS_PORTS, self.taken_ports)),
-            ARGUS_DASHBOARD_PORT=str(free_port(DASHBOARD_PORTS, self.taken_ports)),
+            ARGUS_RAY_PORT=str(spare_port(GCS_PORTS, self.taken_ports)),
+            ARGUS_DASHBOARD_PORT=str(spare_port(DASHBOARD_PORTS, self.taken_ports)),
             ARGUS_RAY_EXTRA_ARGS=extra,
         )
         head = self._container(name, "head", env)
@@ -288,7 +273,7 @@ class Pool:
 
     def add_worker(self, name: str, gpus: int = 4) -> Container:
         def agent() -> int:
-            return free_port(AGENT_PORTS, self.taken_ports)
+            return spare_port(AGENT_PORTS, self.taken_ports)
 
         extra = (
             f"--num-gpus={gpus} --num-cpus=2 --temp-dir={self.base_dir / name}/ray "

@@ -141,6 +141,9 @@ def test_chaos(alice, submit, own_cluster, start_qcluster, settings):
     preempted = Attempt.objects.filter(failure_kind="PREEMPTED")
     assert not preempted.filter(task__preemptible=False).exists(), context
     print(f"preempted attempts: {preempted.count()}; {states}", flush=True)
+    for failed in Task.objects.filter(state=S.FAILED):  # why, for whoever reads the run
+        kinds = list(failed.attempts.values_list("failure_kind", flat=True))
+        print(f"failed: {failed.task_id} {kinds}: {failed.error_summary}", flush=True)
     assert states[S.SUCCEEDED] >= TASKS // 2, f"{states} ({context})"  # the chaos did not stop the work
 
 
