@@ -37,7 +37,7 @@ test: venv
 # decides: queries, locks, constraints, the scheduler on real Ray. What runs once, in `make test`:
 # the node pool (no database), the browser, the CLI and the schema fuzzing (they drive the same
 # API through HTTP; the API's own tests run on both), and the chaos run (4 minutes; its locks are
-# the same code paths test_qcluster covers on both). CI runs both targets in under 30 minutes.
+# the same code paths test_qcluster covers on both). CI runs both targets in about 30 minutes.
 test-postgres: venv
 	bash scripts/with-postgres.sh $(VENV)/bin/pytest --ignore=tests/raypool --ignore=tests/web \
 		--ignore=tests/cli --ignore=tests/scheduler/test_chaos.py --ignore=tests/test_schemathesis.py $(PYTEST_ARGS)
