@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import secrets
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -394,6 +395,10 @@ class Task(models.Model):
         _request_tick()
 
 
+# The end of every Ray submission id Argus makes (Attempt.submission_id_for).
+SUBMISSION_ID = re.compile(r"--a\d{2,}$")
+
+
 class Attempt(models.Model):
     """One submission of a task to Ray."""
 
@@ -451,6 +456,11 @@ class Attempt(models.Model):
     @staticmethod
     def submission_id_for(task_id: str, attempt_no: int) -> str:
         return f"{task_id}--a{attempt_no:02d}"
+
+    @staticmethod
+    def names_an_attempt(submission_id: str) -> bool:
+        """Whether a Ray submission id has the shape ``submission_id_for`` gives."""
+        return SUBMISSION_ID.search(submission_id) is not None
 
     @property
     def resume_words(self) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,14 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.ray_cluster import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _start(tmp_path: Path, role: str, **env: str) -> subprocess.Popen:
@@ -53,7 +48,7 @@ def _children(pid: int) -> list[str]:
 
 @pytest.mark.timeout(240)
 def test_the_web_role_migrates_serves_and_stops(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     web = _start(tmp_path, "web", ARGUS_BIND=f"127.0.0.1:{port}")
     try:
         deadline = time.monotonic() + 120

@@ -48,17 +48,20 @@ class Client:
     def unreachable(self, error: Exception) -> ApiError:
         return ApiError(f"Cannot reach Argus at {self.url}: {error or type(error).__name__}")
 
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            return self.http.request(method, path, **kwargs)
+        except httpx.RemoteProtocolError:
+            # The server closed its end as the request went out: a kept-alive connection that
+            # timed out between two polls (gunicorn keeps one 2 s, `wait` polls every 2 s). A GET
+            # changes nothing: it is sent once more, on a new connection.
+            if method != "GET":
+                raise
+            return self.http.request(method, path, **kwargs)
+
     def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
-            try:
-                response = self.http.request(method, path, **kwargs)
-            except httpx.RemoteProtocolError:
-                # The server closed its end as the request went out: a kept-alive connection
-                # that timed out between two polls (gunicorn keeps one 2 s, `wait` polls every
-                # 2 s). A GET changes nothing: it is sent once more, on a new connection.
-                if method != "GET":
-                    raise
-                response = self.http.request(method, path, **kwargs)
+            response = self._request(method, path, **kwargs)
         except (httpx.TransportError, httpx.InvalidURL) as error:
             raise self.unreachable(error) from error
         if response.is_error:

@@ -13,7 +13,6 @@ returns every job Ray has ever run, and its cost grows with that history).
 from __future__ import annotations
 
 import logging
-import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -28,9 +27,6 @@ from tasks.scheduler.settle import ACTOR
 from tasks.scheduler.steps import Budget
 
 logger = logging.getLogger(__name__)
-
-# How Argus names a Ray job (Attempt.submission_id_for).
-ATTEMPT_ID = re.compile(r"--a\d{2,}$")
 
 # Deletions per sweep: a first sweep over a long history spreads over a few sweeps.
 DELETE_BATCH = 200
@@ -49,19 +45,16 @@ def sweep(ray: RayJobs, budget: Budget) -> None:
     # Ray writes a record back after a deletion when its job monitor notices the supervisor
     # actor's exit only then: FAILED, "Entrypoint not found.", no metadata. Named like one of our
     # attempts, it is ours to delete again, or it stays in the table for good.
-    bare = [
-        job.submission_id
+    bare = {
+        sid: job
         for job in jobs
-        if job.submission_id
-        and job.submission_id not in ours
-        and not is_live(job)
-        and ATTEMPT_ID.search(job.submission_id)
-    ]
+        if (sid := job.submission_id) and sid not in ours and not is_live(job) and Attempt.names_an_attempt(sid)
+    }
     attempts = {
         attempt.ray_submission_id: attempt
         for attempt in Attempt.objects.filter(ray_submission_id__in=[*ours, *bare]).select_related("task__user")
     }
-    ours |= {job.submission_id: job for job in jobs if job.submission_id in attempts}
+    ours |= {sid: job for sid, job in bare.items() if sid in attempts}
     retention = timedelta(seconds=settings.ARGUS_RAY_JOB_RETENTION_S)
     deleted = 0
     for sid, job in ours.items():

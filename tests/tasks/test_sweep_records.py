@@ -12,7 +12,7 @@ from ray.dashboard.modules.job.pydantic_models import JobDetails, JobType
 from ray.job_submission import JobStatus
 
 from tasks.jobfiles import attempt_log
-from tasks.models import TaskState
+from tasks.models import Attempt, TaskState
 from tasks.scheduler.tick import tick
 
 pytestmark = pytest.mark.django_db
@@ -52,3 +52,10 @@ def test_a_record_ray_wrote_back_after_a_deletion_is_deleted_again(alice, make_t
     assert "notebook--a01" in ray.known
     task.refresh_from_db()
     assert task.state == TaskState.SUCCEEDED  # the record Ray made up changes nothing of the task's
+
+
+def test_the_sweep_knows_argus_names_by_their_shape():
+    assert Attempt.names_an_attempt(Attempt.submission_id_for("alice-ppo-20261124-112206-709a", 3))
+    assert Attempt.names_an_attempt("alice-ppo-20261124-112206-709a--a120")
+    assert not Attempt.names_an_attempt("raysubmit_3RqfPKxgHN8bWuXW")
+    assert not Attempt.names_an_attempt("alice--a1")  # two digits at least, as submission_id_for writes
