@@ -258,6 +258,14 @@ ARGUS_RAY_JOB_RETENTION_S = envint("ARGUS_RAY_JOB_RETENTION_S", 3600)
 ARGUS_RETRY_INTERVAL_S = envint("ARGUS_RETRY_INTERVAL_S", 60)
 ARGUS_RETRY_MAX_INTERVAL_S = envint("ARGUS_RETRY_MAX_INTERVAL_S", 600)
 ARGUS_LOST_RETRIES = envint("ARGUS_LOST_RETRIES", 3)
+# A task whose attempt ended because a node died goes back to the queue in its place, this many
+# times (not counted against its max_retries); then it fails, naming the node(s).
+ARGUS_NODE_FAILURE_RETRIES = envint("ARGUS_NODE_FAILURE_RETRIES", 3)
+# A stop Ray was asked for but did not accept (a timeout) is sent again after this long.
+ARGUS_STOP_RESEND_S = envint("ARGUS_STOP_RESEND_S", 30)
+# Every file call the tick makes on shared storage is bounded by this (a slow NFS must not hold
+# the tick past its lease); a call that overruns is a storage condition.
+ARGUS_STORAGE_TIMEOUT_S = envfloat("ARGUS_STORAGE_TIMEOUT_S", 5.0)
 ARGUS_MAX_RUNNING_TASKS = envint("ARGUS_MAX_RUNNING_TASKS", 0)
 # backfill (EASY backfill, the default), strict_fifo or best_effort_fifo: tasks/scheduler/admission.py.
 ARGUS_SCHEDULING_POLICY = envstr("ARGUS_SCHEDULING_POLICY", "backfill")
@@ -276,6 +284,8 @@ ARGUS_FAIR_SHARE_WINDOW = parse_duration(envstr("ARGUS_FAIR_SHARE_WINDOW", "2h")
 # this long to finish a checkpoint save before its Ray job is stopped.
 ARGUS_PREEMPTION = envbool("ARGUS_PREEMPTION", True)
 ARGUS_PREEMPT_GRACE_S = envint("ARGUS_PREEMPT_GRACE_S", 120)
+# A task that resumed after a preemption is not chosen again before it has run this long.
+ARGUS_PREEMPT_MIN_RUN_S = envint("ARGUS_PREEMPT_MIN_RUN_S", 600)
 # Estimated starts are planned for this many waiting tasks at the head of the queue each tick.
 ARGUS_ESTIMATE_DEPTH = envint("ARGUS_ESTIMATE_DEPTH", 200)
 ARGUS_MAX_TASK_GPUS = envint("ARGUS_MAX_TASK_GPUS", 0)

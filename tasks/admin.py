@@ -13,6 +13,7 @@ EVENT_COLUMNS = ("created_at", "kind", "from_state", "to_state", "actor", "messa
 
 class AttemptInline(admin.TabularInline):
     model = Attempt
+    fk_name = "task"  # not preempted_for
     extra = 0
     can_delete = False
     fields = readonly_fields = ATTEMPT_COLUMNS

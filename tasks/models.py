@@ -110,6 +110,12 @@ class FailureKind(models.TextChoices):
     # Stopped by Argus to make room for a task of higher priority: back to the queue in its
     # place, resumed from its checkpoint (not counted against max_retries).
     PREEMPTED = "PREEMPTED"
+    # A node it ran on died (Ray's error_type, a node-died exception, a node Ray marks dead): back
+    # to the queue in its place, resumed from its checkpoint; bounded by ARGUS_NODE_FAILURE_RETRIES,
+    # not by max_retries.
+    NODE_FAILURE = "NODE_FAILURE"
+    # The job exited 0 below the run's total steps (verl#7401): a real failure, max_retries applies.
+    INCOMPLETE = "INCOMPLETE"
 
 
 class EventKind(models.TextChoices):
@@ -416,7 +422,17 @@ class Attempt(models.Model):
     # {node_id: gpus} Argus reserved for this attempt when it admitted it: counted against
     # those nodes until the attempt ends (see tasks.scheduler.rooms.effective_free).
     placement = models.JSONField(default=dict, blank=True)
+    # Ray's own id for the job (JobDetails.job_id): what its placement groups and actors name.
+    ray_job_id = models.CharField(max_length=32, blank=True)
+    # {node_id: gpus} where Ray really placed the job's placement groups, read back from Ray
+    # (tasks.scheduler.placements); empty until known. Planning prefers it to ``placement``.
+    nodes = models.JSONField(default=dict, blank=True)
+    # When sync last saw the job alive on Ray: a job lost in a head outage ran until then.
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+    # When Argus decided to stop it (the reason is written in the same UPDATE, before Ray is
+    # asked) and when Ray accepted the stop; a stop Ray never accepted is sent again.
     stop_requested_at = models.DateTimeField(null=True, blank=True)
+    stop_sent_at = models.DateTimeField(null=True, blank=True)
     # Why Argus stopped it, when Argus did (a FailureKind: TIME_LIMIT, STALLED, …), and the line
     # that says so: what the attempt's end is settled as once Ray reports it stopped.
     stop_reason = models.CharField(max_length=32, choices=FailureKind.choices, blank=True)
@@ -434,6 +450,14 @@ class Attempt(models.Model):
     # When admission chose it to make room for a higher-priority task: Ray stops it once it has
     # saved a checkpoint or ARGUS_PREEMPT_GRACE_S later, whichever comes first.
     preempted_at = models.DateTimeField(null=True, blank=True)
+    # The waiting task the preemption makes room for: withdrawn when that one could not start.
+    preempted_for = models.ForeignKey(
+        "Task", models.SET_NULL, null=True, blank=True, related_name="preemptions", editable=False
+    )
+    # verl's "Total training steps: N" and the last "step:N" line seen: a job that exits 0 below
+    # its total did not finish (INCOMPLETE).
+    total_steps = models.IntegerField(null=True, blank=True)
+    last_step = models.IntegerField(null=True, blank=True)
     # Fair share: GPU-seconds are charged up to here (tasks.usage); usage_open until the
     # attempt's end has been charged.
     charged_until = models.DateTimeField(null=True, blank=True)
