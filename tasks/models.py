@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import secrets
+from contextvars import ContextVar
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -145,6 +146,29 @@ class StaleState(Exception):
 
 class CancelPending(StaleState):
     """The scheduler's move would start more work, but a cancel is pending."""
+
+
+class LeaseLost(Exception):
+    """Another scheduler holds the tick lease now: this one must stop at once."""
+
+
+TICK_LEASE = "tick"
+# The holder of the tick lease while it ticks (set by tasks.scheduler.loop): the scheduler's
+# moves and its usage charges are fenced by it, so a scheduler that overran its lease (a slow
+# shared filesystem) never writes over the one that took over.
+LEASE_FENCE: ContextVar[str | None] = ContextVar("argus_lease_fence", default=None)
+
+
+def check_fence() -> None:
+    """Inside a transaction: raise LeaseLost unless this process's tick still holds the lease.
+    The lease row is locked until the transaction ends (PostgreSQL; SQLite's IMMEDIATE
+    transactions serialize writers already), so no claim can slip in between."""
+    holder = LEASE_FENCE.get()
+    if holder is None:
+        return  # not a fenced tick (tests, commands)
+    held = Lease.objects.select_for_update().filter(name=TICK_LEASE, holder=holder, expires_at__gt=timezone.now())
+    if not held.values_list("pk", flat=True).first():
+        raise LeaseLost(f"the tick lease is no longer held by {holder}")
 
 
 def _request_tick() -> None:
@@ -334,6 +358,8 @@ class Task(models.Model):
             changes.setdefault("finished_at", now)
         guard = role == Role.SCHEDULER and to in NOT_WHILE_CANCELING
         with transaction.atomic():
+            if role == Role.SCHEDULER:
+                check_fence()
             rows = Task.objects.filter(pk=self.pk, state=source)
             if guard:
                 rows = rows.filter(cancel_requested_at=None)

@@ -36,6 +36,7 @@ from tasks.models import (
     Role,
     Task,
     TaskState,
+    check_fence,
 )
 from tasks.queue_order import EpochSeconds, order_waiting, usernames
 from tasks.scheduler import admission, preempt
@@ -299,6 +300,7 @@ def _write_reasons(reasons: dict[int, str], to_pending: set[int]) -> None:
     now = timezone.now()
     for batch in _batches(sorted(to_pending)):
         with transaction.atomic():
+            check_fence()
             moving = list(
                 Task.objects.select_for_update()
                 .filter(pk__in=batch, state=S.QUEUED)

@@ -49,7 +49,6 @@ def sync(ray: RayJobs, cluster: ClusterView, budget: Budget, ended: list[str]) -
     RayUnavailable propagates: Ray being unwell is a condition of the whole tick.
     """
     pairs = latest_attempts()
-    record_nodes(ray, [attempt for _, attempt in pairs])
     dead = cluster.dead()
     alive = []
     for task, attempt in pairs:
@@ -61,6 +60,7 @@ def sync(ray: RayJobs, cluster: ClusterView, budget: Budget, ended: list[str]) -
             alive.append(attempt.pk)
     # One statement for all: a running attempt is seen every tick.
     Attempt.objects.filter(pk__in=alive, end_time=None).update(last_seen_at=timezone.now())
+    record_nodes(ray, [attempt for _, attempt in pairs if attempt.pk in alive])
 
 
 def record_nodes(ray: RayJobs, attempts: list[Attempt]) -> None:
