@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from tasks.models import Attempt, ClusterState, Role, Task, TaskState
 from tests.cli.conftest import no_traceback
-from tests.conftest import PPO_SPEC
+from tests.conftest import PPO_SPEC, grant_high_priority
 
 
 @pytest.fixture
@@ -103,6 +103,7 @@ def test_cancel_a_running_task_requests_a_stop(alice, argus_as, make_task):
 
 
 def test_resubmit_makes_a_new_task_from_the_same_spec(alice, argus_as, make_task):
+    grant_high_priority(alice)
     old = make_task(alice, PPO_SPEC + "priority: high\n")
     old.transition(TaskState.CANCELED)
     result = argus_as(alice).run("resubmit", old.task_id)
