@@ -49,7 +49,7 @@ def scheduler_moves_it_meanwhile(monkeypatch):
     def read_then_moved(self, request, object_id, from_field=None):
         task = read(self, request, object_id, from_field)
         if request.method == "POST":
-            Task.objects.filter(pk=task.pk).update(state=S.RUNNING)
+            Task.objects.filter(pk=object_id).update(state=S.RUNNING)
         return task
 
     monkeypatch.setattr(TaskAdmin, "get_object", read_then_moved)

@@ -283,9 +283,7 @@ def test_a_user_at_max_queued_tasks_gets_the_refusal_on_the_form(
     assert Task.objects.count() == 1
 
 
-def test_priority_high_without_the_grant_is_refused_on_the_form(
-    as_alice: Client, alice: User, datasets: Path
-) -> None:
+def test_priority_high_without_the_grant_is_refused_on_the_form(as_alice: Client, alice: User, datasets: Path) -> None:
     spec = render_to_string("tasks/specs/ppo.yaml").replace("priority: normal", "priority: high")
     response = as_alice.post("/tasks/new/", {"spec": spec})
     page = text_of(response)
