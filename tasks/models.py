@@ -253,6 +253,10 @@ class Task(models.Model):
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         self.priority_rank = PRIORITY_RANK.get(Priority(self.priority), 0)
+        update_fields = kwargs.get("update_fields")
+        if update_fields is not None and "priority" in update_fields:
+            # The rank is derived from the priority: a save of one writes the other.
+            kwargs["update_fields"] = {*update_fields, "priority_rank"}
         super().save(*args, **kwargs)
 
     @property

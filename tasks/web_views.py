@@ -31,7 +31,7 @@ from tasks.jobfiles import resolved_spec
 from tasks.models import ACTIVE_STATES, WAITING_STATES, Attempt, IllegalTransition, StaleState, Task, TaskState
 from tasks.queue_read import current_queue, queue_entries, share_rows, waiting_reason
 from tasks.specs import SpecError
-from tasks.submit import QuotaError, submit_spec
+from tasks.submit import PriorityNotAllowed, QuotaError, submit_spec
 from tasks.views_ray import cluster_summary
 
 TASKS_PER_PAGE = 25
@@ -109,6 +109,9 @@ def task_new_view(request: HttpRequest) -> HttpResponse:
         except QuotaError as error:
             # The spec is fine: it stays in the form, to submit once a task of theirs has started.
             refusal, status = str(error), 429
+        except PriorityNotAllowed as error:
+            # The spec stays in the form too: with priority: normal it can go as it is.
+            refusal, status = str(error), 403
         else:
             messages.success(request, f"Task {task.task_id} is queued.")
             for warning in task.warnings:

@@ -25,6 +25,7 @@ from ray.job_submission import JobSubmissionClient
 
 from tasks.models import ACTIVE_STATES, TERMINAL_STATES, WAITING_STATES, Attempt, ClusterState, Task, TaskState
 from tasks.scheduler.launch import promised_gpus
+from tests.conftest import grant_high_priority
 from tests.scheduler.conftest import standin_spec
 
 pytestmark = [pytest.mark.ray, pytest.mark.django_db(transaction=True)]
@@ -70,6 +71,7 @@ def test_chaos(alice, submit, own_cluster, start_qcluster, settings):
         defaults={"func": "tasks.scheduler.loop.run", "schedule_type": Schedule.MINUTES, "minutes": 1, "repeats": -1},
     )
     scheduler = start_qcluster()
+    grant_high_priority(alice)  # a fifth of her tasks ask for it
 
     plan: list[tuple[float, str]] = sorted(
         [(rng.uniform(5, CHAOS_WINDOW_S), "kill") for _ in range(3)]
