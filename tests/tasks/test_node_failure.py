@@ -54,7 +54,9 @@ def test_ray_error_type_decides_a_supervisor_death():
     death = node_death("JOB_SUPERVISOR_ACTOR_DIED", SUPERVISOR_DIED, "", {})
     assert death is not None and death.nodes == ("5f3c1a9b",)
     assert death.line.startswith("its Ray job supervisor died (5f3c1a9b)")
-    timeout = node_death("JOB_SUPERVISOR_ACTOR_START_TIMEOUT", "Job supervisor actor failed to start within 900s", "", {})
+    timeout = node_death(
+        "JOB_SUPERVISOR_ACTOR_START_TIMEOUT", "Job supervisor actor failed to start within 900s", "", {}
+    )
     assert timeout is not None and "never started" in timeout.line
 
 
@@ -180,8 +182,6 @@ def test_the_dead_node_leaves_the_plan_at_once():
     assert "n0" not in profile.room_at(200.0)
     request = Request(3, 1, 4, 12.0, "bob", 60.0)
     assert profile.earliest(request, 60.0) == (500.0, {"n1": 4})
-    decision = decide(
-        [request], free, totals, policy="backfill", now=0.0, running=[on_dead, on_live], estimate=5
-    )
+    decision = decide([request], free, totals, policy="backfill", now=0.0, running=[on_dead, on_live], estimate=5)
     assert decision.estimates[3] == 500.0
     assert decision.reservations[3] == (500.0, {"n1": 4})
