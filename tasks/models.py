@@ -516,6 +516,18 @@ class Attempt(models.Model):
         """Whether a Ray submission id has the shape ``submission_id_for`` gives."""
         return SUBMISSION_ID.search(submission_id) is not None
 
+    def where(self, ips: dict[str, str]) -> list[dict[str, Any]]:
+        """Where Ray ran it, as read back from Ray: each node of its placement groups with its
+        GPUs, and the node of its driver; ``ips`` names the nodes ({node_id: ip})."""
+        rows = {
+            node: {"node_id": node, "ip": ips.get(node, ""), "gpus": int(gpus), "driver": False}
+            for node, gpus in self.nodes.items()
+        }
+        if self.node_id:
+            rows.setdefault(self.node_id, {"node_id": self.node_id, "ip": self.node_ip, "gpus": 0, "driver": False})
+            rows[self.node_id]["driver"] = True
+        return list(rows.values())
+
     @property
     def resume_words(self) -> str:
         """How the attempt started: ``resumed from step 40``, ``started from scratch``, …
@@ -600,3 +612,9 @@ class ClusterState(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name}: {'reachable' if self.reachable else 'unreachable'}"
+
+    @classmethod
+    def ips(cls) -> dict[str, str]:
+        """{node_id: ip} of every node the scheduler last saw, dead ones included."""
+        nodes = cls.objects.filter(name="default").values_list("nodes", flat=True).first() or []
+        return {node["node_id"]: node.get("ip", "") for node in nodes if node.get("node_id")}

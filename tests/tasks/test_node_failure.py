@@ -10,6 +10,7 @@ import pytest
 from tasks.models import Attempt, EventKind, FailureKind, TaskState
 from tasks.scheduler.admission import Running, decide
 from tasks.scheduler.failures import node_death
+from tasks.scheduler.launch import promised_gpus
 from tasks.scheduler.plan import Profile, Release
 from tasks.scheduler.rooms import Request, Room
 from tasks.scheduler.tick import tick
@@ -164,6 +165,7 @@ def test_a_training_actor_lost_with_its_node_counts_the_node_ray_placed_it_on(al
     tick()
     attempt.refresh_from_db()
     assert attempt.nodes == {elsewhere: 4}
+    assert promised_gpus() == {elsewhere: 4}  # planning follows where Ray put it, not the promise
     ray.kill_node(elsewhere)
     failed_with_node(
         ray, task, attempt, error_type="JOB_ENTRYPOINT_COMMAND_ERROR", message="RuntimeError: NCCL timeout"
@@ -185,3 +187,25 @@ def test_the_dead_node_leaves_the_plan_at_once():
     decision = decide([request], free, totals, policy="backfill", now=0.0, running=[on_dead, on_live], estimate=5)
     assert decision.estimates[3] == 500.0
     assert decision.reservations[3] == (500.0, {"n1": 4})
+
+
+def test_the_api_and_the_task_page_show_where_ray_placed_it(alice, make_task, fake_ray, clock, client_for):
+    ray = fake_ray([4, 4])
+    ray.nodes[1].ip = "10.0.0.2"
+    task = make_task(alice, stall_timeout_s=None)
+    attempt = running(ray, task, clock)
+    ray.set_status(attempt.ray_submission_id, "RUNNING", job_id="05000000", driver_node_id="n0")
+    ray.placed = {"05000000": {"n1": 4}}
+    tick()
+    tick()
+    body = client_for(alice).get(f"/api/v2/tasks/{task.task_id}").json()
+    assert body["attempts"][0]["nodes"] == [
+        {"node_id": "n1", "ip": "10.0.0.2", "gpus": 4, "driver": False},
+        {"node_id": "n0", "ip": "10.0.0.1", "gpus": 0, "driver": True},
+    ]
+    assert body["attempts"][0]["node_ip"] == "10.0.0.1"
+    web = client_for(None)
+    web.force_login(alice)
+    page = web.get(f"/tasks/{task.task_id}/").content.decode()
+    assert 'title="n1">10.0.0.2 ×4</code>' in page
+    assert "(its driver ran here)" in page
