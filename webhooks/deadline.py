@@ -53,20 +53,19 @@ class Deadline:
         """
         copy = sock.dup()
         with self._lock:
-            if not self.expired:
-                self._sockets.append(copy)
-                return
-        _shut(copy)
-        copy.close()
+            self._sockets.append(copy)
+            if self.expired:
+                _shut(copy)
 
     def expire(self) -> None:
+        # Under the lock, as __exit__ closes them under it: a socket is never shut down while,
+        # or after, the try closes it (its number could already belong to another connection).
         with self._lock:
             if self._over:
                 return
             self.expired = True
-            sockets = list(self._sockets)
-        for sock in sockets:
-            _shut(sock)
+            for sock in self._sockets:
+                _shut(sock)
 
     def call(self, function: Callable[..., T], *args: object) -> T:
         """``function(*args)`` if it returns within the time left, else DeadlineExceeded; for
@@ -101,9 +100,9 @@ class Deadline:
         self._timer.cancel()
         with self._lock:
             self._over = True
-            sockets, self._sockets = self._sockets, []
-        for sock in sockets:
-            sock.close()
+            for sock in self._sockets:
+                sock.close()
+            self._sockets = []
         _current.reset(self._token)
 
 
