@@ -51,6 +51,7 @@ def test_a_dripping_receiver_is_cut_at_the_deadline(alice, running_task):
     with dripping_receiver(every=0.5) as drip:
         pending = succeeded_with_a_webhook(alice, drip.url, running_task)
         now = pending.next_try_at
+        assert now is not None
         started = time.monotonic()
         assert delivery.deliver(pending.pk, now=now) is True
         elapsed = time.monotonic() - started
@@ -89,6 +90,7 @@ def test_each_try_reaches_the_receiver_once_however_often_the_worker_passes(alic
         with dripping_receiver(every=0.5) as drip:
             pending = succeeded_with_a_webhook(alice, drip.url, running_task)
             now = pending.next_try_at
+            assert now is not None
             assert worker.send_due(now=now) == 1
             assert drip.arrived.wait(5)
             # While the try drips: passes of this worker, of a second copy and the --once pass,
