@@ -3,10 +3,15 @@ scheduler's own admission code."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
+
+from bench import policy_sim
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -53,3 +58,145 @@ def test_a_bad_trace_is_named(tmp_path: Path) -> None:
     assert "line 2: invalid literal for int() with base 10: 'two'" in result.stderr
     missing = run(tmp_path / "none.csv")
     assert "no such file" in missing.stderr
+
+
+# Preemption, worked out by hand: the simulator itself, with the settings as they ship
+# (backfill, a grace of 120 s, a minimum run of 600 s after a resume) but no fair share.
+PREEMPTING = policy_sim.Config(
+    policy="default",
+    scheduling="backfill",
+    preemption=True,
+    grace_s=120.0,
+    min_run_s=600.0,
+    withdraw_unless_starts=True,
+)
+HEADER = "arrive_s,user,nnodes,gpus_per_node,run_s,time_limit_s,priority,preemptible,checkpoint_s\n"
+
+
+def simulate(rows: str, gpus: int, config: policy_sim.Config = PREEMPTING) -> dict[str, float | int | str]:
+    tasks = policy_sim.read_rows(csv.DictReader(io.StringIO(HEADER + rows)))
+    return policy_sim.Simulation(tasks, 1, gpus, config).run()
+
+
+def figures(result: dict[str, float | int | str]) -> tuple[object, ...]:
+    names = ("preemptions", "withdrawn", "wasted_gpu_h", "high_mean_wait_s", "normal_mean_wait_s", "makespan_s")
+    return tuple(result[name] for name in names)
+
+
+# One node of 4 GPUs. alice's preemptible task checkpoints every 100 s of work; bob's high task
+# comes at 250 s and needs the node.
+AT_A_CHECKPOINT = """\
+0,alice,1,4,1000,,normal,true,100
+250,bob,1,4,500,600,high,false,
+"""
+
+
+def test_a_victim_stops_at_its_next_checkpoint_and_loses_nothing() -> None:
+    # Chosen at 250, it saves at 300 (before its grace ends at 370) and stops: bob starts at 300
+    # (waited 50) and ends at 800; alice resumes from 300 s of work then, and ends at 1500.
+    result = simulate(AT_A_CHECKPOINT, gpus=4)
+    assert figures(result) == (1, 0, 0.0, 50.0, 500.0, 1500.0)
+    assert result["utilization"] == 1.0  # nothing redone, no GPU idle
+
+
+def test_without_preemption_the_high_task_waits_for_the_victims_end() -> None:
+    result = simulate(AT_A_CHECKPOINT, gpus=4, config=replace(PREEMPTING, preemption=False))
+    assert figures(result) == (0, 0, 0.0, 750.0, 0.0, 1500.0)
+
+
+def test_a_victim_whose_grace_passes_first_redoes_the_work_since_its_checkpoint() -> None:
+    # Checkpoints every 1000 s; chosen at 1250, its grace ends at 1370 before its save at 2000:
+    # it stops with 1370 s done, 1000 saved: 4 GPUs x 370 s redone = 1480 GPU-s. bob runs
+    # 1370-1870; alice resumes with 2000 s to go and ends at 3870.
+    result = simulate("0,alice,1,4,3000,,normal,true,1000\n1250,bob,1,4,500,600,high,false,\n", gpus=4)
+    assert figures(result) == (1, 0, round(1480 / 3600, 3), 120.0, 500.0, 3870.0)
+    assert result["utilization"] == 1.0  # redone work is busy time too
+
+
+def test_a_preemption_is_withdrawn_when_the_task_it_serves_starts_elsewhere() -> None:
+    # 8 GPUs: alice (preemptible) and carol (until 1300) hold 4 each. bob's task comes at 1250;
+    # alice is chosen (she would stop at 1370), but carol ends at 1300 and bob starts there:
+    # alice runs on, whole.
+    rows = """\
+0,alice,1,4,5000,,normal,true,1000
+0,carol,1,4,1300,1300,normal,false,
+1250,bob,1,4,500,600,high,false,
+"""
+    assert figures(simulate(rows, gpus=8)) == (0, 1, 0.0, 50.0, 0.0, 5000.0)
+
+
+# One node of 4 GPUs; alice saves every 400 s. bob's first high task makes her stop at her
+# checkpoint at 400 (he runs 400-900); she resumes at 900 from 400; his second comes at 1000.
+TWICE = """\
+0,alice,1,4,3000,,normal,true,400
+350,bob,1,4,500,600,high,false,
+1000,bob,1,4,500,600,high,false,
+"""
+
+
+def test_a_resumed_task_runs_its_minimum_before_it_is_chosen_again() -> None:
+    # Not preemptible until 1500 (600 s after its restart): chosen then with 1000 s done, next
+    # save at 1200 of work (1700) after its grace (1620): stops with 1120 done, 800 saved (4 x 320
+    # GPU-s redone). bob's second waits 620; alice resumes at 2120 with 2200 to go.
+    result = simulate(TWICE, gpus=4)
+    assert figures(result) == (2, 0, round(1280 / 3600, 3), (50 + 620) / 2, 1000.0, 4320.0)
+
+
+def test_without_the_minimum_run_a_resumed_task_is_chosen_at_once() -> None:
+    # Chosen at 1000 with 500 done: its grace (1120) comes before its save at 800 of work (1300):
+    # 4 x 220 GPU-s redone; bob's second waits 120; alice resumes at 1620 from 400.
+    result = simulate(TWICE, gpus=4, config=policy_sim.without_fixes(PREEMPTING))
+    assert figures(result) == (2, 0, round(880 / 3600, 3), (50 + 120) / 2, 1000.0, 4220.0)
+
+
+# 8 GPUs; alice (preemptible, saves every 200 s) holds 4. bob's high task (8 GPUs) and carol's
+# short one (4 GPUs, limit 400) come together at 100. decide() chooses alice for bob, plans
+# bob's reservation from alice's time limit (6000) rather than her stop, and so backfills carol
+# into the 4 free GPUs that bob needed beside alice's.
+BACKFILLED = """\
+0,alice,1,4,5000,6000,normal,true,200
+100,bob,1,8,500,600,high,false,
+100,carol,1,4,300,400,normal,false,
+"""
+
+
+def test_a_preemption_is_withdrawn_when_its_task_would_not_start_once_the_victim_is_gone() -> None:
+    # Withdrawn at once (bob would not start at alice's stop: carol holds the other 4 GPUs until
+    # 400). At 400 alice is chosen again; her grace (520) comes before her save at 600 of work:
+    # 4 x 120 GPU-s redone; bob waits 420; alice resumes at 1020 from 400, ends at 5620.
+    result = simulate(BACKFILLED, gpus=8)
+    assert figures(result) == (1, 1, round(480 / 3600, 3), 420.0, 250.0, 5620.0)
+
+
+def test_without_that_rule_the_victim_stops_for_a_task_that_cannot_start() -> None:
+    # alice stops at her save at 200 and waits; her 4 GPUs idle until carol ends at 400, when bob
+    # starts (waited 300); alice resumes at 900 from 200.
+    result = simulate(BACKFILLED, gpus=8, config=policy_sim.without_fixes(PREEMPTING))
+    assert figures(result) == (1, 0, 0.0, 300.0, 350.0, 5700.0)
+
+
+def test_the_command_runs_the_same_trace_with_preemption_and_without(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.csv"
+    trace.write_text(HEADER + AT_A_CHECKPOINT)
+    result = run(trace, "--nodes", "1", "--gpus", "4", "--policies", "default", "--preemption", "both")
+    assert result.returncode == 0, result.stderr
+    on, off, both = map(json.loads, result.stdout.splitlines())
+    assert (on["preemption"], off["preemption"]) == (1, 0)
+    assert both["compare"] == "preemption on / off"
+    assert both["high_mean_wait_s"] == [50.0, 750.0]
+    assert both["normal_mean_wait_s"] == [500.0, 0.0]
+    assert both["high_mean_wait_on_vs_off"] == round(50 / 750, 3)
+    assert both["normal_mean_wait_on_vs_off"] is None  # without preemption alice never waits
+
+
+def test_a_bad_preemption_field_is_named(tmp_path: Path) -> None:
+    trace = tmp_path / "bad.csv"
+    for row, message in (
+        ("0,alice,1,4,50,,urgent,false,", "line 2: priority 'urgent': use normal or high"),
+        ("0,alice,1,4,50,,high,maybe,", "line 2: preemptible 'maybe': use true or false"),
+        ("0,alice,1,4,50,,high,true,0", "line 2: checkpoint_s must be more than 0"),
+    ):
+        trace.write_text(HEADER + row + "\n")
+        result = run(trace)
+        assert result.returncode != 0
+        assert message in result.stderr
