@@ -210,3 +210,18 @@ def test_a_victim_does_not_take_back_the_room_it_freed(alice, bob, make_task, fa
     tick()
     high.refresh_from_db()
     assert high.state == S.SUBMITTED
+
+
+def test_a_high_task_preemption_cannot_help_does_not_keep_the_next_from_its_turn():
+    """Pure: the first high task needs 3 nodes of 8 (no victims can make that); the second needs
+    one node's 4 GPUs, which a preemptible task holds."""
+    totals = {"n0": Room(8, 40), "n1": Room(8, 40)}
+    free = {"n0": Room(4, 28), "n1": Room(0, 16)}
+    steady = Running(1, {"n1": 8}, 24.0, ends_at=None, user="alice", started_at=-100.0)
+    victim = Running(2, {"n0": 4}, 12.0, ends_at=None, user="alice", preemptible=True, started_at=-50.0)
+    huge = Request(10, 3, 8, 24.0, "bob", 3600.0, priority=10)
+    small = Request(11, 1, 8, 24.0, "carol", 3600.0, priority=10)
+    decision = decide(
+        [huge, small], free, totals, policy="best_effort_fifo", now=0.0, running=[steady, victim], preemption=True
+    )
+    assert decision.preempt == {2: 11}
