@@ -435,6 +435,13 @@ class Task(models.Model):
 SUBMISSION_ID = re.compile(r"--a\d{2,}$")
 
 
+class AttemptQuerySet(models.QuerySet["Attempt"]):
+    def live(self) -> AttemptQuerySet:
+        """Attempts that hold (or may hold) room on Ray: their task is on Ray or on its way, and
+        Argus has not settled them (a settled attempt always has an end time)."""
+        return self.filter(task__state__in=ACTIVE_STATES, end_time=None)
+
+
 class Attempt(models.Model):
     """One submission of a task to Ray."""
 
@@ -496,6 +503,8 @@ class Attempt(models.Model):
     submitted_at = models.DateTimeField(null=True, blank=True)
     start_time = models.DateTimeField(null=True, blank=True)
     end_time = models.DateTimeField(null=True, blank=True)
+
+    objects = AttemptQuerySet.as_manager()
 
     class Meta:
         ordering = ["task", "attempt_no"]
