@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/policy_sim.py --trace FILE.csv [--nodes 8] [--gpus 8]
                                          [--policies strict_fifo,best_effort_fifo,backfill,default]
-                                         [--preemption on|off|both] [--no-fixes]
+                                         [--preemption on|off|both]
 
 The trace is a CSV with the header
 ``arrive_s,user,nnodes,gpus_per_node,run_s,time_limit_s,priority,preemptible,checkpoint_s``
@@ -18,17 +18,19 @@ functions the scheduler's tick calls (tasks/scheduler/launch.py), over ``--nodes
 ``--gpus`` GPUs. Admission is instantaneous and a started task runs exactly its work: the figures
 compare policies, not Ray's start-up costs.
 
-Preemption as Argus does it (tasks/scheduler/launch.py running_now and mark_preempted, watch.py
-_preempt_due, settle.py): decide() names the victims; a victim runs on until its next checkpoint
-after it was chosen or until ARGUS_PREEMPT_GRACE_S passes, whichever comes first, then stops,
-goes back to the queue in its place (its arrival) and later resumes from its last checkpoint: the
-work since that checkpoint is done twice (``wasted_gpu_h``: GPUs x seconds redone). While it
-stops, admission sees it as stopping, ending at chosen + grace. A choice is withdrawn (the victim
-runs on) when the task it serves no longer waits; and, the scheduler's fixes being added now,
-modelled here on the simulator's side (``--no-fixes`` leaves them out): a choice is also withdrawn
-unless the task it serves would start once the stopping tasks are gone (decide() run again
-without them), and a task that resumed after a preemption is not preemptible until it has run
-ARGUS_PREEMPT_MIN_RUN_S.
+Preemption as Argus does it, each pass shaped like tasks.scheduler.launch.admit: decide() is
+given the grace and the victims that yield (preempt.yielded) and names the victims; the choices
+whose task would no longer start once its victims are gone are withdrawn by
+admission.preemption_holds, as launch._withdraw_unserved does, and those whose task no longer
+waits, as watch._preempt_due does. A victim runs on until its next checkpoint after it was
+chosen or until ARGUS_PREEMPT_GRACE_S passes, whichever comes first (watch._preempt_due), then
+stops, goes back to the queue in its place (its arrival) and later resumes from its last
+checkpoint: the work since that checkpoint is done twice (``wasted_gpu_h``: GPUs x seconds
+redone). While it stops, admission sees it as stopping, ending at chosen + grace
+(launch.running_now). The one rule modelled here rather than called: a task that resumed after
+a preemption is passed to decide() as not preemptible until it has run ARGUS_PREEMPT_MIN_RUN_S,
+as launch.running_now does. The scheduler ticks every few seconds; here a pass that changed
+anything is followed at once by another, until one changes nothing (what the next tick does).
 
 Policies: ``strict_fifo``, ``best_effort_fifo`` and ``backfill`` (EASY backfill) with plain
 priority + FIFO order and no preemption, and ``default``: what ships, read from the settings
@@ -42,7 +44,8 @@ Prints one JSON object per policy per line: ``policy``, ``mean_wait_s``, ``p95_w
 ``max_wait_s``, ``utilization`` (busy GPU-seconds, redone work included, over the cluster's
 GPU-seconds from the first arrival to the last end), ``preemptions`` (victims stopped),
 ``withdrawn``, ``wasted_gpu_h``, ``high_mean_wait_s``, ``high_p95_wait_s``,
-``normal_mean_wait_s`` and more; ``default`` also gets its ratios to ``backfill``. A task's wait
+``normal_mean_wait_s``, ``unsettled`` (instants where passes never stopped changing things) and
+more; ``default`` also gets its ratios to ``backfill``. A task's wait
 is all its time in the queue, before its first start and after each preemption.
 """
 
@@ -72,6 +75,9 @@ BOOLEAN = {"": False, "false": False, "0": False, "no": False, "true": True, "1"
 DEFAULT_CHECKPOINT_S = 600.0
 # Float sums of seconds: a progress within this of a checkpoint is at it.
 EPSILON = 1e-6
+# Passes at one instant before giving up on it settling (counted as ``unsettled``): a choice
+# made and withdrawn on every tick would never settle.
+MAX_PASSES = 10
 
 
 @dataclass
@@ -97,6 +103,7 @@ class Task:
     chosen_for: int | None = None
     stopping_at: float | None = None
     preempted: int = 0  # times stopped for another task
+    yielded_to: list[int] = field(default_factory=list)  # the tasks it was stopped for
     attempt: int = 0
 
     @property
@@ -127,9 +134,7 @@ class Config:
     default_limit_s: float | None = None
     caps: admission.Caps | None = None
     shortest_first: bool = False
-    # The scheduler's fixes, modelled on the simulator's side (0 / False: as decide() alone).
-    min_run_s: float = 0.0
-    withdraw_unless_starts: bool = False
+    min_run_s: float = 0.0  # ARGUS_PREEMPT_MIN_RUN_S, applied as launch.running_now does
 
 
 def read_trace(path: Path) -> list[Task]:
@@ -199,7 +204,6 @@ def configs(names: list[str]) -> list[Config]:
         default_limit_s=float(settings.ARGUS_DEFAULT_TIME_LIMIT) or None,
         caps=admission.Caps(settings.ARGUS_USER_MAX_RUNNING_GPUS, settings.ARGUS_USER_MAX_RUNNING_TASKS),
         min_run_s=float(settings.ARGUS_PREEMPT_MIN_RUN_S),
-        withdraw_unless_starts=True,
     )
     known = {name: Config(policy=name, scheduling=name) for name in admission.POLICIES}
     known["default"] = shipped
@@ -209,15 +213,10 @@ def configs(names: list[str]) -> list[Config]:
     return [known[name] for name in names]
 
 
-def without_fixes(config: Config) -> Config:
-    """``config`` with preemption as decide() alone does it (the scheduler before its fixes)."""
-    return replace(config, min_run_s=0.0, withdraw_unless_starts=False)
-
-
 class Simulation:
     def __init__(self, tasks: list[Task], nodes: int, gpus: int, config: Config) -> None:
         self.config = config
-        self.tasks = [Task(**{**vars(t), "placement": {}}) for t in tasks]
+        self.tasks = [Task(**{**vars(t), "placement": {}, "yielded_to": []}) for t in tasks]
         for task in self.tasks:
             task.queued_since = task.arrive
         self.totals = {f"n{index}": Room(float(gpus), 0.0) for index in range(nodes)}
@@ -232,6 +231,7 @@ class Simulation:
         self.preemptions = 0  # victims stopped
         self.withdrawn = 0  # choices withdrawn before the victim stopped
         self.wasted_gpu_s = 0.0  # work redone after preemptions, in GPU-seconds
+        self.unsettled = 0  # instants where passes kept changing things (MAX_PASSES reached)
         self.unplaceable: list[int] = []
         for task in self.tasks:
             self._push(task.arrive, "arrive", task)
@@ -284,9 +284,13 @@ class Simulation:
 
     def _on_stop(self, task: Task) -> None:
         """A victim saved its checkpoint or its grace ended: it stops, loses the work since its
-        last checkpoint, and waits again in its place."""
+        last checkpoint, and waits again in its place (yielding to the task it was stopped for
+        while that one waits). The task it serves still waits: had it started, the pass after
+        would have withdrawn the choice."""
         if task.stopping_at != self.clock:
             return  # withdrawn meanwhile (or chosen again, with a later stop)
+        assert task.chosen_for is not None
+        task.yielded_to.append(task.chosen_for)
         del self.running[task.key]
         done = task.progress(self.clock)
         saved = math.floor((done + EPSILON) / task.checkpoint_s) * task.checkpoint_s
@@ -310,12 +314,10 @@ class Simulation:
         if not task.preemptible:
             return False
         assert task.started is not None
-        # The fix being added: a task that resumed after a preemption runs a while first.
+        # launch.running_now: a task that resumed after a preemption runs a while first.
         return not (task.preempted and self.clock - task.started < self.config.min_run_s)
 
-    def _decide(self, without: frozenset[int] = frozenset()) -> admission.Decision:
-        """decide() over the queue and the running tasks, as the tick calls it; ``without``:
-        running tasks left out, their room free (and nothing preempted)."""
+    def _queue(self) -> list[Request]:
         config = self.config
         users = {t.user for t in self.waiting.values()} | {t.user for t in self.running.values()}
         factor = fairshare.factors(self.usage, {}, users) if config.fair_window_s else {}
@@ -330,16 +332,18 @@ class Simulation:
             queue.append(
                 Request(task.key, task.nnodes, task.gpus_per_node, 0.0, task.user, self._planned(task), task.priority)
             )
+        return queue
+
+    def _running(self) -> list[admission.Running]:
+        """The running tasks as launch.running_now passes them."""
         running = []
         for task in self.running.values():
-            if task.key in without:
-                continue
             planned = self._planned(task)
             assert task.started is not None
-            # What the scheduler knows: a victim ends by its grace (launch.running_now), not at
-            # the checkpoint it cannot foresee.
+            # What the scheduler knows: a victim ends by its grace, not at the checkpoint it
+            # cannot foresee.
             ends = (
-                task.chosen_at + config.grace_s
+                task.chosen_at + self.config.grace_s
                 if task.chosen_at is not None
                 else (task.started + planned if planned is not None else None)
             )
@@ -356,13 +360,30 @@ class Simulation:
                     stopping=task.chosen_at is not None,
                 )
             )
-        free = self._free()
-        for key in without:
-            for node, gpus in self.running[key].placement.items():
-                free[node] = Room(free[node].gpus + gpus, 0.0)
-        limited = config.caps is not None and (config.caps.max_gpus or config.caps.max_tasks)
-        caps = {user: config.caps for user in users} if config.caps is not None and limited else None
-        return admission.decide(
+        return running
+
+    def _caps(self) -> dict[str, admission.Caps] | None:
+        caps = self.config.caps
+        if caps is None or not (caps.max_gpus or caps.max_tasks):
+            return None
+        users = {t.user for t in self.waiting.values()} | {t.user for t in self.running.values()}
+        return {user: caps for user in users}
+
+    def _schedule(self) -> None:
+        for _ in range(MAX_PASSES):
+            if not self._pass():
+                return
+        self.unsettled += 1
+
+    def _pass(self) -> bool:
+        """One tick's watch and admission (tasks.scheduler.tick): whether it changed anything."""
+        changed = self._watch()
+        if not self.waiting:
+            return changed
+        config = self.config
+        queue, running, caps, free = self._queue(), self._running(), self._caps(), self._free()
+        yielded = {t.key: b for t in self.waiting.values() for b in t.yielded_to if b in self.waiting}
+        decision = admission.decide(
             queue,
             free,
             self.totals,
@@ -370,15 +391,19 @@ class Simulation:
             now=self.clock,
             running=running,
             caps=caps,
-            preemption=config.preemption and not without,
+            preemption=config.preemption,
             shortest_first=config.shortest_first,
+            grace=config.grace_s,
+            yielded=yielded,
         )
-
-    def _schedule(self) -> None:
-        if not self.waiting:
-            self._withdraw()
-            return
-        decision = self._decide()
+        changed = self._withdraw_unserved(queue, running, free, caps) or changed
+        for victim_key, beneficiary in decision.preempt.items():
+            victim = self.running[victim_key]
+            victim.chosen_at, victim.chosen_for = self.clock, beneficiary
+            # It stops once it has saved a checkpoint since it was chosen, or when its grace ends.
+            victim.stopping_at = min(victim.next_checkpoint(self.clock), self.clock + config.grace_s)
+            if victim.stopping_at < victim.ends_at:
+                self._push(victim.stopping_at, "stop", victim)
         for request, placement in decision.admitted:
             task = self.waiting.pop(request.key)
             task.waited += self.clock - task.queued_since
@@ -390,31 +415,43 @@ class Simulation:
             task.ends_at = self.clock + length
             self.running[task.key] = task
             self._push(task.ends_at, "end", task)
-            if task.preempted and self.config.min_run_s and self.config.min_run_s < length:
-                self._push(self.clock + self.config.min_run_s, "wake", task)
-        for victim_key, beneficiary in decision.preempt.items():
-            victim = self.running[victim_key]
-            victim.chosen_at, victim.chosen_for = self.clock, beneficiary
-            # It stops once it has saved a checkpoint since it was chosen, or when its grace ends.
-            victim.stopping_at = min(victim.next_checkpoint(self.clock), self.clock + self.config.grace_s)
-            if victim.stopping_at < victim.ends_at:
-                self._push(victim.stopping_at, "stop", victim)
-        self._withdraw()
+            if task.preempted and config.min_run_s and config.min_run_s < length:
+                self._push(self.clock + config.min_run_s, "wake", task)
+        return changed or bool(decision.preempt) or bool(decision.admitted)
 
-    def _withdraw(self) -> None:
-        """Withdraw the choices whose task no longer waits (watch._preempt_due); with the fixes,
-        also those whose task would not start once the stopping tasks are gone."""
-        stopping = [t for t in self.running.values() if t.chosen_at is not None]
-        if not stopping:
-            return
-        served = {t.chosen_for for t in stopping}
-        if self.config.withdraw_unless_starts and served & set(self.waiting):
-            started = {request.key for request, _ in self._decide(frozenset(t.key for t in stopping)).admitted}
-            served &= started
-        for task in stopping:
-            if task.chosen_for not in self.waiting or task.chosen_for not in served:
-                task.chosen_at = task.chosen_for = task.stopping_at = None
-                self.withdrawn += 1
+    def _withdraw(self, task: Task) -> None:
+        task.chosen_at = task.chosen_for = task.stopping_at = None
+        self.withdrawn += 1
+
+    def _watch(self) -> bool:
+        """watch._preempt_due: a victim whose task no longer waits runs on."""
+        gone = [t for t in self.running.values() if t.chosen_for is not None and t.chosen_for not in self.waiting]
+        for task in gone:
+            self._withdraw(task)
+        return bool(gone)
+
+    def _withdraw_unserved(
+        self,
+        queue: list[Request],
+        running: list[admission.Running],
+        free: dict[str, Room],
+        caps: dict[str, admission.Caps] | None,
+    ) -> bool:
+        """launch._withdraw_unserved: the victims run on when the task they make room for would
+        not start once they are gone (admission.preemption_holds), on the pass's own view."""
+        victims: dict[int, list[admission.Running]] = {}
+        for holder in running:
+            beneficiary = self.running[holder.key].chosen_for
+            if beneficiary is not None:
+                victims.setdefault(beneficiary, []).append(holder)
+        requests = {request.key: request for request in queue}
+        changed = False
+        for beneficiary, chosen in victims.items():
+            if admission.preemption_holds(requests[beneficiary], chosen, free, running, caps):
+                for holder in chosen:
+                    self._withdraw(self.running[holder.key])
+                changed = True
+        return changed
 
     def _report(self, first: float) -> dict[str, float | int | str]:
         done = [t for t in self.tasks if t.key not in self.unplaceable]
@@ -441,6 +478,7 @@ class Simulation:
             "preempted_tasks": sum(1 for t in done if t.preempted),
             "withdrawn": self.withdrawn,
             "wasted_gpu_h": round(self.wasted_gpu_s / 3600, 3),
+            "unsettled": self.unsettled,
             "high_tasks": len(high),
             "high_mean_wait_s": mean(high),
             "high_p95_wait_s": round(percentile(high, 95), 1) if high else 0.0,
@@ -492,15 +530,12 @@ def main(argv: list[str] | None = None) -> None:
         default="on",
         help="on: as each policy has it; off: none; both: each policy that preempts, with and without",
     )
-    parser.add_argument("--no-fixes", action="store_true", help="preemption as decide() alone does it")
     args = parser.parse_args(argv)
     if not args.trace.is_file():
         raise SystemExit(f"--trace {args.trace}: no such file")
     tasks = read_trace(args.trace)
     results = {}
     for config in configs([name.strip() for name in args.policies.split(",") if name.strip()]):
-        if args.no_fixes:
-            config = without_fixes(config)
         if args.preemption == "off":
             config = replace(config, preemption=False)
         result = Simulation(tasks, args.nodes, args.gpus, config).run()

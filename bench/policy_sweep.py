@@ -4,7 +4,7 @@ starts first moves every later wait).
 
     .venv/bin/python bench/policy_sweep.py [--seeds 1-30] [--load 1.3] [--users 8] [--sweep 50]
                                            [--tasks 400] [--nodes 8] [--gpus 8]
-                                           [--high 0.1] [--preemptible 0.25] [--no-fixes]
+                                           [--high 0.1] [--preemptible 0.25]
 
 For each seed: bench/trace_gen.py's trace, then every policy through bench/policy_sim.py's
 Simulation. Prints, per policy, the mean and worst over the traces of its mean and longest wait
@@ -14,7 +14,6 @@ issue's goals for the default (mean ≤ 1.1×, longest ≤ 1.2×).
 Then preemption: the default once more on each trace with preemption off, and a second table,
 with and without it: preemptions and wasted GPU-hours per trace, the high tasks' mean and p95
 wait, the normal tasks' mean wait (means over the traces), and the per-trace ratios with / without.
-``--no-fixes``: preemption as decide() alone does it (bench/policy_sim.py).
 """
 
 from __future__ import annotations
@@ -48,11 +47,8 @@ def main() -> None:
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--high", type=float, default=0.1, help="share of the tasks of high priority")
     parser.add_argument("--preemptible", type=float, default=0.25, help="share of the normal tasks preemptible")
-    parser.add_argument("--no-fixes", action="store_true", help="preemption as decide() alone does it")
     args = parser.parse_args()
     configs = policy_sim.configs(["strict_fifo", "best_effort_fifo", "backfill", "default"])
-    if args.no_fixes:
-        configs = [policy_sim.without_fixes(c) for c in configs]
     shipped = configs[-1]
     ratios: dict[str, list[tuple[float, float, float]]] = {c.policy: [] for c in configs}
     preemption: dict[str, list[Result]] = {"on": [], "off": []}
@@ -92,7 +88,6 @@ def main() -> None:
     print(
         f"{count} traces: load {args.load}, {args.users} users, a sweep of {args.sweep}, {args.tasks} tasks, "
         f"{args.high:.0%} high, {args.preemptible:.0%} of normal preemptible"
-        + (" (preemption without the fixes)" if args.no_fixes else "")
     )
     print(
         "| policy | mean wait / EASY: mean, worst | longest wait / EASY: mean, worst | utilization | over 1.1× / 1.2× |"

@@ -68,14 +68,15 @@ PREEMPTING = policy_sim.Config(
     preemption=True,
     grace_s=120.0,
     min_run_s=600.0,
-    withdraw_unless_starts=True,
 )
 HEADER = "arrive_s,user,nnodes,gpus_per_node,run_s,time_limit_s,priority,preemptible,checkpoint_s\n"
 
 
-def simulate(rows: str, gpus: int, config: policy_sim.Config = PREEMPTING) -> dict[str, float | int | str]:
+def simulate(
+    rows: str, gpus: int, config: policy_sim.Config = PREEMPTING, nodes: int = 1
+) -> dict[str, float | int | str]:
     tasks = policy_sim.read_rows(csv.DictReader(io.StringIO(HEADER + rows)))
-    return policy_sim.Simulation(tasks, 1, gpus, config).run()
+    return policy_sim.Simulation(tasks, nodes, gpus, config).run()
 
 
 def figures(result: dict[str, float | int | str]) -> tuple[object, ...]:
@@ -145,14 +146,12 @@ def test_a_resumed_task_runs_its_minimum_before_it_is_chosen_again() -> None:
 def test_without_the_minimum_run_a_resumed_task_is_chosen_at_once() -> None:
     # Chosen at 1000 with 500 done: its grace (1120) comes before its save at 800 of work (1300):
     # 4 x 220 GPU-s redone; bob's second waits 120; alice resumes at 1620 from 400.
-    result = simulate(TWICE, gpus=4, config=policy_sim.without_fixes(PREEMPTING))
+    result = simulate(TWICE, gpus=4, config=replace(PREEMPTING, min_run_s=0.0))
     assert figures(result) == (2, 0, round(880 / 3600, 3), (50 + 120) / 2, 1000.0, 4220.0)
 
 
-# 8 GPUs; alice (preemptible, saves every 200 s) holds 4. bob's high task (8 GPUs) and carol's
-# short one (4 GPUs, limit 400) come together at 100. decide() chooses alice for bob, plans
-# bob's reservation from alice's time limit (6000) rather than her stop, and so backfills carol
-# into the 4 free GPUs that bob needed beside alice's.
+# 8 GPUs; alice (preemptible, saves every 200 s, limit 6000) holds 4. bob's high task (8 GPUs)
+# and carol's short one (4 GPUs, limit 400) come together at 100.
 BACKFILLED = """\
 0,alice,1,4,5000,6000,normal,true,200
 100,bob,1,8,500,600,high,false,
@@ -160,19 +159,59 @@ BACKFILLED = """\
 """
 
 
-def test_a_preemption_is_withdrawn_when_its_task_would_not_start_once_the_victim_is_gone() -> None:
-    # Withdrawn at once (bob would not start at alice's stop: carol holds the other 4 GPUs until
-    # 400). At 400 alice is chosen again; her grace (520) comes before her save at 600 of work:
-    # 4 x 120 GPU-s redone; bob waits 420; alice resumes at 1020 from 400, ends at 5620.
+def test_backfill_keeps_off_the_room_a_preemption_frees() -> None:
+    # decide() chooses alice for bob and plans her room free at 220 (now + grace): bob's
+    # reservation is 220-820 on all 8 GPUs, and carol (100-500 by her limit) would overlap it:
+    # she waits. alice saves at 200 and stops, nothing lost; bob starts at 200 (waited 100), ends
+    # at 700. alice and carol start then (waited 500 and 600); alice resumes from 200, ends 5500.
     result = simulate(BACKFILLED, gpus=8)
-    assert figures(result) == (1, 1, round(480 / 3600, 3), 420.0, 250.0, 5620.0)
+    assert figures(result) == (1, 0, 0.0, 100.0, 550.0, 5500.0)
+    assert result["utilization"] == round((4 * 5000 + 8 * 500 + 4 * 300) / (8 * 5500), 4)
 
 
-def test_without_that_rule_the_victim_stops_for_a_task_that_cannot_start() -> None:
-    # alice stops at her save at 200 and waits; her 4 GPUs idle until carol ends at 400, when bob
-    # starts (waited 300); alice resumes at 900 from 200.
-    result = simulate(BACKFILLED, gpus=8, config=policy_sim.without_fixes(PREEMPTING))
-    assert figures(result) == (1, 0, 0.0, 300.0, 350.0, 5700.0)
+def test_a_victim_does_not_take_back_its_room_while_the_task_it_stopped_for_waits() -> None:
+    # 8 GPUs, best-effort FIFO (no reservation keeps the room). alice (saves every 200 s) and dave
+    # (every 1000 s) hold 4 each; bob's high task needs all 8: both are chosen at 100. alice
+    # saves at 200 and stops; dave's grace ends at 220 (150 s done, none saved: 4 x 170 GPU-s
+    # redone). From 200 to 220 alice would fit the 4 free GPUs, but yields to bob, who starts at
+    # 220 (waited 120) and ends at 720; alice (from 200 of work) and dave (from 0) restart then.
+    rows = """\
+0,alice,1,4,5000,6000,normal,true,200
+50,dave,1,4,5000,6000,normal,true,1000
+100,bob,1,8,500,600,high,false,
+"""
+    result = simulate(rows, gpus=8, config=replace(PREEMPTING, scheduling="best_effort_fifo"))
+    assert figures(result) == (2, 0, round(680 / 3600, 3), 120.0, (520 + 500) / 2, 5720.0)
+
+
+# Two nodes of 8 GPUs. alice (preemptible, saves every 1000 s) holds 4 of n0, erin 6 of n1. At
+# 100 bob's high task (8 GPUs: only n0 without alice) comes with a short task of his (2 GPUs,
+# runs 60 s, limit 3600).
+CAPPED = """\
+0,alice,1,4,5000,6000,normal,true,1000
+0,erin,1,6,5000,6000,normal,false,
+100,bob,1,8,500,600,high,false,
+100,bob,1,2,60,3600,normal,false,
+"""
+
+
+def test_a_preemption_is_withdrawn_while_its_task_is_held_by_its_users_limit() -> None:
+    # No user may run more than one task. At 100 decide() chooses alice for bob's high task
+    # (n0 reserved from 220, the end of her grace) and starts his short one in n1's spare room.
+    # The pass after, admission.preemption_holds: bob runs a task now, the limit is one: the
+    # choice is withdrawn. At 160 his short task ends; alice is chosen again, her grace
+    # restarted: she stops at 280 with none of her 280 s saved (4 x 280 GPU-s redone). bob's
+    # high task waits 180 and ends at 780, when alice restarts from 0 (ends 5780).
+    capped = replace(PREEMPTING, caps=policy_sim.admission.Caps(0, 1))
+    result = simulate(CAPPED, gpus=8, config=capped, nodes=2)
+    assert figures(result) == (1, 1, round(1120 / 3600, 3), 180.0, round(500 / 3, 1), 5780.0)
+
+
+def test_without_the_limit_the_preemption_holds() -> None:
+    # The same trace, no limit: alice stops at 220 (4 x 220 GPU-s redone); bob's high task runs
+    # 220-720, alice 720-5720.
+    result = simulate(CAPPED, gpus=8, nodes=2)
+    assert figures(result) == (1, 0, round(880 / 3600, 3), 120.0, round(500 / 3, 1), 5720.0)
 
 
 def test_the_command_runs_the_same_trace_with_preemption_and_without(tmp_path: Path) -> None:
