@@ -339,17 +339,23 @@ def preemption_holds(
     caps: Mapping[str, Caps] | None = None,
 ) -> str:
     """Whether ``request`` would start once ``victims`` are gone: "" when it would, else why not,
-    in words (its user's limits; the room is not there any more, say a node died)."""
+    in words (its user's limits; the room is not there any more, say a node died).
+
+    "Once they are gone" is when the last of them stops (its ``ends_at``): a task backfilled
+    meanwhile that ends by then gives its room and its place under the user's limits back too,
+    as the reservation planned."""
+    stops = max((v.ends_at for v in victims if v.ends_at is not None), default=None)
+    gone = [r for r in running if r in victims or (stops is not None and r.ends_at is not None and r.ends_at <= stops)]
     in_use: dict[str, tuple[int, int]] = {}
     for holder in running:
-        if holder in victims:
+        if holder in gone:
             continue
         gpus, tasks = in_use.get(holder.user, (0, 0))
         in_use[holder.user] = (gpus + holder.gpus, tasks + 1)
     over = _over_cap(request, in_use, caps or {})
     if over is not None:
         return f"the task it made room for {over}"
-    if place(request, _add(free, victims)) is None:
+    if place(request, _add(free, gone)) is None:
         return "the task it made room for would not fit once it is gone (the cluster changed)"
     return ""
 

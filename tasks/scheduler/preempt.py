@@ -10,7 +10,7 @@ import logging
 from datetime import datetime
 
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import OuterRef, Q, Subquery
 from django.utils import timezone
 
 from tasks.models import ACTIVE_STATES, WAITING_STATES, Attempt, EventKind, FailureKind, Task
@@ -110,9 +110,12 @@ def resumed_after_preemption() -> set[tuple[int, int]]:
 def yielded() -> dict[int, int]:
     """Waiting tasks that were preempted for a task that still waits: {victim: beneficiary}. A
     victim does not take back the room it just freed while the task it freed it for waits."""
+    # Only a task's latest attempt says whom it yielded to: an older preemption is history.
+    latest = Attempt.objects.filter(task=OuterRef("task")).order_by("-attempt_no").values("attempt_no")[:1]
     rows = Attempt.objects.filter(
         Q(preempted_for__state__in=WAITING_STATES),
         task__state__in=WAITING_STATES,
         failure_kind=FailureKind.PREEMPTED,
+        attempt_no=Subquery(latest),
     )
     return dict(rows.values_list("task_id", "preempted_for_id"))

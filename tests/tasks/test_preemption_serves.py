@@ -11,8 +11,9 @@ from datetime import timedelta
 import pytest
 
 from accounts.models import UserLimits
-from tasks.models import AdmissionControl, Attempt, EventKind, TaskState
-from tasks.scheduler.admission import Running, decide
+from tasks.models import AdmissionControl, Attempt, EventKind, FailureKind, TaskState
+from tasks.scheduler.admission import Caps, Running, decide, preemption_holds
+from tasks.scheduler.preempt import yielded
 from tasks.scheduler.rooms import Request, Room
 from tasks.scheduler.tick import tick
 from tests.conftest import PPO_SPEC
@@ -225,3 +226,33 @@ def test_a_high_task_preemption_cannot_help_does_not_keep_the_next_from_its_turn
         [huge, small], free, totals, policy="best_effort_fifo", now=0.0, running=[steady, victim], preemption=True
     )
     assert decision.preempt == {2: 11}
+
+
+def test_a_task_backfilled_until_the_victims_stop_does_not_undo_the_preemption():
+    """Pure (found by bench/policy_sim.py): bob's high task needs 8 GPUs; alice's victim stops at
+    220; carol's 4-GPU task was backfilled and ends at 200. Once the victim is gone, the room is
+    there: the preemption holds."""
+    free = {"n0": Room(0, 0), "n1": Room(0, 0)}
+    victim = Running(1, {"n0": 4}, 12.0, ends_at=220.0, user="alice", stopping=True)
+    carol = Running(2, {"n1": 4}, 12.0, ends_at=200.0, user="carol")
+    bob = Request(3, 2, 4, 12.0, "bob", 500.0, priority=10)
+    assert preemption_holds(bob, [victim], free, [victim, carol]) == ""
+    longer = Running(2, {"n1": 4}, 12.0, ends_at=900.0, user="carol")
+    assert "would not fit" in preemption_holds(bob, [victim], free, [victim, longer])
+    # bob's own short task counts against his one-task limit only until it ends.
+    own = Running(2, {"n1": 4}, 12.0, ends_at=200.0, user="bob")
+    assert preemption_holds(bob, [victim], free, [victim, own], {"bob": Caps(max_tasks=1)}) == ""
+
+
+def test_only_a_waiting_tasks_latest_preemption_makes_it_yield(alice, bob, make_task, fake_ray, clock, granted):
+    victim = make_task(alice, PREEMPTIBLE)
+    high = make_task(bob, HIGH)
+    old = Attempt.objects.create(
+        task=victim, attempt_no=1, ray_submission_id="v--a01", failure_kind=FailureKind.PREEMPTED, preempted_for=high
+    )
+    assert yielded() == {victim.pk: high.pk}
+    Attempt.objects.create(
+        task=victim, attempt_no=2, ray_submission_id="v--a02", failure_kind=FailureKind.RUNTIME_ERROR
+    )
+    assert yielded() == {}  # it ran again since: that preemption is history
+    assert old.preempted_for_id == high.pk
