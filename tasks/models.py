@@ -239,6 +239,20 @@ class Task(models.Model):
                 name="task_active",
                 condition=models.Q(state__in=["SUBMITTING", "SUBMITTED", "RUNNING"]),
             ),
+            # The tick's cancels (tasks.scheduler.cancels): the few tasks with a cancel pending,
+            # without reading the whole queue for them.
+            models.Index(
+                fields=["state"],
+                name="task_cancel_pending",
+                condition=models.Q(cancel_requested_at__isnull=False),
+            ),
+            # The tick's estimates (tasks.scheduler.launch._write_estimates): only the planned
+            # head of the queue has one.
+            models.Index(
+                fields=["state"],
+                name="task_estimated",
+                condition=models.Q(estimated_start_at__isnull=False),
+            ),
             # The task list: a user's tasks, newest first.
             models.Index(fields=["user", "-created_at", "-id"], name="task_user_recent"),
             models.Index(fields=["-created_at", "-id"], name="task_recent"),

@@ -19,7 +19,7 @@ S = TaskState
 
 def stop_canceled(ray: RayJobs, budget: Budget) -> None:
     # Read afresh, not from the tick's first look: a cancel may have landed since.
-    canceling = Task.objects.filter(state__in=ACTIVE_STATES).exclude(cancel_requested_at=None)
+    canceling = Task.objects.filter(state__in=ACTIVE_STATES, cancel_requested_at__isnull=False)
     now = timezone.now()
     for task, attempt in latest_attempts(canceling):
         if budget.spent():
@@ -30,7 +30,7 @@ def stop_canceled(ray: RayJobs, budget: Budget) -> None:
             guarded(task, partial(send_stop, ray, task, attempt))
     # Waiting tasks are canceled at once by Task.cancel(); one with a cancel pending can only be
     # left from before moves were guarded. It must never be admitted: cancel it here.
-    for task in Task.objects.filter(state__in=WAITING_STATES).exclude(cancel_requested_at=None):
+    for task in Task.objects.filter(state__in=WAITING_STATES, cancel_requested_at__isnull=False):
         guarded(task, partial(_cancel_waiting, task))
 
 

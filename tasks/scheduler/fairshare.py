@@ -61,7 +61,9 @@ W = TypeVar("W", bound=Waiting)
 def order(waiting: Sequence[W], factor: Mapping[str, float], window_s: float) -> list[W]:
     """The queue: priority first, then submission time moved earlier by the user's factor
     times ``window_s``, then submission time (0: plain priority + FIFO)."""
+    # Each user's shift once, not once per task: 10,000 tasks come from a handful of users.
+    shift = {user: window_s * f for user, f in factor.items()}
     return sorted(
         waiting,
-        key=lambda w: (-w.priority, w.submitted - window_s * factor.get(w.user, 1.0), w.submitted, w.key),
+        key=lambda w: (-w.priority, w.submitted - shift.get(w.user, window_s), w.submitted, w.key),
     )

@@ -14,10 +14,10 @@ import shlex
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
-from django.db import IntegrityError, models, transaction
+from django.db import IntegrityError, connection, models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -94,14 +94,7 @@ def admit(ray: RayJobs, cluster: ClusterView, budget: Budget, submitted: list[st
     and when the budget is spent; the rest waits for the next tick.
     """
     now = timezone.now()
-    # Plain rows, not model instances: a queue of 10,000 is read every tick (bench/tick.py).
-    rows = {
-        row.pk: row
-        for row in Task.objects.waiting()
-        .filter(Q(next_run_at=None) | Q(next_run_at__lte=now), cancel_requested_at=None)
-        .annotate(submitted=EpochSeconds("created_at"))
-        .values_list(*QUEUE_FIELDS, named=True)
-    }
+    rows = queue_rows(now)
     if not rows:
         return
     control = AdmissionControl.current()
@@ -125,8 +118,9 @@ def admit(ray: RayJobs, cluster: ClusterView, budget: Budget, submitted: list[st
     grace = settings.ARGUS_PREEMPT_GRACE_S
     if settings.ARGUS_MAX_RUNNING_TASKS > 0:
         max_new = max(0, settings.ARGUS_MAX_RUNNING_TASKS - len(holders))
+    cpus_per_gpu = settings.ARGUS_CPUS_PER_GPU
     decision = admission.decide(
-        [request_for(rows[item.key], item.user, settings.ARGUS_CPUS_PER_GPU) for item in ordered],
+        [request_for(rows[item.key], item.user, cpus_per_gpu) for item in ordered],
         free,
         totals,
         policy=settings.ARGUS_SCHEDULING_POLICY,
@@ -186,17 +180,34 @@ def _withdraw_unserved(
                 preempt.withdraw(attempt.task, attempt, why)
 
 
-QUEUE_FIELDS = (
-    "pk",
-    "user_id",
-    "nnodes",
-    "n_gpus_per_node",
-    "state",
-    "pending_reason",
-    "submitted",
-    "priority_rank",
-    "time_limit_s",
-)
+class QueueRow(NamedTuple):
+    """A waiting task as one tick reads it."""
+
+    pk: int
+    user_id: int
+    nnodes: int
+    n_gpus_per_node: int
+    state: str
+    pending_reason: str
+    submitted: float  # seconds since 1970, computed by the database
+    priority_rank: int
+    time_limit_s: int | None
+
+
+def queue_rows(now: datetime) -> dict[int, QueueRow]:
+    """The tasks due to be considered now, as plain rows: a queue of 10,000 is read every tick
+    (bench/tick.py), and Django's per-row machinery (model instances, or even its named rows
+    and converters) cost more than the query. The query is Django's; only the reading is raw."""
+    query = (
+        Task.objects.waiting()
+        .filter(Q(next_run_at=None) | Q(next_run_at__lte=now), cancel_requested_at=None)
+        .annotate(submitted=EpochSeconds("created_at"))
+        .values_list(*QueueRow._fields)
+    )
+    sql, params = query.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return {row.pk: row for row in map(QueueRow._make, cursor.fetchall())}
 
 
 def planned_run_s(time_limit_s: int | None) -> float | None:
@@ -205,8 +216,8 @@ def planned_run_s(time_limit_s: int | None) -> float | None:
     return float(time_limit_s) if time_limit_s else None
 
 
-def request_for(row: Any, user: str, cpus_per_gpu: float) -> Request:
-    """A waiting task's row (QUEUE_FIELDS) as admission sees it (``cpus_per_gpu``: see cpus_for;
+def request_for(row: QueueRow, user: str, cpus_per_gpu: float) -> Request:
+    """A waiting task's row as admission sees it (``cpus_per_gpu``: see cpus_for;
     read once per tick, settings are slow to read 10,000 times)."""
     return Request(
         row.pk,
@@ -263,12 +274,13 @@ def _write_estimates(tasks: Mapping[int, Any], estimates: dict[int, float | None
     """Estimated starts, to the minute (finer would rewrite them every tick for nothing). Only
     the head of the queue is planned: the written ones are read apart, not with every row."""
     written = dict(
-        Task.objects.filter(state__in=WAITING_STATES)
-        .exclude(estimated_start_at=None)
-        .values_list("pk", "estimated_start_at")
+        Task.objects.filter(state__in=WAITING_STATES, estimated_start_at__isnull=False).values_list(
+            "pk", "estimated_start_at"
+        )
     )
     by_value: dict[datetime | None, list[int]] = {}
-    for pk in tasks:
+    # A task with no estimate now and none written has nothing to change: only these may.
+    for pk in (estimates.keys() | written.keys()) & tasks.keys():
         at = estimates.get(pk)
         value = None if at is None else datetime.fromtimestamp(round(at / 60) * 60, tz=UTC)
         if written.get(pk) != value:
