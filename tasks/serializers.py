@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from django.utils import timezone
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -155,6 +156,25 @@ class EventSerializer(serializers.ModelSerializer):
         return event.attempt.attempt_no if event.attempt is not None else None
 
 
+class SpecDurationField(serializers.Field):
+    """For the schema: a duration key, seconds or words such as ``90m`` (tasks.durations)."""
+
+    def __init__(self, *, low: int | None, high: int | None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.low, self.high = low, high
+
+
+class SpecDurationFieldExtension(OpenApiSerializerFieldExtension):
+    target_class = SpecDurationField
+
+    def map_serializer_field(self, auto_schema: Any, direction: Any) -> Any:
+        field = cast(SpecDurationField, self.target)
+        seconds = {"type": "integer", "minimum": field.low, "maximum": field.high}
+        # No pattern: the parser's is Python's (Unicode digits, any case), which JSON Schema cannot hold.
+        words = {"type": "string", "maxLength": DURATION_MAX_CHARS}
+        return {"oneOf": [seconds, words]}
+
+
 # Where a key belongs, as its description in the schema starts.
 _SPEC_KIND_NOTES = {COMMON: "", BASIC: "Basic specs. ", ADVANCED: "Advanced specs (kind: advanced). "}
 
@@ -174,11 +194,7 @@ def spec_field(key: SpecKey) -> serializers.Field:
     if key.value_type is bool:
         return serializers.BooleanField(**common)
     if key.value_type is Duration:
-        field = serializers.Field(**common)
-        seconds = {"type": "integer", "minimum": key.low, "maximum": key.high}
-        # No pattern: the parser's (tasks.durations) is Python's, which JSON Schema cannot hold.
-        words = {"type": "string", "maxLength": DURATION_MAX_CHARS}
-        return extend_schema_field({"oneOf": [seconds, words]})(field)
+        return SpecDurationField(low=key.low, high=key.high, **common)
     if key.value_type is int:
         return serializers.IntegerField(min_value=key.low, max_value=key.high, **common)
     return serializers.CharField(**common)

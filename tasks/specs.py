@@ -67,7 +67,7 @@ class SpecKey:
     schema (tasks.serializers.SpecDocument) and the new-task page's help are built from these.
 
     An optional key may be null: it then takes its ``default`` (a callable for a site setting,
-    read when a spec is parsed). ``rule`` replaces the generic check of ``type``, ``low``,
+    read when a spec is parsed). ``rule`` replaces the generic check of ``value_type``, ``low``,
     ``high`` and ``choices`` where a key needs more (paths, the command, durations)."""
 
     name: str
