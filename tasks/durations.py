@@ -8,6 +8,7 @@ import re
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 # A number of seconds, or a sum of amounts with units: 90m, 1h30m, 1.5h, 2d.
 DURATION = re.compile(r"^\s*(?:(?P<seconds>\d+)|(?P<parts>(?:\d+(?:\.\d+)?\s*[smhd]\s*)+))\s*$", re.IGNORECASE)
+DURATION_MAX_CHARS = 40
 PART = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd])", re.IGNORECASE)
 
 
@@ -20,7 +21,7 @@ def parse_duration(value: object) -> int:
         raise ValueError("expected seconds or a duration like 90m, 12h or 1h30m, not true or false")
     if isinstance(value, int | float) and value >= 0 and float(value).is_integer():
         return int(value)
-    if isinstance(value, str) and len(value) <= 40:
+    if isinstance(value, str) and len(value) <= DURATION_MAX_CHARS:
         match = DURATION.match(value)
         if match:
             if match.group("seconds") is not None:

@@ -308,22 +308,7 @@ class Task(models.Model):
 
     @classmethod
     def create_from_spec(cls, *, user: Any, parsed: ParsedSpec, actor: str) -> Task:
-        return cls.create(
-            user=user,
-            actor=actor,
-            workload=parsed.workload,
-            kind=parsed.kind,
-            nnodes=parsed.nnodes,
-            n_gpus_per_node=parsed.n_gpus_per_node,
-            priority=parsed.priority,
-            preemptible=parsed.preemptible,
-            max_retries=parsed.max_retries,
-            time_limit_s=parsed.time_limit_s,
-            stall_timeout_s=parsed.stall_timeout_s,
-            spec_raw=parsed.raw,
-            spec=parsed.resolved,
-            warnings=parsed.warnings,
-        )
+        return cls.create(user=user, actor=actor, **parsed.model_fields())
 
     def record(
         self,

@@ -3,23 +3,22 @@ from __future__ import annotations
 from typing import Any, cast
 
 from django.utils import timezone
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from argus_site.api import JSONBooleanField, JSONStringField, QueryBooleanField
 from tasks.admission_control import REASON_MAX
+from tasks.durations import DURATION_MAX_CHARS
 from tasks.models import (
     WAITING_STATES,
     AdmissionControl,
     Attempt,
     ClusterState,
     Event,
-    Priority,
     Task,
-    TaskKind,
-    Workload,
 )
-from tasks.specs import MAX_EPOCHS, MAX_FREQ, MAX_GPUS_PER_NODE, MAX_NNODES, MAX_RETRIES, MAX_TRAINING_STEPS
+from tasks.specs import ADVANCED, BASIC, COMMON, SPEC_KEYS, Duration, SpecKey
 
 
 class AttemptNodeSerializer(serializers.Serializer):
@@ -157,27 +156,58 @@ class EventSerializer(serializers.ModelSerializer):
         return event.attempt.attempt_no if event.attempt is not None else None
 
 
+class SpecDurationField(serializers.Field):
+    """For the schema: a duration key, seconds or words such as ``90m`` (tasks.durations)."""
+
+    def __init__(self, *, low: int | None, high: int | None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.low, self.high = low, high
+
+
+class SpecDurationFieldExtension(OpenApiSerializerFieldExtension):
+    target_class = SpecDurationField
+
+    def map_serializer_field(self, auto_schema: Any, direction: Any) -> Any:
+        field = cast(SpecDurationField, self.target)
+        seconds = {"type": "integer", "minimum": field.low, "maximum": field.high}
+        # No pattern: the parser's is Python's (Unicode digits, any case), which JSON Schema cannot hold.
+        words = {"type": "string", "maxLength": DURATION_MAX_CHARS}
+        return {"oneOf": [seconds, words]}
+
+
+# Where a key belongs, as its description in the schema starts.
+_SPEC_KIND_NOTES = {COMMON: "", BASIC: "Basic specs. ", ADVANCED: "Advanced specs (kind: advanced). "}
+
+
+def spec_field(key: SpecKey) -> serializers.Field:
+    """The schema's field for one spec key, from its declaration in tasks.specs.SPEC_KEYS. A key
+    only one kind of spec takes is optional here: the other kind leaves it out."""
+    required = key.required and key.kind == COMMON
+    help_text = _SPEC_KIND_NOTES[key.kind] + key.help
+    if callable(key.default):
+        help_text += " Default: this site's."  # the schema is the same on every site
+    elif (shown := key.shown_default()) is not None:
+        help_text += f" Default: {shown}."
+    common: dict[str, Any] = {"required": required, "allow_null": not required, "help_text": help_text}
+    if key.choices is not None:
+        return serializers.ChoiceField(choices=key.choices.choices, **common)
+    if key.value_type is bool:
+        return serializers.BooleanField(**common)
+    if key.value_type is Duration:
+        return SpecDurationField(low=key.low, high=key.high, **common)
+    if key.value_type is int:
+        return serializers.IntegerField(min_value=key.low, max_value=key.high, **common)
+    return serializers.CharField(**common)
+
+
 class SpecDocument(serializers.Serializer):
     """For the schema: the spec a YAML body holds (SPEC §3). An optional key may be null (it then
     takes its default). Its rules beyond types (files that exist and may be read, a command's
     checks) are the spec parser's: such a spec is a 400."""
 
-    kind = serializers.ChoiceField(choices=TaskKind.choices, required=False, allow_null=True)
-    workload = serializers.ChoiceField(choices=Workload.choices)
-    nnodes = serializers.IntegerField(min_value=1, max_value=MAX_NNODES)
-    n_gpus_per_node = serializers.IntegerField(min_value=1, max_value=MAX_GPUS_PER_NODE)
-    priority = serializers.ChoiceField(choices=Priority.choices, required=False, allow_null=True)
-    max_retries = serializers.IntegerField(min_value=0, max_value=MAX_RETRIES, required=False, allow_null=True)
-    model_id = serializers.CharField(required=False, allow_null=True, help_text="Basic specs.")
-    train_file = serializers.CharField(required=False, allow_null=True, help_text="Basic specs.")
-    val_file = serializers.CharField(required=False, allow_null=True, help_text="Basic specs.")
-    total_epochs = serializers.IntegerField(min_value=1, max_value=MAX_EPOCHS, required=False, allow_null=True)
-    total_training_steps = serializers.IntegerField(
-        min_value=1, max_value=MAX_TRAINING_STEPS, required=False, allow_null=True
-    )
-    save_freq = serializers.IntegerField(min_value=-1, max_value=MAX_FREQ, required=False, allow_null=True)
-    test_freq = serializers.IntegerField(min_value=-1, max_value=MAX_FREQ, required=False, allow_null=True)
-    command = serializers.CharField(required=False, allow_null=True, help_text="Advanced specs (kind: advanced).")
+    def get_fields(self) -> dict[str, serializers.Field]:
+        # Every key the parser takes, from the one table (tasks.specs.SPEC_KEYS).
+        return {key.name: spec_field(key) for key in SPEC_KEYS}
 
 
 class SpecSubmission(serializers.Serializer):

@@ -9,13 +9,14 @@ from __future__ import annotations
 import difflib
 import re
 import shlex
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import yaml
 from django.conf import settings
+from django.db import models
 
 from accounts.homes import home_dir
 from tasks import hydra_argv, paths
@@ -34,34 +35,257 @@ MAX_FREQ = 100_000_000
 MAX_YAML_DEPTH = 16
 MAX_DURATION_S = 366 * 86400
 
-COMMON_KEYS = (
-    "kind",
-    "workload",
-    "nnodes",
-    "n_gpus_per_node",
-    "priority",
-    "preemptible",
-    "max_retries",
-    "time_limit",
-    "stall_timeout",
-)
-BASIC_KEYS = (
-    "model_id",
-    "train_file",
-    "val_file",
-    "total_epochs",
-    "total_training_steps",
-    "save_freq",
-    "test_freq",
-)
-ADVANCED_KEYS = ("command",)
-
 DEFAULT_TOTAL_EPOCHS = 1
 # verl's own default is -1 (never), which leaves a retry nothing to resume from: Argus saves every
 # 20 steps unless told otherwise, so an interruption costs at most 20 steps of training (and
 # each save costs its write time and disk: set a larger save_freq for a big model, -1 for none).
 DEFAULT_SAVE_FREQ = 20
 DEFAULT_TEST_FREQ = -1
+
+# Which specs a key belongs to: every spec, or only one kind's.
+COMMON = "common"
+BASIC = TaskKind.BASIC.value
+ADVANCED = TaskKind.ADVANCED.value
+
+
+class Duration:
+    """The type of a duration key: seconds, or a string such as ``90m``; 0 means none."""
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+# A special rule: (checker, the key, the keys resolved so far) -> the key's resolved value.
+Rule = Callable[["_Checker", "SpecKey", Mapping[str, Any]], Any]
+
+
+@dataclass(frozen=True)
+class SpecKey:
+    """One key of a task spec, declared once. The parser (key lists, unknown-key hints, the
+    checks of type and limits, the resolved spec), the Task fields a spec sets, the OpenAPI
+    schema (tasks.serializers.SpecDocument) and the new-task page's help are built from these.
+
+    An optional key may be null: it then takes its ``default`` (a callable for a site setting,
+    read when a spec is parsed). ``rule`` replaces the generic check of ``value_type``, ``low``,
+    ``high`` and ``choices`` where a key needs more (paths, the command, durations)."""
+
+    name: str
+    kind: str  # COMMON, BASIC or ADVANCED
+    value_type: type
+    help: str
+    required: bool = False
+    default: Any = None
+    low: int | None = None
+    high: int | None = None
+    choices: type[models.TextChoices] | None = None
+    rule: Rule | None = None
+    field: str | None = None  # the Task field it lands in, if any
+    store: Callable[[Any], Any] = _as_is  # resolved value -> that field's value
+
+    @property
+    def nullable(self) -> bool:
+        return not self.required
+
+    def default_value(self) -> Any:
+        return self.default() if callable(self.default) else self.default
+
+    def shown_default(self) -> str | None:
+        """The default as the help shows it; None for a required key or one without a default."""
+        value = self.default_value()
+        if self.required or value is None:
+            return None
+        if self.value_type is Duration:
+            return format_seconds(value) if value else "none"
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return str(value)
+
+
+# --- Special rules -----------------------------------------------------------------------------
+
+
+def _time_limit(check: _Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+    return check.duration(key, cap=settings.ARGUS_MAX_TIME_LIMIT)
+
+
+def _model_id(check: _Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+    model = check.string(key)
+    # A hub id is fetched through the shared HF cache; anything else must be a path it may read.
+    if model is not None and not paths.is_hub_id(model):
+        if model.strip().startswith(("/", "$")):
+            return check.input_path(key.name, model)
+        check.fail(
+            key.name,
+            f"{model!r} is neither a hub id (org/name, such as Qwen/Qwen2.5-0.5B-Instruct) "
+            "nor an absolute path (/… or $HOME/…)",
+        )
+        return None
+    return model
+
+
+def _input_file(check: _Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+    return check.input_path(key.name, check.string(key))
+
+
+def _frequency(check: _Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+    value = check.generic(key)
+    if value == 0:
+        # verl's SFT trainer computes `step % freq` unconditionally: 0 would crash it.
+        check.fail(key.name, "must be -1 (never) or at least 1, not 0")
+    return value
+
+
+def _command(check: _Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+    return check.advanced(key, resolved.get("nnodes"), resolved.get("n_gpus_per_node"))
+
+
+def _zero_is_none(value: Any) -> Any:
+    return value or None
+
+
+# --- The keys ----------------------------------------------------------------------------------
+
+SPEC_KEYS: tuple[SpecKey, ...] = (
+    SpecKey(
+        "kind",
+        COMMON,
+        str,
+        "basic: Argus writes verl's command from the keys below; advanced: you write it (command).",
+        default=TaskKind.BASIC.value,
+        choices=TaskKind,
+        field="kind",
+    ),
+    SpecKey("workload", COMMON, str, "Which verl trainer runs.", required=True, choices=Workload, field="workload"),
+    SpecKey(
+        "nnodes",
+        COMMON,
+        int,
+        "Nodes the task runs on: it starts when that many nodes each have n_gpus_per_node GPUs free.",
+        required=True,
+        low=1,
+        high=MAX_NNODES,
+        field="nnodes",
+    ),
+    SpecKey(
+        "n_gpus_per_node",
+        COMMON,
+        int,
+        "GPUs it takes on each of its nodes.",
+        required=True,
+        low=1,
+        high=MAX_GPUS_PER_NODE,
+        field="n_gpus_per_node",
+    ),
+    SpecKey(
+        "priority",
+        COMMON,
+        str,
+        "high goes before normal (and may preempt); it needs an administrator's grant.",
+        default=Priority.NORMAL.value,
+        choices=Priority,
+        field="priority",
+    ),
+    SpecKey(
+        "preemptible",
+        COMMON,
+        bool,
+        "May be stopped to make room for a task of higher priority.",
+        default=False,
+        field="preemptible",
+    ),
+    SpecKey(
+        "max_retries",
+        COMMON,
+        int,
+        "Retries after a real failure (never counted for a resource shortage).",
+        default=0,
+        low=0,
+        high=MAX_RETRIES,
+        field="max_retries",
+    ),
+    SpecKey(
+        "time_limit",
+        COMMON,
+        Duration,
+        "How long each attempt may run: seconds, or a duration such as 90m, 12h or 1h30m; 0: no limit "
+        "(the site may cap it).",
+        default=lambda: settings.ARGUS_DEFAULT_TIME_LIMIT,
+        low=0,
+        high=MAX_DURATION_S,
+        rule=_time_limit,
+        field="time_limit_s",
+        store=_zero_is_none,
+    ),
+    SpecKey(
+        "stall_timeout",
+        COMMON,
+        Duration,
+        "An attempt whose log stays silent this long is stopped as stalled: seconds or a duration such "
+        "as 30m; 0: not watched.",
+        default=lambda: settings.ARGUS_STALL_TIMEOUT,
+        low=0,
+        high=MAX_DURATION_S,
+        field="stall_timeout_s",
+        store=_zero_is_none,
+    ),
+    SpecKey(
+        "model_id",
+        BASIC,
+        str,
+        "A hub id such as Qwen/Qwen2.5-0.5B-Instruct (fetched through the shared cache), or a path.",
+        required=True,
+        rule=_model_id,
+    ),
+    SpecKey("train_file", BASIC, str, "The training data: a parquet file.", required=True, rule=_input_file),
+    SpecKey("val_file", BASIC, str, "The validation data: a parquet file.", required=True, rule=_input_file),
+    SpecKey("total_epochs", BASIC, int, "Epochs to train.", default=DEFAULT_TOTAL_EPOCHS, low=1, high=MAX_EPOCHS),
+    SpecKey(
+        "total_training_steps",
+        BASIC,
+        int,
+        "Steps to train; null: as many as the epochs take.",
+        low=1,
+        high=MAX_TRAINING_STEPS,
+    ),
+    SpecKey(
+        "save_freq",
+        BASIC,
+        int,
+        "Save a checkpoint every N steps (-1: never): a retry resumes from the last one.",
+        default=DEFAULT_SAVE_FREQ,
+        low=-1,
+        high=MAX_FREQ,
+        rule=_frequency,
+    ),
+    SpecKey(
+        "test_freq",
+        BASIC,
+        int,
+        "Validate every N steps (-1: never).",
+        default=DEFAULT_TEST_FREQ,
+        low=-1,
+        high=MAX_FREQ,
+        rule=_frequency,
+    ),
+    SpecKey(
+        "command",
+        ADVANCED,
+        str,
+        "verl's command, python3 -m verl.trainer.…, with its Hydra overrides.",
+        required=True,
+        rule=_command,
+    ),
+)
+SPEC_KEY = {key.name: key for key in SPEC_KEYS}
+COMMON_KEYS = tuple(key.name for key in SPEC_KEYS if key.kind == COMMON)
+BASIC_KEYS = tuple(key.name for key in SPEC_KEYS if key.kind == BASIC)
+ADVANCED_KEYS = tuple(key.name for key in SPEC_KEYS if key.kind == ADVANCED)
+
+
+def stored_fields(resolved: Mapping[str, Any]) -> dict[str, Any]:
+    """The Task fields a resolved spec sets, by the table."""
+    return {key.field: key.store(resolved[key.name]) for key in SPEC_KEYS if key.field and key.name in resolved}
 
 
 class SpecError(Exception):
@@ -76,6 +300,9 @@ class SpecError(Exception):
 
 @dataclass(frozen=True)
 class ParsedSpec:
+    """A valid spec. The typed attributes are the Task fields code reads before the task exists
+    (quota, permission); ``model_fields()`` gives every one the table declares."""
+
     kind: str
     workload: str
     nnodes: int
@@ -89,6 +316,10 @@ class ParsedSpec:
     resolved: dict[str, Any]
     warnings: list[str]
 
+    def model_fields(self) -> dict[str, Any]:
+        """The Task fields this spec sets: each key's own (by the table), the text and the result."""
+        return {**stored_fields(self.resolved), "spec_raw": self.raw, "spec": self.resolved, "warnings": self.warnings}
+
 
 def parse_spec(source: bytes | str | dict[str, Any], *, username: str) -> ParsedSpec:
     """Parse and validate a spec sent by ``username``; raise SpecError listing every problem.
@@ -97,43 +328,17 @@ def parse_spec(source: bytes | str | dict[str, Any], *, username: str) -> Parsed
     """
     raw, data = _load(source)
     check = _Checker(data, username)
-    kind = check.choice("kind", TaskKind, default=TaskKind.BASIC.value)
+    kind = check.value(SPEC_KEY["kind"], {})
     check.keys(kind)
-    workload = check.choice("workload", Workload)
-    nnodes = check.integer("nnodes", low=1, high=MAX_NNODES)
-    n_gpus = check.integer("n_gpus_per_node", low=1, high=MAX_GPUS_PER_NODE)
-    priority = check.choice("priority", Priority, default=Priority.NORMAL.value)
-    preemptible = check.boolean("preemptible", default=False)
-    max_retries = check.integer("max_retries", low=0, high=MAX_RETRIES, default=0)
-    time_limit = check.duration("time_limit", settings.ARGUS_DEFAULT_TIME_LIMIT, cap=settings.ARGUS_MAX_TIME_LIMIT)
-    stall_timeout = check.duration("stall_timeout", settings.ARGUS_STALL_TIMEOUT)
-    resolved: dict[str, Any] = {
-        "kind": kind,
-        "workload": workload,
-        "nnodes": nnodes,
-        "n_gpus_per_node": n_gpus,
-        "priority": priority,
-        "preemptible": preemptible,
-        "max_retries": max_retries,
-        "time_limit": time_limit,
-        "stall_timeout": stall_timeout,
-    }
-    if kind == TaskKind.BASIC:
-        resolved.update(check.basic())
-    elif kind == TaskKind.ADVANCED:
-        resolved["command"] = check.advanced(nnodes, n_gpus)
+    resolved: dict[str, Any] = {"kind": kind}
+    for key in SPEC_KEYS:
+        if key.name != "kind" and key.kind in (COMMON, kind):
+            resolved[key.name] = check.value(key, resolved)
     if check.errors:
         raise SpecError(check.errors)
+    stored = stored_fields(resolved)
     return ParsedSpec(
-        kind=kind,
-        workload=workload,
-        nnodes=nnodes,
-        n_gpus_per_node=n_gpus,
-        priority=priority,
-        preemptible=preemptible,
-        max_retries=max_retries,
-        time_limit_s=time_limit or None,
-        stall_timeout_s=stall_timeout or None,
+        **{field.name: stored[field.name] for field in fields(ParsedSpec) if field.name in stored},
         raw=raw,
         resolved=resolved,
         warnings=check.warnings,
@@ -368,76 +573,95 @@ class _Checker:
                 hint = f"; did you mean {close[0]!r}?" if close else f"; allowed: {', '.join(allowed)}"
                 self.fail(key, f"unknown key{hint}")
 
-    def _value(self, key: str, default: Any, required: bool) -> tuple[bool, Any]:
+    def value(self, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+        """``key``'s resolved value (None when it is invalid, and reported)."""
+        return key.rule(self, key, resolved) if key.rule is not None else self.generic(key)
+
+    def generic(self, key: SpecKey) -> Any:
+        """The check the table's type, limits and choices call for."""
+        if key.choices is not None:
+            return self.choice(key)
+        if key.value_type is bool:
+            return self.boolean(key)
+        if key.value_type is int:
+            return self.integer(key)
+        if key.value_type is Duration:
+            return self.duration(key)
+        return self.string(key)
+
+    def _value(self, key: SpecKey) -> tuple[bool, Any]:
         """(present, value): a missing or null optional key takes its default."""
-        value = self.data.get(key)
+        value = self.data.get(key.name)
         if value is None:
-            if required:
-                self.fail(key, "is required" if key not in self.data else "must not be null")
-            return False, default
+            if key.required:
+                self.fail(key.name, "is required" if key.name not in self.data else "must not be null")
+            return False, key.default_value()
         return True, value
 
-    def choice(self, key: str, choices: type[Any], *, default: str | None = None) -> Any:
-        present, value = self._value(key, default, required=default is None)
+    def choice(self, key: SpecKey) -> Any:
+        present, value = self._value(key)
         if not present:
             return value
-        if not isinstance(value, str) or value not in choices.values:
+        values = key.choices.values if key.choices is not None else []
+        if not isinstance(value, str) or value not in values:
             got = repr(value) if isinstance(value, str) else _type_name(value)
-            self.fail(key, f"must be one of {', '.join(choices.values)}, not {got}")
+            self.fail(key.name, f"must be one of {', '.join(values)}, not {got}")
             return None
         return str(value)
 
-    def boolean(self, key: str, *, default: bool) -> bool:
-        present, value = self._value(key, default, required=False)
+    def boolean(self, key: SpecKey) -> Any:
+        present, value = self._value(key)
         if present and not isinstance(value, bool):
-            self.fail(key, f"must be true or false, not {_type_name(value)}")
-            return default
-        return bool(value)
+            self.fail(key.name, f"must be true or false, not {_type_name(value)}")
+            return key.default_value()
+        return value
 
-    def integer(self, key: str, *, low: int, high: int, default: int | None = None, nullable: bool = False) -> Any:
-        present, value = self._value(key, default, required=default is None and not nullable)
+    def integer(self, key: SpecKey) -> Any:
+        present, value = self._value(key)
         if not present:
             return value
         # bool is a subclass of int in Python, but `nnodes: true` is a mistake, not 1.
         if isinstance(value, bool) or not isinstance(value, int):
-            self.fail(key, f"must be an integer, not {_type_name(value)}")
+            self.fail(key.name, f"must be an integer, not {_type_name(value)}")
             return None
-        if not low <= value <= high:
-            self.fail(key, f"must be between {low} and {high}, not {_shown(value)}")
+        assert key.low is not None and key.high is not None  # the table gives every integer its bounds
+        if not key.low <= value <= key.high:
+            self.fail(key.name, f"must be between {key.low} and {key.high}, not {_shown(value)}")
             return None
         return value
 
-    def duration(self, key: str, default: int, *, cap: int = 0) -> int | None:
+    def duration(self, key: SpecKey, *, cap: int = 0) -> int | None:
         """Seconds (0: none) from seconds or a string like ``90m``; absent or null: the site's
-        ``default``. Over a site ``cap`` (0: none), the task gets the cap, and is told."""
-        present, value = self._value(key, default, required=False)
+        default. Over a site ``cap`` (0: none), the task gets the cap, and is told."""
+        present, value = self._value(key)
         try:
             seconds = parse_duration(value)
         except ValueError as exc:
-            self.fail(key, str(exc))
+            self.fail(key.name, str(exc))
             return None
-        if seconds > MAX_DURATION_S:
-            self.fail(key, f"must be at most {format_seconds(MAX_DURATION_S)}, not {format_seconds(seconds)}")
+        high = key.high if key.high is not None else MAX_DURATION_S
+        if seconds > high:
+            self.fail(key.name, f"must be at most {format_seconds(high)}, not {format_seconds(seconds)}")
             return None
         if cap and (seconds == 0 or seconds > cap):
             if present:
                 asked = "no limit" if seconds == 0 else format_seconds(seconds)
                 self.warnings.append(
-                    f"{key}: {asked} is over this site's cap (ARGUS_MAX_TIME_LIMIT): "
+                    f"{key.name}: {asked} is over this site's cap (ARGUS_MAX_TIME_LIMIT): "
                     f"the task gets {format_seconds(cap)}."
                 )
             seconds = cap
         return seconds
 
-    def string(self, key: str) -> str | None:
-        present, value = self._value(key, None, required=True)
+    def string(self, key: SpecKey) -> str | None:
+        present, value = self._value(key)
         if not present:
-            return None
+            return None if value is None else str(value)
         if not isinstance(value, str):
-            self.fail(key, f"must be a string, not {_type_name(value)}")
+            self.fail(key.name, f"must be a string, not {_type_name(value)}")
             return None
         if not value.strip():
-            self.fail(key, "must not be empty")
+            self.fail(key.name, "must not be empty")
             return None
         return value
 
@@ -450,49 +674,21 @@ class _Checker:
             self.fail(key, str(exc))
             return None
 
-    def basic(self) -> dict[str, Any]:
-        model = self.string("model_id")
-        # A hub id is fetched through the shared HF cache; anything else must be a path it may read.
-        if model is not None and not paths.is_hub_id(model):
-            if model.strip().startswith(("/", "$")):
-                model = self.input_path("model_id", model)
-            else:
-                self.fail(
-                    "model_id",
-                    f"{model!r} is neither a hub id (org/name, such as Qwen/Qwen2.5-0.5B-Instruct) "
-                    "nor an absolute path (/… or $HOME/…)",
-                )
-                model = None
-        resolved = {
-            "model_id": model,
-            "train_file": self.input_path("train_file", self.string("train_file")),
-            "val_file": self.input_path("val_file", self.string("val_file")),
-            "total_epochs": self.integer("total_epochs", low=1, high=MAX_EPOCHS, default=DEFAULT_TOTAL_EPOCHS),
-            "total_training_steps": self.integer("total_training_steps", low=1, high=MAX_TRAINING_STEPS, nullable=True),
-        }
-        for key, default in (("save_freq", DEFAULT_SAVE_FREQ), ("test_freq", DEFAULT_TEST_FREQ)):
-            value = self.integer(key, low=-1, high=MAX_FREQ, default=default)
-            if value == 0:
-                # verl's SFT trainer computes `step % freq` unconditionally: 0 would crash it.
-                self.fail(key, "must be -1 (never) or at least 1, not 0")
-            resolved[key] = value
-        return resolved
-
-    def advanced(self, nnodes: int | None, n_gpus: int | None) -> str | None:
-        command = self.string("command")
+    def advanced(self, key: SpecKey, nnodes: int | None, n_gpus: int | None) -> str | None:
+        command = self.string(key)
         if command is None:
             return None
         try:
             expanded = paths.expand_macros(command, self.username).strip()
         except paths.PathPolicyError as exc:
-            self.fail("command", str(exc))
+            self.fail(key.name, str(exc))
             return None
         # Checked as it will run: with a task's checkpoint folder for the macro (any task's is
         # checked the same way: it lies in the owner's jobs folder).
         example = home_dir(self.username) / "jobs" / "TASK" / "checkpoints"
         checked = _CommandCheck(paths.expand_checkpoint_macro(expanded, example), self.username, nnodes, n_gpus)
         for message in checked.errors:
-            self.fail("command", message)
+            self.fail(key.name, message)
         self.warnings.extend(checked.warnings)
         if not checked.errors and not checked.writes_under(example):
             self.warnings.append(

@@ -39,7 +39,7 @@ from tasks.models import (
     TaskState,
 )
 from tasks.queue_read import current_queue, queue_entries, share_rows, waiting_reason
-from tasks.specs import SpecError
+from tasks.specs import SPEC_KEYS, SpecError
 from tasks.submit import PriorityNotAllowed, QuotaError, submit_spec
 from tasks.views_ray import cluster_summary
 
@@ -136,6 +136,7 @@ def task_new_view(request: HttpRequest) -> HttpResponse:
         "errors": errors,
         "refusal": refusal,
         "templates": SPEC_TEMPLATES,
+        "spec_keys": SPEC_KEYS,
         "home": home_dir(request.user.username),
         "datasets": root / "datasets",
         "hf": root / "hf",
