@@ -17,7 +17,7 @@ from django.urls import reverse
 from accounts import limits, users
 from accounts.limits import LIMIT_NAMES
 from accounts.models import ApiToken, ApiTokenQuerySet, TokenState, UserLimits
-from argus_site.admin_save import SaveChangedFieldsOnly
+from common.admin_save import SaveChangedFieldsOnly
 
 logger = logging.getLogger(__name__)
 

@@ -34,6 +34,6 @@ def lockout_message() -> str:
 
 def locked_out(request: HttpRequest, response: HttpResponse | None = None, credentials: Any = None) -> HttpResponse:
     """AXES_LOCKOUT_CALLABLE: the sign-in page again, saying why, with 429 Too Many Requests."""
-    from accounts.web_views import render_login  # the page lives there; imported late, as axes calls this
+    from accounts.web.views import render_login  # the page lives there; imported late, as axes calls this
 
     return render_login(request, lockout=lockout_message(), status=429)

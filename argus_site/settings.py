@@ -13,7 +13,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from tasks.durations import parse_duration  # a pure module: settings may import it
+from common.durations import parse_duration  # a pure module: settings may import it
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -75,7 +75,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "argus_site.csp.ContentSecurityPolicyMiddleware",
+    "common.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -101,7 +101,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "tasks.context_processors.admission",
+                "tasks.web.context_processors.admission",
             ],
         },
     },
@@ -162,7 +162,7 @@ STATIC_ROOT = BASE_DIR / "var" / "staticfiles"
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     # Hashed names after `collectstatic` (production); plain names before it (dev, tests).
-    "staticfiles": {"BACKEND": "argus_site.storage.StaticStorage"},
+    "staticfiles": {"BACKEND": "common.staticfiles.StaticStorage"},
 }
 # Serve straight from the finders when collectstatic has not run (dev, tests).
 WHITENOISE_USE_FINDERS = True
@@ -176,7 +176,7 @@ if SECURE_TLS:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_HSTS_SECONDS = envint("ARGUS_HSTS_SECONDS", 0)
 SECURE_CONTENT_TYPE_NOSNIFF = True
-# Sent by argus_site.csp on every response. The pages load scripts and styles from this origin
+# Sent by common.csp on every response. The pages load scripts and styles from this origin
 # only (static/, vendored, no CDN) and hold no inline script, inline style or style attribute,
 # so the policy is strict without nonces: an injected <script> or onerror= does not run.
 # Pico's icons and Swagger UI's are data: images.
@@ -195,12 +195,12 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     # JSON only (the task and file routes add their own): forms would take `expires_at=` as
     # null and `is_admin=1` as true, which the schema's JSON types do not allow.
-    "DEFAULT_PARSER_CLASSES": ["argus_site.parsers.JSONParser"],
-    "DEFAULT_PAGINATION_CLASS": "argus_site.api.Pagination",
+    "DEFAULT_PARSER_CLASSES": ["common.parsers.JSONParser"],
+    "DEFAULT_PAGINATION_CLASS": "common.api.Pagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "argus_site.api.exception_handler",
+    "EXCEPTION_HANDLER": "common.api.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 SPECTACULAR_SETTINGS = {
@@ -214,7 +214,7 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "argus_site.api.document_common_errors",
+        "common.api.document_common_errors",
     ],
     # Tasks and tokens both have a `state`: name their enums instead of "State39eEnum".
     "ENUM_NAME_OVERRIDES": {
@@ -349,7 +349,7 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
-        "json": {"()": "argus_site.logs.JsonFormatter"},
+        "json": {"()": "common.jsonlog.JsonFormatter"},
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
     },
     "handlers": {

@@ -7,7 +7,7 @@ from django.templatetags.static import static
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from tasks.prometheus import metrics_view
+from tasks.api.metrics import metrics_view
 
 
 def healthz(request: HttpRequest) -> HttpResponse:
@@ -25,8 +25,8 @@ def favicon(request: HttpRequest) -> HttpResponse:
     return HttpResponseRedirect(static("img/argus.svg"))
 
 
-handler404 = "argus_site.api.not_found"
-handler500 = "argus_site.api.server_error"
+handler404 = "common.api.not_found"
+handler500 = "common.api.server_error"
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -36,9 +36,9 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     # The split view serves its start-up script as a file (?script): the CSP refuses inline scripts.
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="swagger-ui"),
-    path("api/v2/", include("accounts.urls")),
-    path("api/v2/", include("tasks.urls")),
-    path("api/v2/", include("accounts.files_urls")),
-    path("api/v2/", include("webhooks.urls")),
+    path("api/v2/", include("accounts.api.urls")),
+    path("api/v2/", include("tasks.api.urls")),
+    path("api/v2/", include("accounts.api.files_urls")),
+    path("api/v2/", include("webhooks.api.urls")),
     path("", include("argus_site.web_urls")),
 ]

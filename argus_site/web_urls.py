@@ -5,21 +5,21 @@ from __future__ import annotations
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from accounts import web_views
-from tasks import web_views as task_views
+from accounts.web import views as account_views
+from tasks.web import views as task_views
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/tasks/"), name="home"),
-    path("login/", web_views.login_view, name="login"),
-    path("logout/", web_views.logout_view, name="logout"),
-    path("account/", web_views.account_view, name="account"),
-    path("account/tokens/<int:pk>/revoke/", web_views.revoke_token_view, name="account-token-revoke"),
-    path("account/webhooks/", include("webhooks.web_urls")),
-    path("data/", web_views.data_view, name="data"),
-    path("data/download/", web_views.data_download_view, name="data-download"),
-    path("data/upload/", web_views.data_upload_view, name="data-upload"),
-    path("data/mkdir/", web_views.data_mkdir_view, name="data-mkdir"),
-    path("data/delete/", web_views.data_delete_view, name="data-delete"),
+    path("login/", account_views.login_view, name="login"),
+    path("logout/", account_views.logout_view, name="logout"),
+    path("account/", account_views.account_view, name="account"),
+    path("account/tokens/<int:pk>/revoke/", account_views.revoke_token_view, name="account-token-revoke"),
+    path("account/webhooks/", include("webhooks.web.urls")),
+    path("data/", account_views.data_view, name="data"),
+    path("data/download/", account_views.data_download_view, name="data-download"),
+    path("data/upload/", account_views.data_upload_view, name="data-upload"),
+    path("data/mkdir/", account_views.data_mkdir_view, name="data-mkdir"),
+    path("data/delete/", account_views.data_delete_view, name="data-delete"),
     path("tasks/", task_views.task_list_view, name="tasks"),
     path("tasks/new/", task_views.task_new_view, name="task-new"),
     path("tasks/<str:task_id>/", task_views.task_detail_view, name="task-detail"),

@@ -124,7 +124,7 @@ def hold_tick_lease(held: bool) -> None:
     """Pretend a ticker is running (the lease held far into the future), or let it go."""
     from django.utils import timezone
 
-    from tasks.scheduler.lease import tick_lease
+    from tasks.lease import tick_lease
 
     if held:
         tick_lease().update(holder="bench:busy-ticker", expires_at=timezone.now() + timedelta(hours=1))
@@ -141,7 +141,7 @@ def fill(total: int, users: dict[str, User], batch: int = 5000) -> float:
     from django.utils import timezone
 
     from tasks.models import Attempt, Task
-    from tasks.specs import parse_spec
+    from tasks.specs.parse import parse_spec
 
     started = time.perf_counter()
     missing = total - Task.objects.count()

@@ -95,7 +95,7 @@ def wait_terminal(client: Any, submission_id: str, timeout: float = 120) -> Any:
 
 def wait_idle(cluster: Any, timeout: float = 60) -> None:
     """All 8 GPUs free in Ray, and no ticker running (the lease released)."""
-    from tasks.scheduler.lease import tick_lease
+    from tasks.lease import tick_lease
 
     wait_for(lambda: free_gpus(cluster.gcs_address) == 8, timeout, "8 free GPUs")
     wait_for(lambda: not tick_lease().exclude(holder="").exists(), timeout, "the ticker to stop", 0.1)

@@ -106,7 +106,7 @@ def main() -> int:
 
         from tasks.models import Task, TaskState
         from tasks.scheduler.tick import tick
-        from tasks.specs import parse_spec
+        from tasks.specs.parse import parse_spec
         from tests.scheduler.conftest import standin_spec
 
         print(f"bench dir {bench.dir}; {machine_note()}", flush=True)

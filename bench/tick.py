@@ -128,7 +128,7 @@ def fill_queue(length: int, users: list[Any], seed: int = 1) -> None:
     from django.utils import timezone
 
     from tasks.models import PRIORITY_RANK, Priority, Task
-    from tasks.specs import parse_spec
+    from tasks.specs.parse import parse_spec
 
     rng = random.Random(seed)
     parsed = {user.username: parse_spec(PPO_SPEC, username=user.username) for user in users}

@@ -193,7 +193,7 @@ def main() -> int:
             [str(VENV_BIN / "gunicorn"), "argus_site.wsgi", "-c", "deploy/gunicorn.conf.py", "-b", f"127.0.0.1:{port}"],
             servers,
         )
-        manage(env, "shell", "-c", "from tasks.scheduler.lease import enqueue_run; enqueue_run()")
+        manage(env, "shell", "-c", "from tasks.lease import enqueue_run; enqueue_run()")
         url = f"http://127.0.0.1:{port}"
         wait("the web service", lambda: _http_ok(f"{url}/healthz"), 60, stack)
         print(

@@ -5,7 +5,7 @@ from django.db.models import QuerySet
 from django.forms import ModelForm
 from django.http import HttpRequest
 
-from argus_site.admin_save import SaveChangedFieldsOnly
+from common.admin_save import SaveChangedFieldsOnly
 from tasks.models import AdmissionControl, Attempt, Event, IllegalTransition, StaleState, Task
 
 ATTEMPT_COLUMNS = ("attempt_no", "ray_submission_id", "ray_status", "failure_kind", "start_time", "end_time")

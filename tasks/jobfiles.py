@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from accounts.homes import home_dir
-from tasks.builders import build_argv
 from tasks.models import Attempt, Task
+from tasks.specs.builders import build_argv
 
 
 def job_root(username: str, submission_id: str) -> Path:

@@ -14,10 +14,10 @@ from django.utils import timezone
 
 # Its own module (the pause is no part of a task's life); imported here so that Django finds
 # it, and so that `from tasks.models import AdmissionControl` works like every other model.
-from tasks.admission_control import AdmissionControl as AdmissionControl
+from tasks.pause import AdmissionControl as AdmissionControl
 
 if TYPE_CHECKING:
-    from tasks.specs import ParsedSpec
+    from tasks.specs.parse import ParsedSpec
 
 
 class TaskState(models.TextChoices):
@@ -172,7 +172,7 @@ def check_fence() -> None:
 
 
 def _request_tick() -> None:
-    from tasks.scheduler.lease import request_tick  # the lease module imports these models
+    from tasks.lease import request_tick  # the lease module imports these models
 
     request_tick()
 
@@ -494,7 +494,7 @@ class Attempt(models.Model):
     # its total did not finish (INCOMPLETE).
     total_steps = models.IntegerField(null=True, blank=True)
     last_step = models.IntegerField(null=True, blank=True)
-    # Fair share: GPU-seconds are charged up to here (tasks.usage); usage_open until the
+    # Fair share: GPU-seconds are charged up to here (tasks.scheduler.usage); usage_open until the
     # attempt's end has been charged.
     charged_until = models.DateTimeField(null=True, blank=True)
     usage_open = models.BooleanField(default=True)
@@ -594,7 +594,7 @@ class Lease(models.Model):
 
 class Usage(models.Model):
     """A user's fair-share usage: GPU-seconds as they stood at ``as_of`` (they decay with
-    ARGUS_FAIR_SHARE_HALF_LIFE_H from there; tasks.usage keeps them up to date)."""
+    ARGUS_FAIR_SHARE_HALF_LIFE_H from there; tasks.scheduler.usage keeps them up to date)."""
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, models.CASCADE, primary_key=True, related_name="usage")
     gpu_seconds = models.FloatField(default=0.0)

@@ -10,7 +10,7 @@ from django.db import transaction
 
 from accounts.limits import high_priority_refusal, limits_for, queued_limit_error
 from tasks.models import WAITING_STATES, Priority, Task
-from tasks.specs import ParsedSpec, SpecError, parse_spec
+from tasks.specs.parse import ParsedSpec, SpecError, parse_spec
 
 
 class QuotaError(Exception):

@@ -112,7 +112,7 @@ def make_task(datasets: Path) -> Callable[..., Task]:
     """A task created the way the API creates one: a spec parsed, then Task.create_from_spec."""
 
     def make(user: User, spec: str = PPO_SPEC, **changes: object) -> Task:
-        from tasks.specs import parse_spec
+        from tasks.specs.parse import parse_spec
 
         parsed = parse_spec(spec, username=user.username)
         task = Task.create_from_spec(user=user, parsed=parsed, actor=f"api:{user.username}")

@@ -5,8 +5,8 @@ from typing import Any
 
 import pytest
 
-from tasks.builders import build_argv
-from tasks.specs import parse_spec
+from tasks.specs.builders import build_argv
+from tasks.specs.parse import parse_spec
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 import logging
 
-from argus_site.logs import JsonFormatter
+from common.jsonlog import JsonFormatter
 
 
 def test_log_lines_are_json_with_extra_fields():

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.paths import (
+from tasks.specs.paths import (
     PathPolicyError,
     allowed_read_roots,
     expand_macros,

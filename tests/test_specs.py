@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tasks.specs import ParsedSpec, SpecError, parse_spec
+from tasks.specs.parse import ParsedSpec, SpecError, parse_spec
 
 
 @pytest.fixture

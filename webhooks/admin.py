@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.db import models
 
-from argus_site.admin_save import SaveChangedFieldsOnly
+from common.admin_save import SaveChangedFieldsOnly
 from webhooks.models import Delivery, Webhook
 
 

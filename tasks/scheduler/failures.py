@@ -12,8 +12,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from tasks.logs.driverlog import ACTOR_PREFIX, ANSI  # one reading of Ray's line prefixes
 from tasks.models import FailureKind
-from tasks.scheduler.driverlog import ACTOR_PREFIX, ANSI  # one reading of Ray's line prefixes
 
 # verl's fail-fast check (ResourcePoolManager._check_resource_available), in any of the
 # forms it reaches us: a "(TaskRunner pid=N)" prefix, a RayTaskError(ValueError) wrapper,

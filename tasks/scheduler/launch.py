@@ -23,7 +23,6 @@ from django.utils import timezone
 
 from accounts.limits import limits_by_user
 from raypool.config import WORKER_RESOURCE
-from tasks.builders import build_argv
 from tasks.jobfiles import checkpoint_dir, driver_log_path, job_root
 from tasks.models import (
     WAITING_STATES,
@@ -37,14 +36,15 @@ from tasks.models import (
     TaskState,
     check_fence,
 )
-from tasks.queue_order import EpochSeconds, order_waiting, usernames
 from tasks.scheduler import admission, preempt
 from tasks.scheduler.fairshare import Waiting
+from tasks.scheduler.queue_order import EpochSeconds, order_waiting, usernames
 from tasks.scheduler.rayjobs import ClusterView, JobExists, RayJobs, RayUnavailable, Submission, SubmitRejected
 from tasks.scheduler.rooms import Request, Room, effective_free
 from tasks.scheduler.settle import ACTOR, Outcome, settle
 from tasks.scheduler.steps import Budget, guarded
 from tasks.scheduler.storage import bounded
+from tasks.specs.builders import build_argv
 
 S = TaskState
 logger = logging.getLogger(__name__)

@@ -20,8 +20,8 @@ from datetime import datetime
 from django.conf import settings
 from django.db import close_old_connections
 
+from tasks.lease import claim_lease, enqueue_run, release_lease, requested_at
 from tasks.models import LEASE_FENCE, LeaseLost
-from tasks.scheduler.lease import claim_lease, enqueue_run, release_lease, requested_at
 from tasks.scheduler.steps import Budget
 from tasks.scheduler.tick import TickReport, tick
 

@@ -20,7 +20,7 @@ from tasks.scheduler.rayjobs import ClusterView, RayJobs, RayUnavailable
 from tasks.scheduler.steps import Budget
 from tasks.scheduler.sweep import sweep, sweep_due
 from tasks.scheduler.sync import sync
-from tasks.usage import charge
+from tasks.scheduler.usage import charge
 
 logger = logging.getLogger(__name__)
 

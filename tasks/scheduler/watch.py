@@ -16,11 +16,11 @@ from datetime import UTC, datetime, timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from tasks.curves import parse_text
-from tasks.durations import format_seconds
+from common.durations import format_seconds
 from tasks.jobfiles import attempt_log, checkpoint_dir
+from tasks.logs.curves import parse_text
+from tasks.logs.driverlog import placement_stuck, progress, read_new, resumed_from
 from tasks.models import Attempt, EventKind, FailureKind, Task
-from tasks.scheduler.driverlog import placement_stuck, progress, read_new, resumed_from
 from tasks.scheduler.preempt import served, withdraw
 from tasks.scheduler.rayjobs import RayJobs
 from tasks.scheduler.settle import ACTOR

@@ -8,9 +8,9 @@ from django import template
 from django.utils import timezone
 from django.utils.timesince import timesince, timeuntil
 
-from tasks.durations import format_seconds
+from common.durations import format_seconds
 from tasks.models import TaskState
-from tasks.queue_notes import about
+from tasks.queue.notes import about
 
 register = template.Library()
 
@@ -40,7 +40,7 @@ def duration(start: datetime | None, end: datetime | None = None) -> str:
 
 @register.filter
 def estimated(value: datetime | None) -> str:
-    """An estimated start in words: ``about 14:20 UTC`` (tasks.queue_notes.about)."""
+    """An estimated start in words: ``about 14:20 UTC`` (tasks.queue.notes.about)."""
     return about(value, timezone.now()) if value else ""
 
 

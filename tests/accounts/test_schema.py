@@ -24,7 +24,7 @@ TYPES: dict[str, type | tuple[type, ...]] = {
 
 @pytest.fixture(scope="module")
 def schema() -> dict[str, Any]:
-    return SchemaGenerator(patterns=[path("api/v2/", include("accounts.urls"))]).get_schema(public=True)
+    return SchemaGenerator(patterns=[path("api/v2/", include("accounts.api.urls"))]).get_schema(public=True)
 
 
 def conforms(value: Any, spec: dict[str, Any], schema: dict[str, Any], where: str = "$") -> None:

@@ -12,8 +12,8 @@ import pytest
 from ray.job_submission import JobStatus, JobSubmissionClient
 
 from tasks.jobfiles import checkpoint_dir
+from tasks.logs.driverlog import clean_lines
 from tasks.models import EventKind, FailureKind, TaskState
-from tasks.scheduler.driverlog import clean_lines
 from tasks.scheduler.rayjobs import RayJobs
 from tests.conftest import PPO_SPEC
 from tests.ray_cluster import LocalRayCluster, infeasible_request, wait_for

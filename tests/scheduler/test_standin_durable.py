@@ -13,7 +13,7 @@ import pytest
 from ray.job_submission import JobStatus, JobSubmissionClient
 
 from raypool.config import WORKER_RESOURCE
-from tasks.scheduler.driverlog import ResumeInfo, clean_lines, placement_stuck, read_new, resumed_from
+from tasks.logs.driverlog import ResumeInfo, clean_lines, placement_stuck, read_new, resumed_from
 from tests.ray_cluster import LocalRayCluster, infeasible_request
 
 pytestmark = pytest.mark.ray

@@ -41,7 +41,7 @@ def test_resuming_clears_the_reason_and_keeps_one_row() -> None:
 
 
 def test_each_change_is_logged_with_its_actor(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.INFO, logger="tasks.admission_control"):
+    with caplog.at_level(logging.INFO, logger="tasks.pause"):
         AdmissionControl.set(True, "maintenance", "api:root")
         AdmissionControl.set(False, "", "admin:ops")
     assert [r.getMessage() for r in caplog.records] == [

@@ -53,7 +53,7 @@ def test_the_first_failure_of_each_kind(kind, to, waits, settings):
 def test_max_retries_counts_the_programs_own_failures_together():
     task: Any = SimpleNamespace(cancel_requested_at=None, max_retries=2)
     attempt: Any = SimpleNamespace(attempt_no=3)
-    counts = Counter({F.RUNTIME_ERROR: 1, F.STALLED: 1, F.PREEMPTED: 4, F.NODE_FAILURE: 1})
+    counts: Counter[str] = Counter({F.RUNTIME_ERROR: 1, F.STALLED: 1, F.PREEMPTED: 4, F.NODE_FAILURE: 1})
     retry = next_move(task, attempt, Outcome(failure=F.RUNTIME_ERROR, line="x"), counts)
     assert (retry.to, retry.message) == (S.QUEUED, "Attempt 3 failed (RUNTIME_ERROR); retry 2 of 2.")
     counts[F.INCOMPLETE] += 1

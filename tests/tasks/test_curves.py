@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.curves import AttemptCurves, merge_attempts, parse_log, parse_text
+from tasks.logs.curves import AttemptCurves, merge_attempts, parse_log, parse_text
 from tasks.models import Attempt, Task, TaskState
 from tests.web.task_data import verl_log
 

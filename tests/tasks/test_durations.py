@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.durations import format_seconds, parse_duration
+from common.durations import format_seconds, parse_duration
 
 
 @pytest.mark.parametrize(

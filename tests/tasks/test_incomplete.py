@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from tasks.logs.driverlog import progress
 from tasks.models import FailureKind, TaskState
-from tasks.scheduler.driverlog import progress
 from tasks.scheduler.tick import tick
 from tests.tasks.test_watch import log, running
 

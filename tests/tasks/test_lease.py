@@ -5,9 +5,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from tasks.lease import claim_lease, release_lease, tick_lease
 from tasks.models import Lease
 from tasks.scheduler import loop
-from tasks.scheduler.lease import claim_lease, release_lease, tick_lease
 
 pytestmark = pytest.mark.django_db
 

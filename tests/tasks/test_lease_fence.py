@@ -11,11 +11,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from tasks.lease import claim_lease, tick_lease
 from tasks.models import LEASE_FENCE, LeaseLost, Role, Task, TaskState, Usage
 from tasks.scheduler import storage
-from tasks.scheduler.lease import claim_lease, tick_lease
 from tasks.scheduler.tick import tick
-from tasks.usage import charge
+from tasks.scheduler.usage import charge
 
 pytestmark = pytest.mark.django_db
 S = TaskState

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from tasks.logs import follow, tail_lines
+from tasks.logs.read import follow, tail_lines
 from tasks.models import TaskState
 
 pytestmark = pytest.mark.django_db

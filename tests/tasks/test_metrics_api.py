@@ -24,7 +24,7 @@ NOW = datetime(2026, 11, 23, 14, 0, tzinfo=UTC)
 
 @pytest.fixture(scope="module")
 def schema() -> dict[str, Any]:
-    return SchemaGenerator(patterns=[path("api/v2/", include("tasks.urls"))]).get_schema(public=True)
+    return SchemaGenerator(patterns=[path("api/v2/", include("tasks.api.urls"))]).get_schema(public=True)
 
 
 def test_metrics_run_across_attempts_by_default(alice, client_for, make_task, schema):

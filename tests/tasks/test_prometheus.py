@@ -8,8 +8,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
+from tasks.api.metrics import ESTIMATES_SHOWN
 from tasks.models import Attempt, ClusterState, FailureKind, TaskState, Usage
-from tasks.prometheus import ESTIMATES_SHOWN
 
 pytestmark = pytest.mark.django_db
 

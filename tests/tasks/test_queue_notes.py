@@ -1,10 +1,10 @@
-"""A waiting task's note in words (tasks.queue_notes): pure, no database."""
+"""A waiting task's note in words (tasks.queue.notes): pure, no database."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from tasks.queue_notes import Placed, about, note
+from tasks.queue.notes import Placed, about, note
 
 NOW = datetime(2026, 3, 4, 12, 0, tzinfo=UTC)
 

@@ -18,9 +18,9 @@ from django.utils.html import escape
 from accounts.homes import home_dir
 from accounts.models import UserLimits
 from tasks.models import EventKind, FailureKind, Task, TaskState, Usage
-from tasks.queue_notes import about
-from tasks.specs import parse_spec
-from tasks.web_views import SPEC_TEMPLATES, TASKS_PER_PAGE, _span
+from tasks.queue.notes import about
+from tasks.specs.parse import parse_spec
+from tasks.web.views import SPEC_TEMPLATES, TASKS_PER_PAGE, _span
 from tests.conftest import grant_high_priority
 from tests.web.task_data import ray_down, ray_up, resumed_task, run_attempt, running_task
 

@@ -18,7 +18,7 @@ URL = "/api/v2/me/webhooks"
 
 @pytest.fixture(scope="module")
 def schema() -> dict[str, Any]:
-    return SchemaGenerator(patterns=[path("api/v2/", include("webhooks.urls"))]).get_schema(public=True)
+    return SchemaGenerator(patterns=[path("api/v2/", include("webhooks.api.urls"))]).get_schema(public=True)
 
 
 def checked(schema: dict[str, Any], method: str, template: str, response: Any) -> Any:

@@ -1,0 +1,170 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from accounts import limits, users
+from accounts.homes import home_dir
+from accounts.models import LIMIT_MAX, ApiToken, TokenState, UserLimits, validate_weight
+from common.api import JSONBooleanField, JSONFloatField, JSONIntegerField, RefuseUnknownFields
+
+
+class LimitValueSerializer(serializers.Serializer):
+    value = serializers.IntegerField(
+        allow_null=True, help_text="The user's own limit; null: the site default applies. 0: no limit."
+    )
+    effective = serializers.IntegerField(help_text="The limit in effect. 0: no limit.")
+
+
+class UserLimitsSerializer(serializers.Serializer):
+    """A user's limits, each as set for them and as in effect (the site default where unset)."""
+
+    max_running_gpus = LimitValueSerializer(help_text="GPUs of the user's running tasks at once.")
+    max_running_tasks = LimitValueSerializer(help_text="The user's running tasks at once.")
+    max_queued_tasks = LimitValueSerializer(
+        help_text="The user's waiting tasks (QUEUED, PENDING_RESOURCES); a submission past it is a 429."
+    )
+    fair_share_weight = serializers.FloatField(
+        help_text="Fair share orders users by decayed GPU-seconds over this weight (default 1.0)."
+    )
+
+    @staticmethod
+    def of(row: UserLimits | None) -> dict[str, Any]:
+        """The limits of a user whose own are ``row`` (None: they have none), as this shows them."""
+        effective = limits.resolve(row)
+        shown: dict[str, Any] = {
+            name: {"value": getattr(row, name, None), "effective": getattr(effective, name)}
+            for name in limits.LIMIT_NAMES
+        }
+        shown["fair_share_weight"] = effective.weight
+        return UserLimitsSerializer(shown).data
+
+
+class UserSerializer(serializers.ModelSerializer):
+    is_admin = serializers.BooleanField(source="is_staff", read_only=True)
+    home = serializers.SerializerMethodField(help_text="The user's home directory on the shared storage.")
+    limits = serializers.SerializerMethodField()
+    can_use_high_priority = serializers.SerializerMethodField(
+        help_text="Whether the user may submit tasks with priority: high: always for an admin, else as "
+        "granted (PATCH this user with can_use_high_priority)."
+    )
+
+    class Meta:
+        model = User
+        fields = [
+            "username",
+            "is_admin",
+            "is_active",
+            "date_joined",
+            "last_login",
+            "home",
+            "limits",
+            "can_use_high_priority",
+        ]
+        read_only_fields = fields
+
+    def get_home(self, user: User) -> str:
+        return str(home_dir(user.username))
+
+    @extend_schema_field(UserLimitsSerializer)
+    def get_limits(self, user: User) -> dict[str, Any]:
+        return UserLimitsSerializer.of(limits.own_limits(user))
+
+    def get_can_use_high_priority(self, user: User) -> bool:
+        return limits.may_use_high_priority(user)
+
+
+@extend_schema_field({"type": "number", "format": "double", "minimum": 0, "exclusiveMinimum": True})
+class WeightField(JSONFloatField):
+    """A fair-share weight: a number greater than 0 (accounts.models.validate_weight)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(validators=[validate_weight], **kwargs)
+
+
+class UserLimitsUpdateSerializer(RefuseUnknownFields, serializers.Serializer):
+    """Some of a user's limits: a number, or null for the site default (ARGUS_USER_*); 0: no limit."""
+
+    max_running_gpus = JSONIntegerField(
+        required=False, allow_null=True, min_value=0, max_value=LIMIT_MAX, help_text="GPUs of running tasks at once."
+    )
+    max_running_tasks = JSONIntegerField(
+        required=False, allow_null=True, min_value=0, max_value=LIMIT_MAX, help_text="Running tasks at once."
+    )
+    max_queued_tasks = JSONIntegerField(
+        required=False,
+        allow_null=True,
+        min_value=0,
+        max_value=LIMIT_MAX,
+        help_text="Waiting tasks (QUEUED, PENDING_RESOURCES) at once; a submission past it is a 429.",
+    )
+    fair_share_weight = WeightField(required=False, help_text="Greater than 0; 1.0 for everyone by default.")
+    can_use_high_priority = JSONBooleanField(
+        required=False,
+        help_text="Whether the user may submit tasks with priority: high (false by default; admins always may).",
+    )
+
+
+class UserCreateSerializer(serializers.Serializer):
+    username = serializers.CharField(max_length=40, trim_whitespace=False, help_text=users.USERNAME_HELP)
+    is_admin = serializers.BooleanField(default=False)
+    password = serializers.CharField(
+        required=False,
+        write_only=True,
+        trim_whitespace=False,
+        style={"input_type": "password"},
+        help_text="Optional: without a password the user can only use API tokens.",
+    )
+
+    def create(self, validated_data: dict[str, Any]) -> User:
+        try:
+            return users.create_user(
+                validated_data["username"],
+                admin=validated_data["is_admin"],
+                password=validated_data.get("password"),
+            )
+        except DjangoValidationError as exc:
+            # Named per field ("username", "password"), so the 400 says which one is wrong.
+            raise serializers.ValidationError(exc.message_dict) from None
+
+
+class TokenSerializer(serializers.ModelSerializer):
+    state = serializers.ChoiceField(choices=TokenState.choices, read_only=True)
+
+    class Meta:
+        model = ApiToken
+        # Never token_hash: even a hash is of no use to anyone reading the list.
+        fields = ["id", "name", "prefix", "state", "created_at", "last_used_at", "expires_at", "revoked_at"]
+        read_only_fields = fields
+
+
+class TokenCreateSerializer(serializers.ModelSerializer):
+    name = serializers.CharField(max_length=100)
+
+    class Meta:
+        model = ApiToken
+        fields = ["name", "expires_at"]
+
+    def validate_expires_at(self, value: datetime | None) -> datetime | None:
+        if value is not None and value <= timezone.now():
+            raise serializers.ValidationError("The expiry must be in the future.")
+        return value
+
+
+class IssuedTokenSerializer(TokenSerializer):
+    """A token just issued: the one response that carries the raw token."""
+
+    token = serializers.SerializerMethodField(help_text="The token itself. It is shown this once only.")
+
+    class Meta(TokenSerializer.Meta):
+        fields = [*TokenSerializer.Meta.fields, "token"]
+        read_only_fields = fields
+
+    def get_token(self, token: ApiToken) -> str:
+        return self.context["raw_token"]

@@ -1,0 +1,1 @@
+"""The account and data pages."""

@@ -1,0 +1,96 @@
+"""What users read of Ray's side: the queue and the cluster. Neither waits on Ray: the
+scheduler records what it sees (ClusterState) and these views read the database."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from drf_spectacular.utils import extend_schema
+from rest_framework.generics import GenericAPIView
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from common.api import error_responses
+from raypool.discovery import head_file_from_settings, read_head
+from tasks.api.serializers import ClusterSerializer, QueueEntrySerializer, ShareSerializer
+from tasks.models import ClusterState
+from tasks.queue.read import current_queue, queue_entries, share_rows
+
+
+class QueueView(GenericAPIView):
+    """Waiting and running tasks in scheduling order (tasks on Ray first, then the queue)."""
+
+    serializer_class = QueueEntrySerializer
+    filter_backends: list[type] = []  # no filters: the queue is the queue
+
+    @extend_schema(
+        summary="The queue: each task's position and why it waits",
+        description="Tasks on Ray first, then the waiting ones in the order the scheduler starts them: "
+        "priority, then fair share (a lighter user's task may pass a heavier user's submitted up to "
+        "ARGUS_FAIR_SHARE_WINDOW earlier), then submission time.",
+        responses=QueueEntrySerializer(many=True),
+    )
+    def get(self, request: Request) -> Response:
+        queue = current_queue()
+        page = self.paginate_queryset(queue.tasks)
+        paginator = self.paginator
+        offset = 0
+        if page is not None and isinstance(paginator, PageNumberPagination) and paginator.page is not None:
+            offset = paginator.page.start_index() - 1
+        rows = queue_entries(queue, page or [], request.user, offset=offset)
+        return self.get_paginated_response(QueueEntrySerializer(rows, many=True).data)
+
+
+class SharesView(GenericAPIView):
+    """Each user's fair share: who goes first among waiting tasks of the same priority."""
+
+    serializer_class = ShareSerializer
+    pagination_class = None
+    filter_backends: list[type] = []
+
+    @extend_schema(
+        summary="The fair-share table: each user's usage, weight and share",
+        description="Every user with usage (GPU-hours, decayed with ARGUS_FAIR_SHARE_HALF_LIFE_H) or a task "
+        "in the queue, the lightest first.",
+        responses={200: ShareSerializer(many=True), **error_responses()},
+    )
+    def get(self, request: Request) -> Response:
+        return Response(ShareSerializer(share_rows(current_queue()), many=True).data)
+
+
+def cluster_summary() -> dict[str, Any]:
+    state = ClusterState.objects.filter(name="default").first()
+    nodes = state.nodes if state else []
+    alive_workers = [node for node in nodes if node.get("alive") and node.get("is_worker")]
+    record = read_head(head_file_from_settings())
+    head: dict[str, Any]
+    if settings.ARGUS_RAY_JOB_SERVER_URL:
+        head = {"job_server_url": settings.ARGUS_RAY_JOB_SERVER_URL, "updated_at": None, "fresh": True}
+    elif record is not None:
+        head = {"job_server_url": record.job_server_url, "updated_at": record.updated_at, "fresh": record.is_fresh()}
+    else:
+        head = {"job_server_url": None, "updated_at": None, "fresh": False}
+    return {
+        "reachable": bool(state and state.reachable),
+        "checked_at": state.checked_at if state else None,
+        "error": (state.error if state else "The scheduler has not looked at Ray yet."),
+        "nodes": nodes,
+        "gpus_total": sum(node.get("gpus_total", 0) for node in alive_workers),
+        "gpus_free": sum(node.get("gpus_free", 0) for node in alive_workers),
+        "cpus_total": sum(node.get("cpus_total", 0) for node in alive_workers),
+        "cpus_free": sum(node.get("cpus_free", 0) for node in alive_workers),
+        "cpus_per_gpu": settings.ARGUS_CPUS_PER_GPU,
+        "head": head,
+        "foreign_jobs": state.foreign_jobs if state else [],
+    }
+
+
+class ClusterView(GenericAPIView):
+    serializer_class = ClusterSerializer
+    pagination_class = None
+
+    @extend_schema(summary="The Ray cluster as the scheduler last saw it")
+    def get(self, request: Request) -> Response:
+        return Response(ClusterSerializer(cluster_summary()).data)

@@ -1,0 +1,142 @@
+"""``/metrics`` in Prometheus's text format, read from the database at scrape time.
+
+The web service and the scheduler are separate processes (several of each, maybe), so these
+figures are not counted in memory: each scrape asks the database, in a handful of queries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from statistics import median
+
+from django.db.models import Count, F, Min
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from tasks.models import WAITING_STATES, Attempt, ClusterState, FailureKind, Task, TaskState
+from tasks.scheduler.usage import shares
+
+RECENT_DISPATCHES = 200
+# A label per task: the soonest only, so that a long queue does not blow up the series count.
+ESTIMATES_SHOWN = 50
+
+
+class ArgusCollector:
+    def collect(self) -> Iterator[Metric]:
+        by_state = dict(Task.objects.values_list("state").annotate(n=Count("id")).order_by())
+        tasks = GaugeMetricFamily("argus_tasks", "Tasks by state.", labels=["state"])
+        for task_state in TaskState.values:
+            tasks.add_metric([task_state], by_state.get(task_state, 0))
+        yield tasks
+
+        yield GaugeMetricFamily(
+            "argus_queue_length", "Tasks waiting (QUEUED or PENDING_RESOURCES).", value=_waiting(by_state)
+        )
+        oldest = Task.objects.filter(state__in=WAITING_STATES).aggregate(t=Min("created_at"))["t"]
+        age = (timezone.now() - oldest).total_seconds() if oldest else 0.0
+        yield GaugeMetricFamily("argus_queue_oldest_wait_seconds", "Age of the oldest waiting task.", value=age)
+
+        kinds = dict(
+            Attempt.objects.exclude(failure_kind="").values_list("failure_kind").annotate(n=Count("id")).order_by()
+        )
+        failures = GaugeMetricFamily("argus_attempt_failures", "Failed attempts by kind.", labels=["kind"])
+        for kind in FailureKind.values:
+            failures.add_metric([kind], kinds.get(kind, 0))
+        yield failures
+
+        latencies = [
+            delta.total_seconds()
+            for delta in Attempt.objects.filter(attempt_no=1, submitted_at__isnull=False)
+            .annotate(wait=F("submitted_at") - F("task__created_at"))
+            .order_by("-submitted_at")
+            .values_list("wait", flat=True)[:RECENT_DISPATCHES]
+            if delta is not None
+        ]
+        yield GaugeMetricFamily(
+            "argus_dispatch_latency_seconds",
+            f"Median time from submission to Ray over the last {RECENT_DISPATCHES} tasks that got a "
+            "first attempt (includes waiting for GPUs).",
+            value=median(latencies) if latencies else 0.0,
+        )
+
+        state = ClusterState.objects.filter(name="default").first()
+        workers = [n for n in (state.nodes if state else []) if n.get("alive") and n.get("is_worker")]
+        yield GaugeMetricFamily(
+            "argus_ray_reachable",
+            "1 when the scheduler reached Ray at its last tick.",
+            value=int(bool(state and state.reachable)),
+        )
+        yield GaugeMetricFamily(
+            "argus_tick_duration_seconds",
+            "How long the last scheduler tick took.",
+            value=state.tick_seconds if state else 0.0,
+        )
+        last = (timezone.now() - state.checked_at).total_seconds() if state and state.checked_at else float("nan")
+        yield GaugeMetricFamily("argus_tick_age_seconds", "Time since the scheduler last looked at Ray.", value=last)
+        yield GaugeMetricFamily(
+            "argus_gpus_total", "GPUs on live worker nodes.", value=sum(n.get("gpus_total", 0) for n in workers)
+        )
+        yield GaugeMetricFamily(
+            "argus_gpus_free",
+            "Free GPUs on live worker nodes, as admission counts them (less what Argus promised).",
+            value=sum(n.get("gpus_free", 0) for n in workers),
+        )
+        yield GaugeMetricFamily("argus_worker_nodes", "Live worker nodes.", value=len(workers))
+        yield from _sharing()
+
+
+def _sharing() -> Iterator[Metric]:
+    """Preemptions, estimated starts and fair share (issue 11): five queries."""
+    # An attempt is marked once (a conditional update) and the mark writes its PREEMPTED event:
+    # counted on attempts, not on the events, a table many times larger with no index on kind.
+    yield CounterMetricFamily(
+        "argus_preemptions",
+        "Running tasks chosen to make room for a task of higher priority (their PREEMPTED events).",
+        value=Attempt.objects.filter(preempted_at__isnull=False).count(),
+    )
+    starts = GaugeMetricFamily(
+        "argus_task_estimated_start_timestamp_seconds",
+        f"When the scheduler's plan starts a waiting task (the {ESTIMATES_SHOWN} soonest), by the task's "
+        "database id: /metrics needs no login, and task ids carry their owner's name.",
+        labels=["task"],
+    )
+    planned = (
+        Task.objects.filter(state__in=WAITING_STATES, estimated_start_at__isnull=False)
+        .order_by("estimated_start_at", "id")
+        .values_list("pk", "estimated_start_at")[:ESTIMATES_SHOWN]
+    )
+    for pk, at in planned:
+        if at is not None:  # filtered out above; mypy cannot know
+            starts.add_metric([str(pk)], at.timestamp())
+    yield starts
+
+    # The users the queue's order weighs (those waiting, and everyone with usage), as in_order
+    # does: the factors depend on who is counted.
+    waiting = dict(Task.objects.filter(state__in=WAITING_STATES).values_list("user_id", "user__username").distinct())
+    by_user = shares(timezone.now(), waiting).values()
+    factor = GaugeMetricFamily(
+        "argus_user_fair_share", "Each user's fair-share factor: 1 has used nothing, near 0 heavy.", labels=["user"]
+    )
+    usage = GaugeMetricFamily(
+        "argus_user_usage_gpu_hours",
+        "Each user's GPU-hours, decayed with ARGUS_FAIR_SHARE_HALF_LIFE_H.",
+        labels=["user"],
+    )
+    for share in sorted(by_user, key=lambda share: share.user):
+        factor.add_metric([share.user], share.factor)
+        usage.add_metric([share.user], share.gpu_hours)
+    yield factor
+    yield usage
+
+
+def _waiting(by_state: dict[str, int]) -> int:
+    return sum(by_state.get(state, 0) for state in WAITING_STATES)
+
+
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ArgusCollector())
+    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

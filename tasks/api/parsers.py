@@ -1,0 +1,32 @@
+"""Request parsers for task specs sent as YAML text."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from rest_framework.parsers import BaseParser
+
+from common.parsers import read_bounded
+
+
+class YamlTextParser(BaseParser):
+    """The body is the spec's YAML text; the raw bytes go to the spec parser untouched
+    (it reports non-UTF-8 bytes itself, naming the problem)."""
+
+    media_type = "application/yaml"
+
+    # DRF's stub says a parser returns a mapping; DRF itself passes on whatever parse() returns,
+    # and the spec view reads these bytes as request.data.
+    def parse(  # type: ignore[override]
+        self, stream: Any, media_type: str | None = None, parser_context: Any = None
+    ) -> bytes:
+        return read_bounded(stream, settings.ARGUS_MAX_SPEC_BYTES, "The spec")
+
+
+class TextYamlParser(YamlTextParser):
+    media_type = "text/yaml"
+
+
+class PlainTextParser(YamlTextParser):
+    media_type = "text/plain"

@@ -1,0 +1,49 @@
+"""The admission pause over the API: anyone signed in reads it, an admin changes it."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework.generics import GenericAPIView
+from rest_framework.permissions import SAFE_METHODS, BasePermission, IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from common.api import actor_of, error_responses
+from tasks.api.serializers import AdmissionChangeSerializer, AdmissionSerializer
+from tasks.models import AdmissionControl
+
+
+class ReadOrAdmin(BasePermission):
+    """Anyone signed in reads the pause (every page shows it); only an admin changes it."""
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        return request.method in SAFE_METHODS or bool(request.user and request.user.is_staff)
+
+
+class AdmissionView(GenericAPIView):
+    """Whether Argus starts waiting tasks: while an operator has it paused, tasks on Ray go on."""
+
+    serializer_class = AdmissionSerializer
+    pagination_class = None
+    permission_classes = [IsAuthenticated, ReadOrAdmin]
+
+    @extend_schema(
+        summary="Whether admission is paused, and why", responses={200: AdmissionSerializer, **error_responses()}
+    )
+    def get(self, request: Request) -> Response:
+        return Response(AdmissionSerializer(AdmissionControl.current()).data)
+
+    @extend_schema(
+        summary="Pause or resume admission (admins)",
+        description="While paused, the scheduler starts no waiting task; tasks on Ray go on. Answers the new state.",
+        request=AdmissionChangeSerializer,
+        responses={200: AdmissionSerializer, **error_responses(400, 403)},
+    )
+    def post(self, request: Request) -> Response:
+        change = AdmissionChangeSerializer(data=request.data)
+        change.is_valid(raise_exception=True)
+        state = AdmissionControl.set(
+            change.validated_data["paused"], change.validated_data["reason"], actor=actor_of(request)
+        )
+        return Response(AdmissionSerializer(state).data)

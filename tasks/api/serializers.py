@@ -1,0 +1,357 @@
+from __future__ import annotations
+
+from typing import Any, cast
+
+from django.utils import timezone
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from common.api import JSONBooleanField, JSONStringField, QueryBooleanField
+from common.durations import DURATION_MAX_CHARS
+from tasks.models import (
+    WAITING_STATES,
+    AdmissionControl,
+    Attempt,
+    ClusterState,
+    Event,
+    Task,
+)
+from tasks.pause import REASON_MAX
+from tasks.specs.parse import ADVANCED, BASIC, COMMON, SPEC_KEYS, Duration, SpecKey
+
+
+class AttemptNodeSerializer(serializers.Serializer):
+    node_id = serializers.CharField()
+    ip = serializers.CharField(help_text="As the scheduler last saw it; empty when unknown.")
+    gpus = serializers.IntegerField(help_text="GPUs of its placement groups on this node.")
+    driver = serializers.BooleanField(help_text="Its driver ran here.")
+
+
+class AttemptSerializer(serializers.ModelSerializer):
+    summary = serializers.SerializerMethodField(
+        help_text='"attempt 2 resumed from step 40", "attempt 1 started from scratch", …'
+    )
+    nodes = serializers.SerializerMethodField(
+        help_text="Where Ray ran it, read back from Ray: each node of its placement groups with its GPUs, and "
+        "its driver's node (driver: true). Empty until Ray has placed it."
+    )
+
+    class Meta:
+        model = Attempt
+        fields = [
+            "attempt_no",
+            "ray_submission_id",
+            "ray_status",
+            "failure_kind",
+            "message",
+            "exit_code",
+            "node_ip",
+            "submitted_at",
+            "start_time",
+            "end_time",
+            "resumed_from_step",
+            "summary",
+            "nodes",
+        ]
+
+    def get_summary(self, attempt: Attempt) -> str:
+        return attempt.resume_summary
+
+    @extend_schema_field(AttemptNodeSerializer(many=True))
+    def get_nodes(self, attempt: Attempt) -> list[dict[str, Any]]:
+        if not attempt.nodes and not attempt.node_id:
+            return []
+        context = cast(dict[str, Any], self.context)  # the root serializer's: one per response
+        if "node_ips" not in context:
+            context["node_ips"] = ClusterState.ips()  # one query per response, not per attempt
+        return attempt.where(context["node_ips"])
+
+
+class TaskSerializer(serializers.ModelSerializer):
+    user = serializers.CharField(source="user.username", read_only=True)
+    total_gpus = serializers.IntegerField(read_only=True)
+    cancel_requested = serializers.SerializerMethodField()
+    estimated_start_at = serializers.SerializerMethodField(
+        help_text="When the scheduler's plan starts this waiting task, to the minute; null when it is not "
+        "waiting or not planned."
+    )
+
+    class Meta:
+        model = Task
+        fields = [
+            "task_id",
+            "user",
+            "workload",
+            "kind",
+            "state",
+            "nnodes",
+            "n_gpus_per_node",
+            "total_gpus",
+            "priority",
+            "preemptible",
+            "max_retries",
+            "created_at",
+            "updated_at",
+            "finished_at",
+            "next_run_at",
+            "estimated_start_at",
+            "pending_reason",
+            "error_summary",
+            "cancel_requested",
+            "warnings",
+        ]
+        read_only_fields = fields
+        extra_kwargs = {"preemptible": {"help_text": "May be stopped to make room for a task of higher priority."}}
+
+    def get_cancel_requested(self, task: Task) -> bool:
+        return task.cancel_requested_at is not None
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_estimated_start_at(self, task: Task) -> Any:
+        # The scheduler leaves the last estimate in place once the task starts: it is no longer one.
+        if task.state not in WAITING_STATES or task.estimated_start_at is None:
+            return None
+        return serializers.DateTimeField().to_representation(task.estimated_start_at)
+
+
+class TaskDetailSerializer(TaskSerializer):
+    attempts = AttemptSerializer(many=True, read_only=True)
+    time_left_s = serializers.SerializerMethodField(
+        help_text="Seconds the running attempt has left under time_limit_s (counted from its start on Ray); "
+        "null when there is no limit or nothing is running."
+    )
+
+    class Meta(TaskSerializer.Meta):
+        fields = [*TaskSerializer.Meta.fields, "time_limit_s", "time_left_s", "attempts"]
+        read_only_fields = fields
+        extra_kwargs = {
+            **TaskSerializer.Meta.extra_kwargs,
+            "time_limit_s": {"help_text": "Seconds each attempt may run; null: no limit."},
+        }
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_time_left_s(self, task: Task) -> int | None:
+        # all(): the prefetched attempts of the detail view, with no query of its own.
+        latest = max(task.attempts.all(), key=lambda attempt: attempt.attempt_no, default=None)
+        return task.time_left_s(latest, timezone.now())
+
+
+class TaskSpecSerializer(serializers.Serializer):
+    raw = serializers.CharField(help_text="The spec exactly as it was sent.")
+    resolved = serializers.DictField(
+        help_text="The validated spec with macros expanded, plus the argv Ray runs and the job root."
+    )
+
+
+class EventSerializer(serializers.ModelSerializer):
+    attempt_no = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Event
+        fields = ["created_at", "kind", "from_state", "to_state", "actor", "message", "attempt_no", "data"]
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_attempt_no(self, event: Event) -> Any:
+        return event.attempt.attempt_no if event.attempt is not None else None
+
+
+class SpecDurationField(serializers.Field):
+    """For the schema: a duration key, seconds or words such as ``90m`` (common.durations)."""
+
+    def __init__(self, *, low: int | None, high: int | None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.low, self.high = low, high
+
+
+class SpecDurationFieldExtension(OpenApiSerializerFieldExtension):
+    target_class = SpecDurationField
+
+    def map_serializer_field(self, auto_schema: Any, direction: Any) -> Any:
+        field = cast(SpecDurationField, self.target)
+        seconds = {"type": "integer", "minimum": field.low, "maximum": field.high}
+        # No pattern: the parser's is Python's (Unicode digits, any case), which JSON Schema cannot hold.
+        words = {"type": "string", "maxLength": DURATION_MAX_CHARS}
+        return {"oneOf": [seconds, words]}
+
+
+# Where a key belongs, as its description in the schema starts.
+_SPEC_KIND_NOTES = {COMMON: "", BASIC: "Basic specs. ", ADVANCED: "Advanced specs (kind: advanced). "}
+
+
+def spec_field(key: SpecKey) -> serializers.Field:
+    """The schema's field for one spec key, from its declaration in tasks.specs.parse.SPEC_KEYS. A key
+    only one kind of spec takes is optional here: the other kind leaves it out."""
+    required = key.required and key.kind == COMMON
+    help_text = _SPEC_KIND_NOTES[key.kind] + key.help
+    if callable(key.default):
+        help_text += " Default: this site's."  # the schema is the same on every site
+    elif (shown := key.shown_default()) is not None:
+        help_text += f" Default: {shown}."
+    common: dict[str, Any] = {"required": required, "allow_null": not required, "help_text": help_text}
+    if key.choices is not None:
+        return serializers.ChoiceField(choices=key.choices.choices, **common)
+    if key.value_type is bool:
+        return serializers.BooleanField(**common)
+    if key.value_type is Duration:
+        return SpecDurationField(low=key.low, high=key.high, **common)
+    if key.value_type is int:
+        return serializers.IntegerField(min_value=key.low, max_value=key.high, **common)
+    return serializers.CharField(**common)
+
+
+class SpecDocument(serializers.Serializer):
+    """For the schema: the spec a YAML body holds (SPEC §3). An optional key may be null (it then
+    takes its default). Its rules beyond types (files that exist and may be read, a command's
+    checks) are the spec parser's: such a spec is a 400."""
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        # Every key the parser takes, from the one table (tasks.specs.parse.SPEC_KEYS).
+        return {key.name: spec_field(key) for key in SPEC_KEYS}
+
+
+class SpecSubmission(serializers.Serializer):
+    """For the schema: JSON bodies either wrap the YAML text or are the spec itself."""
+
+    spec = serializers.CharField(help_text="The task spec as YAML text.")
+
+
+class LogQuery(serializers.Serializer):
+    attempt = serializers.IntegerField(min_value=1, required=False, help_text="Attempt number; default the latest.")
+    tail = serializers.IntegerField(min_value=0, max_value=1_000_000, required=False, help_text="Last N lines only.")
+    follow = QueryBooleanField(required=False, default=False, help_text="Stream until the attempt ends.")
+
+
+class MetricsQuery(serializers.Serializer):
+    attempt = serializers.IntegerField(
+        min_value=1, required=False, help_text="One attempt's curves; default: the whole task, across its attempts."
+    )
+
+
+class AttemptSpanSerializer(serializers.Serializer):
+    attempt_no = serializers.IntegerField()
+    first_step = serializers.IntegerField(allow_null=True, help_text="The first step its log holds; null: none yet.")
+    last_step = serializers.IntegerField(allow_null=True, help_text="The last step its log holds; null: none yet.")
+    resumed_from_step = serializers.IntegerField(
+        allow_null=True, help_text="The checkpoint step it resumed from; null: from scratch (or not said yet)."
+    )
+
+
+class MetricsSerializer(serializers.Serializer):
+    attempt = serializers.IntegerField(allow_null=True, help_text="The attempt asked for; null: across all attempts.")
+    attempts = AttemptSpanSerializer(many=True, help_text="Where each attempt ran on the step axis, in order.")
+    last_step = serializers.IntegerField(
+        allow_null=True, help_text="The last step of the latest attempt that logged one: where the training is now."
+    )
+    total_steps = serializers.IntegerField(allow_null=True)
+    series = serializers.DictField(
+        child=serializers.ListField(child=serializers.ListField(child=serializers.FloatField())),
+        help_text='{"<metric>": [[step, value], ...]}',
+    )
+
+
+class QueueEntrySerializer(serializers.Serializer):
+    position = serializers.IntegerField(allow_null=True, help_text="1 = next to start; null for tasks on Ray.")
+    task_id = serializers.CharField(allow_null=True, help_text="null for another user's task.")
+    user = serializers.CharField(allow_null=True)
+    state = serializers.CharField()
+    priority = serializers.CharField()
+    preemptible = serializers.BooleanField(help_text="May be stopped to make room for a task of higher priority.")
+    nnodes = serializers.IntegerField()
+    n_gpus_per_node = serializers.IntegerField()
+    gpus = serializers.IntegerField()
+    reason = serializers.CharField()
+    note = serializers.CharField(
+        allow_blank=True,
+        help_text="Its place in words, as the caller reads it: \"about 14:20 UTC, behind 2 tasks of bob's and 1 of "
+        'yours; 1 task of a lighter user (carol) goes first (fair share)". Empty for tasks on Ray.',
+    )
+    estimated_start_at = serializers.DateTimeField(
+        allow_null=True, help_text="When the scheduler's plan starts it, to the minute; null: not planned, or on Ray."
+    )
+    share = serializers.FloatField(
+        help_text="Its owner's fair-share factor, in (0, 1]: 1 has used nothing; the lower, the heavier the user."
+    )
+    created_at = serializers.DateTimeField()
+    next_run_at = serializers.DateTimeField(allow_null=True)
+
+
+class ShareSerializer(serializers.Serializer):
+    user = serializers.CharField()
+    gpu_hours = serializers.FloatField(help_text="GPU-hours used, decayed with ARGUS_FAIR_SHARE_HALF_LIFE_H.")
+    weight = serializers.FloatField(help_text="The share an admin gave the user (fair_share_weight; default 1).")
+    share = serializers.FloatField(
+        help_text="The fair-share factor, in (0, 1]: 1 has used nothing, 1/2 used exactly its share, near 0 heavy. "
+        "Among waiting tasks of the same priority, a higher factor goes first."
+    )
+    running_gpus = serializers.IntegerField(help_text="GPUs of the user's tasks on Ray.")
+    waiting_tasks = serializers.IntegerField()
+
+
+class NodeSerializer(serializers.Serializer):
+    node_id = serializers.CharField()
+    ip = serializers.CharField()
+    alive = serializers.BooleanField()
+    is_head = serializers.BooleanField()
+    is_worker = serializers.BooleanField()
+    gpus_total = serializers.FloatField()
+    gpus_free = serializers.FloatField()
+    cpus_total = serializers.FloatField()
+    cpus_free = serializers.FloatField()
+
+
+class ForeignJobSerializer(serializers.Serializer):
+    """A live Ray job that Argus did not submit: it holds resources Argus did not place."""
+
+    submission_id = serializers.CharField(allow_blank=True)
+    job_id = serializers.CharField(allow_blank=True)
+    status = serializers.CharField()
+    entrypoint = serializers.CharField(allow_blank=True)
+    start_time = serializers.IntegerField(allow_null=True, help_text="Milliseconds since the epoch, as Ray reports it.")
+    driver_node_id = serializers.CharField(allow_blank=True)
+
+
+class HeadSerializer(serializers.Serializer):
+    job_server_url = serializers.CharField(allow_null=True)
+    updated_at = serializers.DateTimeField(allow_null=True)
+    fresh = serializers.BooleanField()
+
+
+class ClusterSerializer(serializers.Serializer):
+    reachable = serializers.BooleanField(help_text="Whether the scheduler reached Ray at its last check.")
+    checked_at = serializers.DateTimeField(allow_null=True)
+    error = serializers.CharField(allow_blank=True)
+    nodes = NodeSerializer(many=True)
+    gpus_total = serializers.FloatField()
+    gpus_free = serializers.FloatField()
+    cpus_total = serializers.FloatField(help_text="On live worker nodes.")
+    cpus_free = serializers.FloatField()
+    cpus_per_gpu = serializers.FloatField(
+        help_text="CPUs admission wants beside each GPU on a node, as verl's bundles ask (ARGUS_CPUS_PER_GPU; 0: none)."
+    )
+    head = HeadSerializer()
+    foreign_jobs = ForeignJobSerializer(
+        many=True, help_text="Live Ray jobs Argus did not submit (as of the scheduler's last sweep of Ray's jobs)."
+    )
+
+
+class AdmissionSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = AdmissionControl
+        fields = ["paused", "reason", "changed_by", "changed_at"]
+        read_only_fields = fields
+        extra_kwargs = {
+            "reason": {"help_text": "Why admission is paused; empty while it is not."},
+            "changed_at": {"help_text": "null: nobody has changed it yet."},
+        }
+
+
+class AdmissionChangeSerializer(serializers.Serializer):
+    paused = JSONBooleanField(help_text="true: no waiting task starts until it is false again; tasks on Ray go on.")
+    reason = JSONStringField(
+        max_length=REASON_MAX,
+        allow_blank=True,
+        default="",
+        help_text="Shown on every page and on the waiting tasks; a pause without one says who paused. "
+        "Ignored when resuming.",
+    )

@@ -1,0 +1,246 @@
+"""The task API: submit, list, detail, spec, events, cancel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from django.http import HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
+from rest_framework import exceptions, mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.permissions import IsAdminUser
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from common.api import Conflict, PriorityForbidden, QuotaExceeded, actor_of, error_responses, parse_query
+from common.exceptions import PayloadTooLarge
+from common.parsers import JSONParser
+from tasks.api.filters import TaskFilter
+from tasks.api.parsers import PlainTextParser, TextYamlParser, YamlTextParser
+from tasks.api.serializers import (
+    EventSerializer,
+    LogQuery,
+    MetricsQuery,
+    MetricsSerializer,
+    SpecDocument,
+    SpecSubmission,
+    TaskDetailSerializer,
+    TaskSerializer,
+    TaskSpecSerializer,
+)
+from tasks.jobfiles import attempt_log, resolved_spec
+from tasks.logs.curves import AttemptCurves, merge_attempts, parse_log
+from tasks.logs.read import follow, read_all, tail_lines
+from tasks.models import TERMINAL_STATES, Attempt, IllegalTransition, StaleState, Task
+from tasks.specs.parse import SpecError
+from tasks.submit import PriorityNotAllowed, QuotaError, submit_spec
+
+TEXT = "text/plain; charset=utf-8"
+ERRORS = error_responses(400, 404)
+
+
+def spec_source(data: Any) -> bytes | str | dict:
+    """What the client sent: YAML bytes, ``{"spec": "<yaml>"}``, or the spec as a JSON object."""
+    if isinstance(data, bytes):
+        return data
+    if isinstance(data, dict):
+        if set(data) == {"spec"} and isinstance(data["spec"], str):
+            return data["spec"]
+        return data
+    raise exceptions.ValidationError({"spec": ["Send the spec as YAML text or as a JSON object."]})
+
+
+class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    lookup_field = "task_id"
+    lookup_value_regex = "[^/]+"
+    filterset_class = TaskFilter
+    parser_classes = [YamlTextParser, TextYamlParser, PlainTextParser, JSONParser]
+
+    def get_queryset(self) -> QuerySet[Task]:
+        if getattr(self, "swagger_fake_view", False):  # schema generation has no user
+            return Task.objects.none()
+        queryset = Task.objects.visible_to(self.request.user).select_related("user")
+        if self.action == "retrieve":
+            queryset = queryset.prefetch_related("attempts")
+        return queryset
+
+    def get_serializer_class(self) -> type[serializers.BaseSerializer]:
+        return TaskDetailSerializer if self.action in ("retrieve", "create", "cancel") else TaskSerializer
+
+    @extend_schema(
+        summary="Submit a task",
+        description="The spec as a YAML document (application/yaml, text/yaml: a mapping), as YAML text "
+        '(text/plain), or as JSON: `{"spec": "<yaml>"}` or the mapping itself. What types cannot say '
+        "(files that exist and may be read, an advanced command's checks) is a 400 naming each field. "
+        "`priority: high` from a user not granted it (can_use_high_priority; admins always may) is a 403 "
+        "(`priority_not_allowed`). A user who already has their max_queued_tasks tasks waiting gets a 429 "
+        "(`quota_exceeded`).",
+        request={
+            "application/yaml": SpecDocument,
+            "text/yaml": SpecDocument,
+            "text/plain": OpenApiTypes.STR,
+            "application/json": SpecSubmission,
+        },
+        responses={201: TaskDetailSerializer, **error_responses(400, 403, 413, 415, 429)},
+        examples=[
+            OpenApiExample(
+                "PPO",
+                media_type="application/yaml",
+                value={
+                    "workload": "ppo",
+                    "nnodes": 1,
+                    "n_gpus_per_node": 4,
+                    "model_id": "Qwen/Qwen2.5-0.5B-Instruct",
+                    "train_file": "$HOME/common/datasets/gsm8k/train.parquet",
+                    "val_file": "$HOME/common/datasets/gsm8k/test.parquet",
+                },
+            )
+        ],
+    )
+    def create(self, request: Request) -> Response:
+        try:
+            task = submit_spec(request.user, spec_source(request.data), actor=actor_of(request))
+        except SpecError as error:
+            if error.code == "too_large":
+                raise PayloadTooLarge(str(error)) from error
+            raise exceptions.ValidationError(error.fields) from error
+        except PriorityNotAllowed as error:
+            raise PriorityForbidden(str(error)) from error
+        except QuotaError as error:
+            raise QuotaExceeded(str(error)) from error
+        body = TaskDetailSerializer(task, context=self.get_serializer_context()).data
+        location = f"/api/v2/tasks/{task.task_id}"
+        return Response(body, status=status.HTTP_201_CREATED, headers={"Location": location})
+
+    @extend_schema(
+        summary="List tasks (yours; an admin sees everyone's), newest first",
+        # A username never holds NUL, and Django's form field refuses it (400): the schema says so.
+        parameters=[OpenApiParameter("user", str, description="Only this user's tasks.", pattern=r"^[^\x00]*$")],
+    )
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().list(request, *args, **kwargs)
+
+    @extend_schema(summary="A task with its attempts", responses={200: TaskDetailSerializer, **ERRORS})
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().retrieve(request, *args, **kwargs)
+
+    @extend_schema(summary="The spec as sent and as resolved", responses={200: TaskSpecSerializer, **ERRORS})
+    @action(detail=True, methods=["get"])
+    def spec(self, request: Request, task_id: str) -> Response:
+        task = self.get_object()
+        return Response({"raw": task.spec_raw, "resolved": resolved_spec(task)})
+
+    @extend_schema(
+        summary="The task's event trail, oldest first", responses={200: EventSerializer(many=True), **ERRORS}
+    )
+    @action(detail=True, methods=["get"], filterset_class=None, pagination_class=None)
+    def events(self, request: Request, task_id: str) -> Response:
+        task = self.get_object()
+        events = task.events.select_related("attempt").order_by("created_at", "id")
+        return Response(EventSerializer(events, many=True).data)
+
+    @extend_schema(
+        summary="Cancel a task",
+        description="A waiting task is CANCELED at once (200); a task on Ray gets a stop request and "
+        "becomes CANCELED when Ray reports it stopped (202). A finished task answers 409.",
+        request=None,
+        responses={200: TaskDetailSerializer, 202: TaskDetailSerializer, **error_responses(403, 404, 409)},
+    )
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, task_id: str) -> Response:
+        task = self.get_object()
+        try:
+            done = task.cancel(actor=actor_of(request))
+        except (IllegalTransition, StaleState) as error:
+            task.refresh_from_db()
+            if task.is_terminal:
+                raise Conflict(f"Task {task.task_id} is already {task.state}.") from error
+            raise Conflict(f"Task {task.task_id} changed state; try again.") from error
+        code = status.HTTP_200_OK if done else status.HTTP_202_ACCEPTED
+        return Response(TaskDetailSerializer(task).data, status=code)
+
+    def _attempt(self, task: Task, number: int | None) -> Attempt | None:
+        attempts = task.attempts.order_by("-attempt_no")
+        if number is None:
+            return attempts.first()
+        attempt = attempts.filter(attempt_no=number).first()
+        if attempt is None:
+            raise exceptions.NotFound(f"Task {task.task_id} has no attempt {number}.")
+        return attempt
+
+    @extend_schema(
+        summary="The driver log of an attempt (text/plain)",
+        description="From driver.log on shared storage, so it works after Ray forgot the job. "
+        "`tail=N` gives the last N lines; `follow=1` streams new lines until the attempt ends.",
+        parameters=[LogQuery],
+        responses={(200, "text/plain"): OpenApiTypes.STR, **ERRORS},
+    )
+    @action(detail=True, methods=["get"], filterset_class=None)
+    def logs(self, request: Request, task_id: str) -> HttpResponseBase:
+        query = parse_query(LogQuery, request)
+        task = self.get_object()
+        attempt = self._attempt(task, query.get("attempt"))
+        if attempt is None:
+            return HttpResponse(b"", content_type=TEXT)
+        path = attempt_log(task, attempt)
+        tail = query.get("tail")
+        if not query["follow"]:
+            if tail is not None:
+                return HttpResponse(tail_lines(path, tail), content_type=TEXT)
+            return StreamingHttpResponse(read_all(path), content_type=TEXT)
+        start = path.stat().st_size if path.exists() else 0
+        head = tail_lines(path, tail if tail is not None else 100)
+        start -= len(head)
+
+        def ended() -> bool:
+            return Attempt.objects.filter(pk=attempt.pk).exclude(end_time=None).exists() or (
+                Task.objects.filter(pk=task.pk, state__in=TERMINAL_STATES).exists()
+            )
+
+        response = StreamingHttpResponse(follow(path, start=max(0, start), finished=ended), content_type=TEXT)
+        response["X-Accel-Buffering"] = "no"  # nginx: pass lines through as they come
+        response["Cache-Control"] = "no-cache"
+        return response
+
+    @extend_schema(
+        summary="Training curves of the task, across its attempts, or of one attempt",
+        description="Parsed from verl's `step:N - key:value` lines in the driver logs. By default the "
+        "curves run across all attempts (`attempt` is null): a step logged by several attempts counts "
+        "once, the latest attempt's values win, and `attempts` says where each attempt ran and the "
+        "checkpoint step it resumed from. `attempt=N` gives that attempt's own curves.",
+        parameters=[MetricsQuery],
+        responses={200: MetricsSerializer, **ERRORS},
+    )
+    @action(detail=True, methods=["get"], filterset_class=None)
+    def metrics(self, request: Request, task_id: str) -> Response:
+        query = parse_query(MetricsQuery, request)
+        task = self.get_object()
+        number = query.get("attempt")
+        chosen = self._attempt(task, number) if number is not None else None
+        attempts = [chosen] if chosen else list(task.attempts.order_by("attempt_no"))
+        # Each driver.log is read once, in chunks: they can be gigabytes.
+        merged = merge_attempts(
+            AttemptCurves(attempt.attempt_no, attempt.resumed_from_step, parse_log(attempt_log(task, attempt)))
+            for attempt in attempts
+        )
+        body = {"attempt": number, **merged.to_json()}
+        if body["total_steps"] is None:
+            body["total_steps"] = task.spec.get("total_training_steps")
+        return Response(body)
+
+    @extend_schema(
+        summary="Requeue a failed or canceled task (admins)",
+        request=None,
+        responses={200: TaskDetailSerializer, **error_responses(403, 404, 409)},
+    )
+    @action(detail=True, methods=["post"], permission_classes=[IsAdminUser])
+    def requeue(self, request: Request, task_id: str) -> Response:
+        task = self.get_object()
+        try:
+            task.requeue(actor=actor_of(request))
+        except (IllegalTransition, StaleState) as error:
+            raise Conflict(f"Task {task.task_id} is {task.state}; only FAILED or CANCELED can be requeued.") from error
+        return Response(TaskDetailSerializer(task).data)

@@ -1,0 +1,138 @@
+"""The queue as users read it (GET /api/v2/queue, /api/v2/queue/shares and the queue page): tasks
+on Ray, then the waiting ones in the scheduler's order (tasks.scheduler.queue_order), each with its
+estimated start, its owner's fair share and a note in words; and the fair-share table.
+
+One read of the queue's tasks and one of the shares per request, whatever the page: the order is
+the scheduler's, computed in Python over every waiting task, so it cannot be paged in SQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+
+from accounts.limits import limits_by_user
+from tasks.models import ACTIVE_STATES, WAITING_STATES, Task
+from tasks.queue.notes import Placed, note
+from tasks.scheduler.queue_order import in_order
+from tasks.scheduler.usage import Share
+
+# What the rows read of a task: not its spec, which may be large.
+ROW_FIELDS = (
+    "pk",
+    "task_id",
+    "user__username",
+    "state",
+    "nnodes",
+    "n_gpus_per_node",
+    "priority",
+    "priority_rank",
+    "preemptible",
+    "pending_reason",
+    "next_run_at",
+    "estimated_start_at",
+    "cancel_requested_at",
+    "created_at",
+)
+
+
+def waiting_reason(task: Task) -> str:
+    """Why a waiting or running task is where it is, in words."""
+    if task.state in ACTIVE_STATES:
+        return "stop requested" if task.cancel_requested_at else f"{task.state.lower()} on Ray"
+    return task.pending_reason or "waiting for the scheduler"
+
+
+@dataclass(frozen=True)
+class Queue:
+    """The queue now: ``tasks`` on Ray first (``on_ray`` of them), then the waiting in order."""
+
+    tasks: list[Task]
+    on_ray: int
+    shares: dict[str, Share]  # every owner of a task here, and every user with usage
+    now: datetime
+
+    @property
+    def waiting(self) -> list[Task]:
+        return self.tasks[self.on_ray :]
+
+
+def current_queue(now: datetime | None = None) -> Queue:
+    now = now or timezone.now()
+    tasks = list(
+        Task.objects.filter(state__in=[*ACTIVE_STATES, *WAITING_STATES])
+        .select_related("user")
+        .only(*ROW_FIELDS)
+        .order_by("-priority_rank", "created_at", "id")
+    )
+    on_ray = [task for task in tasks if task.state in ACTIVE_STATES]
+    waiting, shares = in_order([task for task in tasks if task.state in WAITING_STATES], now)
+    missing = {task.user_id: task.user.username for task in on_ray if task.user.username not in shares}
+    if missing:
+        # Only tasks on Ray and nothing charged yet: no usage, so a factor of 1 whatever the
+        # others' (tasks.scheduler.fairshare.factors); only the weight is to be looked up.
+        for user_id, limits in limits_by_user(missing).items():
+            shares[missing[user_id]] = Share(missing[user_id], 0.0, limits.weight, 1.0)
+    return Queue([*on_ray, *waiting], len(on_ray), shares, now)
+
+
+def queue_entries(queue: Queue, page: Iterable[Task], viewer: Any, *, offset: int = 0) -> list[dict[str, Any]]:
+    """Rows of ``page`` (``queue.tasks[offset:]`` onwards) as ``viewer`` may see them: another
+    user's task keeps its place, size and note but not its id nor its owner."""
+    placed = [_placed(task) for task in queue.waiting]
+    rows = []
+    for index, task in enumerate(page, start=offset):
+        mine = viewer.is_staff or task.user_id == viewer.pk
+        waiting = index >= queue.on_ray
+        owner = task.user.username
+        rows.append(
+            {
+                "position": index - queue.on_ray + 1 if waiting else None,
+                "task_id": task.task_id if mine else None,
+                "user": owner if mine else None,
+                "state": task.state,
+                "priority": task.priority,
+                "preemptible": task.preemptible,
+                "nnodes": task.nnodes,
+                "n_gpus_per_node": task.n_gpus_per_node,
+                "gpus": task.total_gpus,
+                "reason": waiting_reason(task),
+                "note": note(placed, index - queue.on_ray, viewer.username, queue.now) if waiting else "",
+                "estimated_start_at": task.estimated_start_at if waiting else None,
+                "share": round(queue.shares[owner].factor, 3),
+                "created_at": task.created_at,
+                "next_run_at": task.next_run_at,
+            }
+        )
+    return rows
+
+
+def share_rows(queue: Queue) -> list[dict[str, Any]]:
+    """The fair-share table: every user with usage or a task in the queue, in the order fair
+    share favours them (the lightest first)."""
+    running: dict[str, int] = {}
+    waiting: dict[str, int] = {}
+    for task in queue.tasks[: queue.on_ray]:
+        running[task.user.username] = running.get(task.user.username, 0) + task.total_gpus
+    for task in queue.waiting:
+        waiting[task.user.username] = waiting.get(task.user.username, 0) + 1
+    rows = [
+        {
+            "user": share.user,
+            "gpu_hours": round(share.gpu_hours, 3),
+            "weight": share.weight,
+            "share": round(share.factor, 3),
+            "running_gpus": running.get(share.user, 0),
+            "waiting_tasks": waiting.get(share.user, 0),
+        }
+        for share in queue.shares.values()
+    ]
+    return sorted(rows, key=lambda row: (-row["share"], row["user"]))
+
+
+def _placed(task: Task) -> Placed:
+    return Placed(task.user.username, task.priority_rank, task.created_at, task.estimated_start_at)

@@ -1,0 +1,97 @@
+"""verl command lines for resolved specs (SPEC §3).
+
+The argv is a list, never a shell string, for basic specs: every value was validated by
+`tasks.specs.parse` and reaches verl's Hydra parser unchanged. An advanced spec is the user's own
+shell command, already checked and macro-expanded, run by bash.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from accounts.homes import home_dir
+from tasks.models import TaskKind, Workload
+from tasks.specs.paths import expand_checkpoint_macro
+
+# The task's checkpoint folder, exported to advanced commands (they pass it to verl themselves).
+CHECKPOINT_ENV = "ARGUS_CHECKPOINT_DIR"
+PPO_MODULE = "verl.trainer.main_ppo"
+SFT_MODULE = "verl.trainer.sft_trainer_ray"
+
+
+def build_argv(resolved: dict[str, Any], *, username: str, checkpoint_dir: Path) -> list[str]:
+    """The argv that runs ``resolved`` (from ParsedSpec.resolved), checkpointing in
+    ``checkpoint_dir``: the task's own folder, shared by its attempts, so that each retry
+    resumes from the last checkpoint (verl's ``resume_mode=auto``).
+
+    Advanced: ``["env", "ARGUS_CHECKPOINT_DIR=<checkpoint_dir>", "bash", "-c", <command>]`` (not a
+    login shell: /etc/profile would reset PATH, and the node's python3 is found through it), the
+    folder written into the command for ``$ARGUS_CHECKPOINT_DIR`` (tasks.specs.paths), so that
+    ``trainer.default_local_dir=$ARGUS_CHECKPOINT_DIR`` resumes, quoted or not.
+
+    PPO and GRPO (`verl.trainer.main_ppo`; GRPO is PPO's trainer with the GRPO estimator and
+    no critic)::
+
+        python3 -m verl.trainer.main_ppo
+          data.train_files=<train_file> data.val_files=<val_file>
+          actor_rollout_ref.model.path=<model_id>
+          critic.model.path=<model_id>                  (PPO only)
+          algorithm.adv_estimator=grpo                  (GRPO only)
+          trainer.nnodes=<nnodes> trainer.n_gpus_per_node=<n_gpus_per_node>
+          trainer.total_epochs=<total_epochs>
+          trainer.total_training_steps=<steps>          (only when set)
+          trainer.save_freq=<save_freq> trainer.test_freq=<test_freq>
+          trainer.default_local_dir=<checkpoint_dir> trainer.resume_mode=auto
+          trainer.logger=['console']
+
+    SFT (`verl.trainer.sft_trainer_ray`, config `sft_trainer_engine`, whose model group is
+    verl's `hf_model` with the weights at `model.path`)::
+
+        python3 -m verl.trainer.sft_trainer_ray
+          data.train_files=<train_file> data.val_files=<val_file>
+          model.path=<model_id>
+          trainer.nnodes=<nnodes> trainer.n_gpus_per_node=<n_gpus_per_node>
+          trainer.total_epochs=<total_epochs>
+          trainer.total_training_steps=<steps>          (only when set)
+          trainer.save_freq=<save_freq> trainer.test_freq=<test_freq>
+          trainer.default_local_dir=<checkpoint_dir> trainer.resume_mode=auto
+          trainer.logger=['console']
+
+    ``checkpoint_dir`` must lie in ``username``'s jobs directory: outputs never go anywhere else,
+    and a caller mixing up users gets a ValueError rather than checkpoints in someone else's home.
+    """
+    jobs = home_dir(username) / "jobs"
+    if ".." in Path(checkpoint_dir).parts or jobs not in Path(checkpoint_dir).parents:
+        raise ValueError(f"{checkpoint_dir} is not in a job directory of {username} (under {jobs})")
+    if resolved["kind"] == TaskKind.ADVANCED:
+        command = expand_checkpoint_macro(resolved["command"], checkpoint_dir)
+        return ["env", f"{CHECKPOINT_ENV}={checkpoint_dir}", "bash", "-c", command]
+
+    workload = resolved["workload"]
+    model = resolved["model_id"]
+    argv = ["python3", "-m", SFT_MODULE if workload == Workload.SFT else PPO_MODULE]
+    argv += [f"data.train_files={resolved['train_file']}", f"data.val_files={resolved['val_file']}"]
+    if workload == Workload.SFT:
+        argv.append(f"model.path={model}")
+    else:
+        argv.append(f"actor_rollout_ref.model.path={model}")
+        if workload == Workload.PPO:
+            argv.append(f"critic.model.path={model}")
+        else:
+            argv.append("algorithm.adv_estimator=grpo")
+    argv += [
+        f"trainer.nnodes={resolved['nnodes']}",
+        f"trainer.n_gpus_per_node={resolved['n_gpus_per_node']}",
+        f"trainer.total_epochs={resolved['total_epochs']}",
+    ]
+    if resolved.get("total_training_steps") is not None:
+        argv.append(f"trainer.total_training_steps={resolved['total_training_steps']}")
+    argv += [
+        f"trainer.save_freq={resolved['save_freq']}",
+        f"trainer.test_freq={resolved['test_freq']}",
+        f"trainer.default_local_dir={checkpoint_dir}",
+        "trainer.resume_mode=auto",
+        "trainer.logger=['console']",
+    ]
+    return argv

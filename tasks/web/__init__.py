@@ -1,0 +1,1 @@
+"""The tasks pages: views, and the context every page gets."""

@@ -1,0 +1,265 @@
+"""The task pages: the list, the new-task form, a task (with cancel), the queue and the cluster.
+
+Live parts: htmx polls the page's own URL and gets back only the part that changes (the
+``_*_live.html`` templates; static/js/live.js skips a swap that would change nothing). The log
+and the curves are read from the task API by static/js/task.js. Nothing here waits on Ray: the
+queue and the cluster are what the scheduler last recorded (tasks.api.cluster).
+"""
+
+from __future__ import annotations
+
+import shlex
+from datetime import timedelta
+from typing import Any
+
+import yaml
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.utils.cache import patch_vary_headers
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_POST
+
+from accounts.homes import home_dir, shared_root
+from tasks.api.cluster import cluster_summary
+from tasks.api.filters import TaskFilter
+from tasks.jobfiles import resolved_spec
+from tasks.models import (
+    ACTIVE_STATES,
+    WAITING_STATES,
+    Attempt,
+    ClusterState,
+    IllegalTransition,
+    StaleState,
+    Task,
+    TaskState,
+)
+from tasks.queue.read import current_queue, queue_entries, share_rows, waiting_reason
+from tasks.specs.parse import SPEC_KEYS, SpecError
+from tasks.submit import PriorityNotAllowed, QuotaError, submit_spec
+
+TASKS_PER_PAGE = 25
+QUEUE_PER_PAGE = 50
+EVENTS_SHOWN = 100
+# Idle, the scheduler still looks at Ray once a minute (its safety-net schedule): a last look
+# older than this means it is not running at all.
+SCHEDULER_SILENT_AFTER = timedelta(minutes=3)
+# Under this many seconds left, the time left stands out: time to look at the checkpoints.
+TIME_LEFT_LOW = 15 * 60
+# The buttons of the new-task form, each filling templates/tasks/specs/<key>.yaml.
+SPEC_TEMPLATES = [("ppo", "PPO"), ("grpo", "GRPO"), ("sft", "SFT"), ("advanced", "Advanced")]
+
+
+def _actor(request: HttpRequest) -> str:
+    """Who caused an event, for the task's trail: ``web:alice``."""
+    return f"web:{request.user.username}"
+
+
+def _page_or_part(request: HttpRequest, page: str, part: str, context: dict[str, Any]) -> HttpResponse:
+    """The whole page, or only its live part when htmx polls for it."""
+    response = render(request, part if request.headers.get("HX-Request") else page, context)
+    # Same URL, two bodies: no cache may hand the part to a plain visit (the back button).
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
+def _ray() -> dict[str, Any]:
+    """What the pages say about Ray: the cluster API's summary, and whether the scheduler's last
+    look is too old to trust (it is not running)."""
+    summary = cluster_summary()
+    checked = summary["checked_at"]
+    summary["silent"] = checked is None or timezone.now() - checked > SCHEDULER_SILENT_AFTER
+    return summary
+
+
+def _own_task(request: HttpRequest, task_id: str) -> Task:
+    """The task, when the user may see it; another user's task is a 404, as in the API."""
+    queryset = Task.objects.visible_to(request.user).select_related("user")
+    return get_object_or_404(queryset, task_id=task_id)
+
+
+@never_cache
+@login_required
+def task_list_view(request: HttpRequest) -> HttpResponse:
+    visible = Task.objects.visible_to(request.user).select_related("user")
+    tasks = TaskFilter(request.GET, queryset=visible).qs
+    page = Paginator(tasks, TASKS_PER_PAGE).get_page(request.GET.get("page"))
+    for task in page:
+        task.reason = waiting_reason(task) if task.state in (*WAITING_STATES, *ACTIVE_STATES) else ""
+    counts = dict(visible.order_by().values_list("state").annotate(n=Count("id")))
+    context = {
+        "page": page,
+        "selected": request.GET.getlist("state"),
+        # Only the states there are tasks in, in the state machine's order.
+        "state_counts": [(state, counts[state]) for state in TaskState.values if state in counts],
+        "total": sum(counts.values()),
+        "show_user": request.user.is_staff,
+        "ray": _ray(),
+    }
+    return _page_or_part(request, "tasks/list.html", "tasks/_list_live.html", context)
+
+
+@login_required
+def task_new_view(request: HttpRequest) -> HttpResponse:
+    text, errors, refusal, status = "", {}, "", 200
+    if request.method == "POST":
+        # Browsers send a textarea's line breaks as CRLF; an advanced command must not hold a \r.
+        text = request.POST.get("spec", "").replace("\r\n", "\n")
+        try:
+            task = submit_spec(request.user, text, actor=_actor(request))
+        except SpecError as error:
+            errors = error.fields
+            status = 413 if error.code == "too_large" else 400
+        except QuotaError as error:
+            # The spec is fine: it stays in the form, to submit once a task of theirs has started.
+            refusal, status = str(error), 429
+        except PriorityNotAllowed as error:
+            # The spec stays in the form too: with priority: normal it can go as it is.
+            refusal, status = str(error), 403
+        else:
+            messages.success(request, f"Task {task.task_id} is queued.")
+            for warning in task.warnings:
+                messages.warning(request, warning)
+            return redirect("task-detail", task_id=task.task_id)
+    elif "from" in request.GET:
+        # "Copy to a new task" on a task's page: its spec as it was sent, to edit and submit.
+        source = Task.objects.visible_to(request.user).filter(task_id=request.GET["from"]).first()
+        text = source.spec_raw if source else ""
+    root = shared_root()
+    context = {
+        "spec": text,
+        "errors": errors,
+        "refusal": refusal,
+        "templates": SPEC_TEMPLATES,
+        "spec_keys": SPEC_KEYS,
+        "home": home_dir(request.user.username),
+        "datasets": root / "datasets",
+        "hf": root / "hf",
+        "ray": _ray(),
+    }
+    return render(request, "tasks/new.html", context, status=status)
+
+
+def _shell_word(arg: str) -> str:
+    """``arg`` quoted for a shell, readably: Hydra lists such as ``trainer.logger=['console']``
+    in double quotes rather than shlex's ``'"'"'`` dance."""
+    if "'" in arg and not any(char in arg for char in '"\\$`'):
+        return f'"{arg}"'
+    return shlex.quote(arg)
+
+
+def _spec_as_run(task: Task) -> dict[str, str]:
+    """The resolved spec as YAML, and the command Ray runs as one would type it."""
+    resolved = resolved_spec(task)
+    argv = resolved.pop("argv")
+    if argv[:2] == ["bash", "-c"]:
+        # An advanced spec: its command, shown once, as its author wrote it (macros expanded).
+        command = resolved.pop("command")
+    else:
+        # `python3 -m <module>` on the first line, then one override a line.
+        command = " \\\n    ".join([" ".join(argv[:3]), *map(_shell_word, argv[3:])])
+    return {"command": command, "resolved": yaml.safe_dump(resolved, sort_keys=False, allow_unicode=True, width=120)}
+
+
+def _span(seconds: int) -> str:
+    """A time limit or what is left of it, in words: ``2 h``, ``1 h 12 min``, ``10 min``, ``45 s``."""
+    if seconds < 60:
+        return f"{seconds} s"
+    hours, minutes = divmod(seconds // 60, 60)
+    return " ".join(part for part in (f"{hours} h" if hours else "", f"{minutes} min" if minutes else "") if part)
+
+
+def _time_left(task: Task, latest: Attempt | None) -> dict[str, Any] | None:
+    """What the status says of the running attempt's time limit; None when nothing counts down."""
+    left = task.time_left_s(latest, timezone.now())
+    if left is None:
+        return None
+    # Minutes only: the status is polled every few seconds and should read the same until a
+    # minute has passed (static/js/live.js then leaves it alone).
+    words = "under a minute" if left < 60 else _span(left - left % 60)
+    return {"words": words, "low": left < TIME_LEFT_LOW}
+
+
+@never_cache
+@login_required
+def task_detail_view(request: HttpRequest, task_id: str) -> HttpResponse:
+    task = _own_task(request, task_id)
+    attempts = list(task.attempts.order_by("attempt_no"))
+    # Node names only when some attempt has been placed: one query, not one per attempt.
+    ips = ClusterState.ips() if any(a.nodes or a.node_id for a in attempts) else {}
+    events = list(task.events.select_related("attempt").order_by("-created_at", "-id")[:EVENTS_SHOWN])[::-1]
+    context: dict[str, Any] = {
+        "task": task,
+        "attempts": attempts,
+        # (attempt, how it started) for the attempts table.
+        "attempt_rows": [(attempt, attempt.resume_words, attempt.where(ips)) for attempt in attempts],
+        "time_limit": _span(task.time_limit_s) if task.time_limit_s else "",
+        "time_left": _time_left(task, attempts[-1] if attempts else None),
+        "events": events,
+        "event_count": task.events.count() if len(events) == EVENTS_SHOWN else len(events),
+        "waiting": task.state in WAITING_STATES,
+        "on_ray": task.state in ACTIVE_STATES,
+    }
+    if not request.headers.get("HX-Request"):
+        context.update(_spec_as_run(task), ray=_ray())
+    return _page_or_part(request, "tasks/detail.html", "tasks/_detail_live.html", context)
+
+
+@login_required
+@require_POST
+def task_cancel_view(request: HttpRequest, task_id: str) -> HttpResponse:
+    task = _own_task(request, task_id)
+    try:
+        canceled_now = task.cancel(actor=_actor(request))
+    except (IllegalTransition, StaleState):
+        task.refresh_from_db()
+        if task.is_terminal:
+            finished = TaskState(task.state).label.lower()
+            messages.info(request, f"Task {task.task_id} had already finished ({finished}): nothing to cancel.")
+        else:
+            messages.error(request, f"Task {task.task_id} changed state just then; look again and retry.")
+    else:
+        if canceled_now:
+            messages.success(request, f"Task {task.task_id} is canceled.")
+        else:
+            messages.success(
+                request, f"Stop requested: task {task.task_id} becomes Canceled once Ray reports its job stopped."
+            )
+    return redirect("task-detail", task_id=task.task_id)
+
+
+@never_cache
+@login_required
+def queue_view(request: HttpRequest) -> HttpResponse:
+    queue = current_queue()
+    page = Paginator(queue.tasks, QUEUE_PER_PAGE).get_page(request.GET.get("page"))
+    context = {
+        "page": page,
+        "rows": queue_entries(queue, page.object_list, request.user, offset=max(page.start_index() - 1, 0)),
+        "waiting": len(queue.waiting),
+        "on_ray": queue.on_ray,
+        "shares": share_rows(queue),
+        "fair_share": {
+            "window": _span(settings.ARGUS_FAIR_SHARE_WINDOW) if settings.ARGUS_FAIR_SHARE_WINDOW else "",
+            "half_life": _span(int(settings.ARGUS_FAIR_SHARE_HALF_LIFE_H * 3600)),
+        },
+        "ray": _ray(),
+    }
+    return _page_or_part(request, "tasks/queue.html", "tasks/_queue_live.html", context)
+
+
+@never_cache
+@login_required
+def cluster_view(request: HttpRequest) -> HttpResponse:
+    ray = _ray()
+    # The head first, then the workers by address; the dead last.
+    nodes = sorted(
+        ray["nodes"], key=lambda node: (not node.get("alive"), not node.get("is_head"), node.get("ip") or "")
+    )
+    context = {"ray": ray, "nodes": nodes, "workers": sum(1 for n in nodes if n.get("is_worker") and n.get("alive"))}
+    return _page_or_part(request, "tasks/cluster.html", "tasks/_cluster_live.html", context)

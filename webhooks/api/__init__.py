@@ -1,0 +1,1 @@
+"""The webhooks API (/api/v2/me/webhooks): views, serializers, urls."""

@@ -1,0 +1,1 @@
+"""The webhook panel of the account page."""
