@@ -107,17 +107,14 @@ def main() -> int:
         from tasks.models import Task, TaskState
         from tasks.scheduler.tick import tick
         from tasks.specs.parse import parse_spec
+        from tasks.submit import create_task
         from tests.scheduler.conftest import standin_spec
 
         print(f"bench dir {bench.dir}; {machine_note()}", flush=True)
 
         user, _ = make_user("alice")
         tasks = [
-            Task.create_from_spec(
-                user=user,
-                parsed=parse_spec(standin_spec(gpus=1, steps=100000, step_s=1), username="alice"),
-                actor="bench",
-            )
+            create_task(user, parse_spec(standin_spec(gpus=1, steps=100000, step_s=1), username="alice"), "bench")
             for _ in range(args.live)
         ]
         wait_for(

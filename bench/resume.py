@@ -43,7 +43,8 @@ class Run:
 
 
 def logged_steps(path: str) -> set[int]:
-    from tasks.logs.driverlog import METRICS, clean_lines
+    from tasks.logs.driverlog import METRICS
+    from tasks.logs.lines import clean_lines
 
     text = Path(path).read_text(errors="replace") if Path(path).exists() else ""
     return {int(m["step"]) for line in clean_lines(text) if (m := METRICS.match(line))}
@@ -58,11 +59,12 @@ def tick_until(predicate, timeout: float, what: str):
 def one_run(user, client, save_freq: int, steps: int, stop_at: int) -> Run:
     from ray.job_submission import JobStatus
 
-    from tasks.models import Task, TaskState
+    from tasks.models import TaskState
     from tasks.specs.parse import parse_spec
+    from tasks.submit import create_task
 
     spec = PPO_SPEC + f"total_training_steps: {steps}\nsave_freq: {save_freq}\nmax_retries: 1\n"
-    task = Task.create_from_spec(user=user, parsed=parse_spec(spec, username=user.username), actor="bench")
+    task = create_task(user, parse_spec(spec, username=user.username), "bench")
 
     def state() -> str:
         task.refresh_from_db()

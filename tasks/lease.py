@@ -8,6 +8,7 @@ ticks through here without loading Ray.
 from __future__ import annotations
 
 import uuid
+from contextvars import ContextVar
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -15,7 +16,42 @@ from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from tasks.models import TICK_LEASE, Lease
+
+class LeaseLost(Exception):
+    """Another scheduler holds the tick lease now: this one must stop at once."""
+
+
+TICK_LEASE = "tick"
+# The holder of the tick lease while it ticks (set by tasks.scheduler.loop): the scheduler's
+# moves and its usage charges are fenced by it, so a scheduler that overran its lease (a slow
+# shared filesystem) never writes over the one that took over.
+LEASE_FENCE: ContextVar[str | None] = ContextVar("argus_lease_fence", default=None)
+
+
+def check_fence() -> None:
+    """Inside a transaction: raise LeaseLost unless this process's tick still holds the lease.
+    The lease row is locked until the transaction ends (PostgreSQL; SQLite's IMMEDIATE
+    transactions serialize writers already), so no claim can slip in between."""
+    holder = LEASE_FENCE.get()
+    if holder is None:
+        return  # not a fenced tick (tests, commands)
+    held = Lease.objects.select_for_update().filter(name=TICK_LEASE, holder=holder, expires_at__gt=timezone.now())
+    if not held.values_list("pk", flat=True).first():
+        raise LeaseLost(f"the tick lease is no longer held by {holder}")
+
+
+class Lease(models.Model):
+    """A named lease, claimed by a conditional UPDATE so that one holder runs at a time
+    (``select_for_update`` does nothing on SQLite)."""
+
+    name = models.CharField(max_length=40, unique=True)
+    holder = models.CharField(max_length=80, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    # Set by whoever wanted a tick while the lease was held: the holder runs one more.
+    requested_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} held by {self.holder or 'nobody'}"
 
 
 def tick_lease() -> models.QuerySet[Lease]:

@@ -4,136 +4,41 @@ from __future__ import annotations
 
 import re
 import secrets
-from contextvars import ContextVar
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
-# Its own module (the pause is no part of a task's life); imported here so that Django finds
-# it, and so that `from tasks.models import AdmissionControl` works like every other model.
+# The choices and the lease have modules of their own, below this one (the specs read the
+# choices; the lease is what the pause and every model change ask for a tick through); the pause
+# and the lease's model are imported here so that Django finds them, and so that
+# `from tasks.models import …` works for every model and choice.
+from tasks.choices import (
+    ACTIVE_STATES,
+    MOVES,
+    NOT_WHILE_CANCELING,
+    PRIORITY_RANK,
+    TERMINAL_STATES,
+    WAITING_STATES,
+    EventKind,
+    FailureKind,
+    Priority,
+    Role,
+    TaskKind,
+    TaskState,
+    Workload,
+)
+from tasks.lease import (  # noqa: F401 (re-exported, and Django finds the Lease model here)
+    LEASE_FENCE,
+    TICK_LEASE,
+    Lease,
+    LeaseLost,
+    check_fence,
+    request_tick,
+)
 from tasks.pause import AdmissionControl as AdmissionControl
-
-if TYPE_CHECKING:
-    from tasks.specs.parse import ParsedSpec
-
-
-class TaskState(models.TextChoices):
-    QUEUED = "QUEUED"
-    PENDING_RESOURCES = "PENDING_RESOURCES"
-    SUBMITTING = "SUBMITTING"
-    SUBMITTED = "SUBMITTED"
-    RUNNING = "RUNNING"
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
-    CANCELED = "CANCELED"
-
-
-S = TaskState
-WAITING_STATES = (S.QUEUED, S.PENDING_RESOURCES)
-ACTIVE_STATES = (S.SUBMITTING, S.SUBMITTED, S.RUNNING)
-TERMINAL_STATES = (S.SUCCEEDED, S.FAILED, S.CANCELED)
-
-
-class Role(models.TextChoices):
-    """Who makes a move: the scheduler follows Ray; people act through the API, the web UI and
-    the admin site."""
-
-    SCHEDULER = "scheduler"
-    PERSON = "person"
-
-
-# Every legal move of the state machine, by who may make it. Anything else is refused: a
-# person can requeue only what has ended, since requeuing an active task would start a second
-# attempt while the first Ray job runs on with nobody following it.
-MOVES: dict[str, dict[str, frozenset[str]]] = {
-    Role.SCHEDULER: {
-        # FAILED from a waiting state: a task the scheduler cannot handle at all (see tick.py).
-        S.QUEUED: frozenset({S.PENDING_RESOURCES, S.SUBMITTING, S.CANCELED, S.FAILED}),
-        S.PENDING_RESOURCES: frozenset({S.QUEUED, S.SUBMITTING, S.CANCELED, S.FAILED}),
-        # Back to QUEUED / PENDING_RESOURCES: a retry, a lost job, a storage hiccup.
-        S.SUBMITTING: frozenset(
-            {S.SUBMITTED, S.QUEUED, S.PENDING_RESOURCES, S.FAILED, S.CANCELED, S.RUNNING, S.SUCCEEDED}
-        ),
-        S.SUBMITTED: frozenset({S.RUNNING, S.SUCCEEDED, S.FAILED, S.CANCELED, S.PENDING_RESOURCES, S.QUEUED}),
-        S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.CANCELED, S.PENDING_RESOURCES, S.QUEUED}),
-        S.SUCCEEDED: frozenset(),
-        S.FAILED: frozenset(),
-        S.CANCELED: frozenset(),
-    },
-    Role.PERSON: {
-        # Cancel what has not reached Ray; an active task is stopped through cancel_requested_at.
-        S.QUEUED: frozenset({S.CANCELED}),
-        S.PENDING_RESOURCES: frozenset({S.CANCELED}),
-        # Requeue what has ended (not SUCCEEDED: submit it again instead).
-        S.FAILED: frozenset({S.QUEUED}),
-        S.CANCELED: frozenset({S.QUEUED}),
-    },
-}
-# The scheduler's moves that start or schedule more work: refused while a cancel is pending,
-# in the same conditional UPDATE, so that a cancel landing mid-tick is never lost.
-NOT_WHILE_CANCELING = frozenset({S.QUEUED, S.PENDING_RESOURCES, S.SUBMITTING})
-
-
-class Workload(models.TextChoices):
-    PPO = "ppo"
-    GRPO = "grpo"
-    SFT = "sft"
-
-
-class TaskKind(models.TextChoices):
-    BASIC = "basic"
-    ADVANCED = "advanced"
-
-
-class Priority(models.TextChoices):
-    NORMAL = "normal"
-    HIGH = "high"
-
-
-PRIORITY_RANK = {Priority.NORMAL: 0, Priority.HIGH: 10}
-
-
-class FailureKind(models.TextChoices):
-    INSUFFICIENT_RESOURCES = "INSUFFICIENT_RESOURCES"
-    LOST = "LOST"
-    USER_ERROR = "USER_ERROR"
-    RUNTIME_ERROR = "RUNTIME_ERROR"
-    UNKNOWN = "UNKNOWN"
-    # The job folder could not be written: storage is unwell, the task waits and retries.
-    STORAGE_ERROR = "STORAGE_ERROR"
-    # Stopped by Argus: the task's time limit passed (not retried).
-    TIME_LIMIT = "TIME_LIMIT"
-    # Stopped by Argus: the driver log stayed silent past the stall timeout (max_retries applies).
-    STALLED = "STALLED"
-    # Stopped by Argus to make room for a task of higher priority: back to the queue in its
-    # place, resumed from its checkpoint (not counted against max_retries).
-    PREEMPTED = "PREEMPTED"
-    # A node it ran on died (Ray's error_type, a node-died exception, a node Ray marks dead): back
-    # to the queue in its place, resumed from its checkpoint; bounded by ARGUS_NODE_FAILURE_RETRIES,
-    # not by max_retries.
-    NODE_FAILURE = "NODE_FAILURE"
-    # The job exited 0 below the run's total steps (verl#7401): a real failure, max_retries applies.
-    INCOMPLETE = "INCOMPLETE"
-
-
-class EventKind(models.TextChoices):
-    CREATED = "CREATED"
-    STATE_TRANSITION = "STATE_TRANSITION"
-    SUBMIT = "SUBMIT"
-    SUBMIT_FAILED = "SUBMIT_FAILED"
-    RAY_STATUS_SYNC = "RAY_STATUS_SYNC"
-    RETRY_SCHEDULED = "RETRY_SCHEDULED"
-    CANCEL_REQUESTED = "CANCEL_REQUESTED"
-    STOP_REQUESTED = "STOP_REQUESTED"
-    # The scheduler's step for this task raised: recorded, and after a few the task fails.
-    SCHEDULER_ERROR = "SCHEDULER_ERROR"
-    # A Ray job of this task that no live attempt follows was stopped.
-    ORPHAN_STOPPED = "ORPHAN_STOPPED"
-    # This preemptible task will be stopped (after its grace) to make room for another.
-    PREEMPTED = "PREEMPTED"
 
 
 class IllegalTransition(Exception):
@@ -146,35 +51,6 @@ class StaleState(Exception):
 
 class CancelPending(StaleState):
     """The scheduler's move would start more work, but a cancel is pending."""
-
-
-class LeaseLost(Exception):
-    """Another scheduler holds the tick lease now: this one must stop at once."""
-
-
-TICK_LEASE = "tick"
-# The holder of the tick lease while it ticks (set by tasks.scheduler.loop): the scheduler's
-# moves and its usage charges are fenced by it, so a scheduler that overran its lease (a slow
-# shared filesystem) never writes over the one that took over.
-LEASE_FENCE: ContextVar[str | None] = ContextVar("argus_lease_fence", default=None)
-
-
-def check_fence() -> None:
-    """Inside a transaction: raise LeaseLost unless this process's tick still holds the lease.
-    The lease row is locked until the transaction ends (PostgreSQL; SQLite's IMMEDIATE
-    transactions serialize writers already), so no claim can slip in between."""
-    holder = LEASE_FENCE.get()
-    if holder is None:
-        return  # not a fenced tick (tests, commands)
-    held = Lease.objects.select_for_update().filter(name=TICK_LEASE, holder=holder, expires_at__gt=timezone.now())
-    if not held.values_list("pk", flat=True).first():
-        raise LeaseLost(f"the tick lease is no longer held by {holder}")
-
-
-def _request_tick() -> None:
-    from tasks.lease import request_tick  # the lease module imports these models
-
-    request_tick()
 
 
 def new_task_id(username: str, workload: str, now: datetime | None = None) -> str:
@@ -285,7 +161,7 @@ class Task(models.Model):
         """Seconds the running ``attempt`` has left under the time limit, which counts from the
         attempt's start on Ray (a retry gets the whole limit again); None when there is no limit
         or nothing runs."""
-        if self.time_limit_s is None or self.state != S.RUNNING:
+        if self.time_limit_s is None or self.state != TaskState.RUNNING:
             return None
         if attempt is None or attempt.start_time is None or attempt.end_time is not None:
             return None
@@ -300,15 +176,11 @@ class Task(models.Model):
                 with transaction.atomic():
                     task.save()
                     task.record(EventKind.CREATED, actor=actor, to_state=task.state, message="Task queued.")
-                _request_tick()
+                request_tick()
                 return task
             except IntegrityError:
                 continue  # the 4 hex digits collided within the same second: draw again
         raise IntegrityError("could not draw a unique task id")
-
-    @classmethod
-    def create_from_spec(cls, *, user: Any, parsed: ParsedSpec, actor: str) -> Task:
-        return cls.create(user=user, actor=actor, **parsed.model_fields())
 
     def record(
         self,
@@ -395,7 +267,7 @@ class Task(models.Model):
                 raise IllegalTransition(f"{self.task_id} is already {self.state}")
             if self.state in WAITING_STATES:
                 try:
-                    self.transition(S.CANCELED, actor=actor, message="Canceled before it reached Ray.")
+                    self.transition(TaskState.CANCELED, actor=actor, message="Canceled before it reached Ray.")
                     return True
                 except StaleState:
                     self.refresh_from_db()
@@ -410,7 +282,7 @@ class Task(models.Model):
                         actor=actor,
                         message="Cancel requested; the Ray job will be stopped.",
                     )
-                    _request_tick()
+                    request_tick()
             self.refresh_from_db()
             if first or self.cancel_requested_at is not None:
                 return False
@@ -419,7 +291,7 @@ class Task(models.Model):
     def requeue(self, actor: str) -> None:
         """An operator sends a failed or canceled task back to the queue (a new attempt follows)."""
         self.transition(
-            S.QUEUED,
+            TaskState.QUEUED,
             actor=actor,
             message="Requeued by an operator.",
             finished_at=None,
@@ -427,7 +299,7 @@ class Task(models.Model):
             next_run_at=None,
             error_summary="",
         )
-        _request_tick()
+        request_tick()
 
 
 # The end of every Ray submission id Argus makes (Attempt.submission_id_for).
@@ -576,20 +448,6 @@ class Event(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task_id} {self.kind} {self.from_state}->{self.to_state}"
-
-
-class Lease(models.Model):
-    """A named lease, claimed by a conditional UPDATE so that one holder runs at a time
-    (``select_for_update`` does nothing on SQLite)."""
-
-    name = models.CharField(max_length=40, unique=True)
-    holder = models.CharField(max_length=80, blank=True)
-    expires_at = models.DateTimeField(null=True, blank=True)
-    # Set by whoever wanted a tick while the lease was held: the holder runs one more.
-    requested_at = models.DateTimeField(null=True, blank=True)
-
-    def __str__(self) -> str:
-        return f"{self.name} held by {self.holder or 'nobody'}"
 
 
 class Usage(models.Model):

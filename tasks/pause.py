@@ -8,6 +8,8 @@ import logging
 from django.db import models, transaction
 from django.utils import timezone
 
+from tasks.lease import request_tick
+
 logger = logging.getLogger(__name__)
 
 DEFAULT = "default"
@@ -48,8 +50,6 @@ class AdmissionControl(models.Model):
             if not paused:
                 # The scheduler's run ends when nothing is left to follow, and the periodic
                 # safety net restarts it only each minute: the waiting tasks need not wait.
-                from tasks.lease import request_tick  # the lease module imports the models
-
                 request_tick()
         logger.info("Admission %s by %s%s", "paused" if paused else "resumed", actor, f": {reason}" if paused else "")
         return state

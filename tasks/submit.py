@@ -42,7 +42,7 @@ def submit_spec(user: Any, source: bytes | str | dict, *, actor: str) -> Task:
             raise PriorityNotAllowed(refusal)
     max_queued = limits_for(user).max_queued_tasks
     if not max_queued:
-        return Task.create_from_spec(user=user, parsed=parsed, actor=actor)
+        return create_task(user, parsed, actor)
     return _create_within_quota(user, parsed, actor, max_queued)
 
 
@@ -56,4 +56,10 @@ def _create_within_quota(user: Any, parsed: ParsedSpec, actor: str, max_queued: 
         refusal = queued_limit_error(user.username, max_queued, waiting)
         if refusal:
             raise QuotaError(refusal)
-        return Task.create_from_spec(user=user, parsed=parsed, actor=actor)
+        return create_task(user, parsed, actor)
+
+
+def create_task(user: Any, parsed: ParsedSpec, actor: str) -> Task:
+    """A new task from a spec already checked: its stored fields are the ones the spec table
+    declares (ParsedSpec.model_fields)."""
+    return Task.create(user=user, actor=actor, **parsed.model_fields())

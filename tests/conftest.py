@@ -13,6 +13,7 @@ from accounts.homes import home_dir
 from accounts.limits import set_limits
 from accounts.models import ApiToken
 from tasks.models import Task
+from tasks.submit import create_task
 
 
 @pytest.fixture(autouse=True)
@@ -109,13 +110,13 @@ def datasets(shared_root: Path) -> Path:
 
 @pytest.fixture
 def make_task(datasets: Path) -> Callable[..., Task]:
-    """A task created the way the API creates one: a spec parsed, then Task.create_from_spec."""
+    """A task created the way the API creates one: a spec parsed, then tasks.submit.create_task."""
 
     def make(user: User, spec: str = PPO_SPEC, **changes: object) -> Task:
         from tasks.specs.parse import parse_spec
 
         parsed = parse_spec(spec, username=user.username)
-        task = Task.create_from_spec(user=user, parsed=parsed, actor=f"api:{user.username}")
+        task = create_task(user, parsed, f"api:{user.username}")
         if changes:
             Task.objects.filter(pk=task.pk).update(**changes)
             task.refresh_from_db()

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tasks.scheduler.failures import strip_ansi
+from tasks.logs.lines import strip_ansi
 
 STEP = re.compile(r"(?:^|[\s)])step:(?P<step>\d+)\s+-\s+(?P<rest>.+)$")
 NUMPY_WRAPPED = re.compile(r"^np\.\w+\((?P<value>.*)\)$")

@@ -12,9 +12,7 @@ import os
 import re
 from dataclasses import dataclass
 
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-# Ray prefixes what actors and its monitors print: "(TaskRunner pid=12) ", "(autoscaler +24s) ".
-ACTOR_PREFIX = re.compile(r"^\((?:[^()]|\([^()]*\))*\) ?")
+from tasks.logs.lines import clean_lines
 
 # Where verl says where it started. PPO (RayPPOTrainer._load_checkpoint): "Setting global step to N"
 # once it resumes from global_step_N, "Training from scratch" when resume_mode=auto finds nothing.
@@ -25,12 +23,6 @@ SCRATCH = re.compile(r"^Training from scratch\s*$")
 # A metric line, "step:N - key:value - …": logged as N = the step it resumed from + 1. Validation
 # before training logs "step:0 - val-…", which says nothing about it.
 METRICS = re.compile(r"^step:(?P<step>\d+) - ")
-
-# verl says how many steps the run has before training: printed by the older PPO trainer and
-# the SFT trainer (with a comma after), logged by 0.9.1's v1 trainer ("INFO:2026-11-23
-# 14:42:00,038:Total training steps: 2", tests/fixtures/verl/fail_fast.log). A run that exits 0
-# below it did not finish (verl#7401).
-TOTAL_STEPS = re.compile(r"^(?:[A-Z]+:[\d\- :,.]+:)?Total training steps: (?P<total>\d+)\b")
 
 # Ray's autoscaler, repeated (every ~35 s here) while a request (a placement group's bundles summed, an
 # actor) fits on no node: "Error: No available node types can fulfill resource request {...}". verl
@@ -81,11 +73,6 @@ def read_new(path: str | os.PathLike[str], offset: int, max_bytes: int) -> tuple
     return whole.decode("utf-8", errors="replace"), offset + len(whole), True
 
 
-def clean_lines(text: str) -> list[str]:
-    """The lines as verl wrote them: no colour codes, no Ray prefix."""
-    return [ACTOR_PREFIX.sub("", ANSI.sub("", line)).strip() for line in text.splitlines()]
-
-
 def resumed_from(text: str) -> ResumeInfo | None:
     """Where verl started, from the first line in ``text`` that tells; None while none has.
 
@@ -100,24 +87,6 @@ def resumed_from(text: str) -> ResumeInfo | None:
         if (match := METRICS.match(line)) and int(match["step"]) > 0:
             return ResumeInfo(int(match["step"]) - 1, line)
     return None
-
-
-@dataclass(frozen=True)
-class Progress:
-    """What a stretch of log says of the run's length: verl's total steps and the last step logged."""
-
-    total: int | None = None
-    last: int | None = None
-
-
-def progress(text: str) -> Progress:
-    total = last = None
-    for line in clean_lines(text):
-        if match := METRICS.match(line):
-            last = max(last or 0, int(match["step"]))
-        elif match := TOTAL_STEPS.match(line):
-            total = int(match["total"])
-    return Progress(total, last)
 
 
 def placement_stuck(text: str) -> str | None:

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tasks.logs.driverlog import ACTOR_PREFIX, ANSI  # one reading of Ray's line prefixes
+from tasks.logs.lines import clean_lines, strip_ansi
 from tasks.models import FailureKind
 
 # verl's fail-fast check (ResourcePoolManager._check_resource_available), in any of the
@@ -22,8 +22,6 @@ INSUFFICIENT = re.compile(
     r"Total available GPUs\s+(?P<available>\d+(?:\.\d+)?)\s+is less than total desired GPUs\s+"
     r"(?P<desired>\d+(?:\.\d+)?)"
 )
-# Ray prefixes what actors print: "(TaskRunnerV1 pid=7706) ", "(WorkerDict pid=9, ip=10.0.0.2) ".
-REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]")
 # The line closing a traceback, at the start of a line: "ValueError: …", a bare "AssertionError",
 # "ray.exceptions.RayTaskError(ValueError): …", "hydra.errors.ConfigCompositionException: …".
 # Anchored, so an exception named inside a warning ("UserWarning: … ModuleNotFoundError(…)") never
@@ -70,16 +68,6 @@ class FinalError:
     user_error: bool
 
 
-def strip_ansi(text: str) -> str:
-    return ANSI.sub("", text)
-
-
-def _lines(text: str) -> list[str]:
-    # "\r" as a line end: progress bars rewrite a line in place.
-    text = strip_ansi(text).replace("\r\n", "\n").replace("\r", "\n")
-    return [REPEATED.sub("", ACTOR_PREFIX.sub("", line)).rstrip() for line in text.split("\n")]
-
-
 def final_error(message: str, log_tail: str) -> FinalError | None:
     """The error that ended the run: the last one in Ray's message (which, for a failed entrypoint,
     quotes the log's end), else the last one in the log."""
@@ -90,7 +78,7 @@ def _last_error(text: str) -> FinalError | None:
     """The last traceback's closing exception, Hydra's compact error or argparse's error."""
     found: FinalError | None = None
     usage_seen = ignoring = in_hydra_block = False
-    for line in _lines(text):
+    for line in clean_lines(text, keep_indent=True):
         if not line.strip():
             in_hydra_block = ignoring = False
             continue
@@ -205,7 +193,7 @@ def key_error_line(message: str, log_tail: str) -> str:
     if final is not None:
         return final.line[:500]
     for text in (message, log_tail):
-        lines = [line.strip() for line in _lines(text) if line.strip()]
+        lines = [line.strip() for line in clean_lines(text, keep_indent=True) if line.strip()]
         if lines:
             return lines[-1][:500]
     return ""

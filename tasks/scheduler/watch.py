@@ -19,7 +19,7 @@ from django.utils import timezone
 from common.durations import format_seconds
 from tasks.jobfiles import attempt_log, checkpoint_dir
 from tasks.logs.curves import parse_text
-from tasks.logs.driverlog import placement_stuck, progress, read_new, resumed_from
+from tasks.logs.driverlog import placement_stuck, read_new, resumed_from
 from tasks.models import Attempt, EventKind, FailureKind, Task
 from tasks.scheduler.preempt import served, withdraw
 from tasks.scheduler.rayjobs import RayJobs
@@ -74,12 +74,12 @@ def _note(task: Task, attempt: Attempt, text: str, offset: int, now: datetime) -
     """What the new part of the log says: the step resumed from, a placement Ray cannot give."""
     changed = ["log_offset", "log_grew_at"]
     attempt.log_offset, attempt.log_grew_at = offset, now
-    seen = progress(text)
-    if seen.total is not None and seen.total != attempt.total_steps:
-        attempt.total_steps = seen.total
+    seen = parse_text(text)  # verl's total steps and the last step logged (the curves' reading)
+    if seen.total_steps is not None and seen.total_steps != attempt.total_steps:
+        attempt.total_steps = seen.total_steps
         changed.append("total_steps")
-    if seen.last is not None and seen.last > (attempt.last_step or -1):
-        attempt.last_step = seen.last
+    if seen.last_step is not None and seen.last_step > (attempt.last_step or -1):
+        attempt.last_step = seen.last_step
         changed.append("last_step")
     # verl says once where it starts; later lines (a metric line) must not be read as that.
     resume = None if attempt.resume_known else resumed_from(text)

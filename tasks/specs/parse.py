@@ -20,7 +20,7 @@ from django.db import models
 
 from accounts.homes import home_dir
 from common.durations import format_seconds, parse_duration
-from tasks.models import Priority, TaskKind, Workload
+from tasks.choices import Priority, TaskKind, Workload
 from tasks.specs import hydra_argv, paths
 
 # Upper bounds that no real request reaches; they keep absurd numbers out of the database and

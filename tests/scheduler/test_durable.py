@@ -12,7 +12,7 @@ import pytest
 from ray.job_submission import JobStatus, JobSubmissionClient
 
 from tasks.jobfiles import checkpoint_dir
-from tasks.logs.driverlog import clean_lines
+from tasks.logs.lines import clean_lines
 from tasks.models import EventKind, FailureKind, TaskState
 from tasks.scheduler.rayjobs import RayJobs
 from tests.conftest import PPO_SPEC

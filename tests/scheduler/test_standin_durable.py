@@ -13,7 +13,8 @@ import pytest
 from ray.job_submission import JobStatus, JobSubmissionClient
 
 from raypool.config import WORKER_RESOURCE
-from tasks.logs.driverlog import ResumeInfo, clean_lines, placement_stuck, read_new, resumed_from
+from tasks.logs.driverlog import ResumeInfo, placement_stuck, read_new, resumed_from
+from tasks.logs.lines import clean_lines
 from tests.ray_cluster import LocalRayCluster, infeasible_request
 
 pytestmark = pytest.mark.ray

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.logs.driverlog import progress
+from tasks.logs.curves import parse_text
 from tasks.models import FailureKind, TaskState
 from tasks.scheduler.tick import tick
 from tests.tasks.test_watch import log, running
@@ -29,12 +29,11 @@ def step(n: int) -> str:
     )
 
 
-def test_progress_reads_both_forms_of_the_total_and_the_last_step():
-    assert progress(TOTAL_V1 + step(3) + step(4)).total == 40
-    seen = progress(TOTAL_PRINTED + step(11) + step(12))
-    assert (seen.total, seen.last) == (40, 12)
-    assert progress("SFT: Total training steps: 7, epochs 1\n").total is None  # not at a line's start
-    assert progress("Total training steps: 7,\n").total == 7  # verl's SFT trainer
+def test_both_forms_of_the_total_and_the_last_step_are_read():
+    assert parse_text(TOTAL_V1 + step(3) + step(4)).total_steps == 40
+    seen = parse_text(TOTAL_PRINTED + step(11) + step(12))
+    assert (seen.total_steps, seen.last_step) == (40, 12)
+    assert parse_text("Total training steps: 7,\n").total_steps == 7  # verl's SFT trainer
 
 
 def succeed(ray, task, attempt) -> None:

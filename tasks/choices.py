@@ -1,0 +1,122 @@
+"""The words of a task's life: its states, who moves it, its kinds, priorities, failure kinds and
+events. Below the models and the specs, which both read them."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class TaskState(models.TextChoices):
+    QUEUED = "QUEUED"
+    PENDING_RESOURCES = "PENDING_RESOURCES"
+    SUBMITTING = "SUBMITTING"
+    SUBMITTED = "SUBMITTED"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELED = "CANCELED"
+
+
+S = TaskState  # the table below reads better short
+WAITING_STATES = (S.QUEUED, S.PENDING_RESOURCES)
+ACTIVE_STATES = (S.SUBMITTING, S.SUBMITTED, S.RUNNING)
+TERMINAL_STATES = (S.SUCCEEDED, S.FAILED, S.CANCELED)
+
+
+class Role(models.TextChoices):
+    """Who makes a move: the scheduler follows Ray; people act through the API, the web UI and
+    the admin site."""
+
+    SCHEDULER = "scheduler"
+    PERSON = "person"
+
+
+# Every legal move of the state machine, by who may make it. Anything else is refused: a
+# person can requeue only what has ended, since requeuing an active task would start a second
+# attempt while the first Ray job runs on with nobody following it.
+MOVES: dict[str, dict[str, frozenset[str]]] = {
+    Role.SCHEDULER: {
+        # FAILED from a waiting state: a task the scheduler cannot handle at all (see tick.py).
+        S.QUEUED: frozenset({S.PENDING_RESOURCES, S.SUBMITTING, S.CANCELED, S.FAILED}),
+        S.PENDING_RESOURCES: frozenset({S.QUEUED, S.SUBMITTING, S.CANCELED, S.FAILED}),
+        # Back to QUEUED / PENDING_RESOURCES: a retry, a lost job, a storage hiccup.
+        S.SUBMITTING: frozenset(
+            {S.SUBMITTED, S.QUEUED, S.PENDING_RESOURCES, S.FAILED, S.CANCELED, S.RUNNING, S.SUCCEEDED}
+        ),
+        S.SUBMITTED: frozenset({S.RUNNING, S.SUCCEEDED, S.FAILED, S.CANCELED, S.PENDING_RESOURCES, S.QUEUED}),
+        S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.CANCELED, S.PENDING_RESOURCES, S.QUEUED}),
+        S.SUCCEEDED: frozenset(),
+        S.FAILED: frozenset(),
+        S.CANCELED: frozenset(),
+    },
+    Role.PERSON: {
+        # Cancel what has not reached Ray; an active task is stopped through cancel_requested_at.
+        S.QUEUED: frozenset({S.CANCELED}),
+        S.PENDING_RESOURCES: frozenset({S.CANCELED}),
+        # Requeue what has ended (not SUCCEEDED: submit it again instead).
+        S.FAILED: frozenset({S.QUEUED}),
+        S.CANCELED: frozenset({S.QUEUED}),
+    },
+}
+# The scheduler's moves that start or schedule more work: refused while a cancel is pending,
+# in the same conditional UPDATE, so that a cancel landing mid-tick is never lost.
+NOT_WHILE_CANCELING = frozenset({S.QUEUED, S.PENDING_RESOURCES, S.SUBMITTING})
+
+
+class Workload(models.TextChoices):
+    PPO = "ppo"
+    GRPO = "grpo"
+    SFT = "sft"
+
+
+class TaskKind(models.TextChoices):
+    BASIC = "basic"
+    ADVANCED = "advanced"
+
+
+class Priority(models.TextChoices):
+    NORMAL = "normal"
+    HIGH = "high"
+
+
+PRIORITY_RANK = {Priority.NORMAL: 0, Priority.HIGH: 10}
+
+
+class FailureKind(models.TextChoices):
+    INSUFFICIENT_RESOURCES = "INSUFFICIENT_RESOURCES"
+    LOST = "LOST"
+    USER_ERROR = "USER_ERROR"
+    RUNTIME_ERROR = "RUNTIME_ERROR"
+    UNKNOWN = "UNKNOWN"
+    # The job folder could not be written: storage is unwell, the task waits and retries.
+    STORAGE_ERROR = "STORAGE_ERROR"
+    # Stopped by Argus: the task's time limit passed (not retried).
+    TIME_LIMIT = "TIME_LIMIT"
+    # Stopped by Argus: the driver log stayed silent past the stall timeout (max_retries applies).
+    STALLED = "STALLED"
+    # Stopped by Argus to make room for a task of higher priority: back to the queue in its
+    # place, resumed from its checkpoint (not counted against max_retries).
+    PREEMPTED = "PREEMPTED"
+    # A node it ran on died (Ray's error_type, a node-died exception, a node Ray marks dead): back
+    # to the queue in its place, resumed from its checkpoint; bounded by ARGUS_NODE_FAILURE_RETRIES,
+    # not by max_retries.
+    NODE_FAILURE = "NODE_FAILURE"
+    # The job exited 0 below the run's total steps (verl#7401): a real failure, max_retries applies.
+    INCOMPLETE = "INCOMPLETE"
+
+
+class EventKind(models.TextChoices):
+    CREATED = "CREATED"
+    STATE_TRANSITION = "STATE_TRANSITION"
+    SUBMIT = "SUBMIT"
+    SUBMIT_FAILED = "SUBMIT_FAILED"
+    RAY_STATUS_SYNC = "RAY_STATUS_SYNC"
+    RETRY_SCHEDULED = "RETRY_SCHEDULED"
+    CANCEL_REQUESTED = "CANCEL_REQUESTED"
+    STOP_REQUESTED = "STOP_REQUESTED"
+    # The scheduler's step for this task raised: recorded, and after a few the task fails.
+    SCHEDULER_ERROR = "SCHEDULER_ERROR"
+    # A Ray job of this task that no live attempt follows was stopped.
+    ORPHAN_STOPPED = "ORPHAN_STOPPED"
+    # This preemptible task will be stopped (after its grace) to make room for another.
+    PREEMPTED = "PREEMPTED"
