@@ -88,10 +88,14 @@ def _fits(placement: Mapping[str, int], cpus_per_node: float, free: Mapping[str,
 
 
 def _add(free: Mapping[str, Room], holders: Iterable[Running]) -> dict[str, Room]:
+    """``free`` with the holders' room given back, on the nodes ``free`` has (a dead node's
+    room comes back nowhere)."""
     more = dict(free)
     for holder in holders:
         for node, gpus in holder.placement.items():
-            room = more.get(node, Room(0.0, 0.0))
+            if node not in more:
+                continue
+            room = more[node]
             more[node] = Room(room.gpus + gpus, room.cpus + holder.cpus_per_node)
     return more
 
@@ -140,9 +144,19 @@ def choose_victims(request: Request, free: Mapping[str, Room], candidates: Seque
     return chosen
 
 
-def _preempt(request: Request, free: Mapping[str, Room], running: Sequence[Running], decision: Decision) -> str | None:
+def _preempt(
+    request: Request,
+    free: Mapping[str, Room],
+    running: Sequence[Running],
+    decision: Decision,
+    profile: Profile | None,
+    release_at: float,
+) -> str | None:
     """Make room for ``request`` by stopping preemptible tasks of lower priority; what it waits
-    for, in words, or None when preemption cannot help."""
+    for, in words, or None when preemption cannot help.
+
+    The victims' room is planned free at ``release_at`` (now + their grace): the reservation
+    ``request`` gets next is made on it, so backfill never takes it meanwhile."""
     stopping = [r for r in running if r.stopping]
     after_stops = _add(free, stopping)
     if stopping and place(request, after_stops) is not None:
@@ -156,6 +170,8 @@ def _preempt(request: Request, free: Mapping[str, Room], running: Sequence[Runni
         return None
     for victim in victims:
         decision.preempt[victim.key] = request.key
+        if profile is not None:
+            profile.release_early(release_at, victim.ends_at, victim.placement, victim.cpus_per_node)
     return f"preempting {plural(len(victims), 'task')} of lower priority to make room"
 
 
@@ -172,6 +188,8 @@ def decide(
     preemption: bool = False,
     shortest_first: bool = False,
     estimate: int = 0,
+    grace: float = 0.0,
+    yielded: Mapping[int, int] | None = None,
 ) -> Decision:
     """Walk the queue in order and admit what the policy lets start; plan the first
     ``estimate`` waiting tasks' starts.
@@ -183,11 +201,17 @@ def decide(
     ``shortest_first``: once the reservation is made, the others are tried shortest planned run
     first, which fills the holes before it with the tasks that fit them (ARGUS_BACKFILL_SHORTEST_FIRST;
     bench/README.md has the figures).
+    ``grace``: how long a preempted task may run on before it is stopped. ``yielded``: waiting
+    tasks preempted for another that still waits, {victim: beneficiary}: a victim does not take
+    back the room it freed until the task it freed it for has started.
     """
     pending = list(queue)
     free = dict(free)
     caps = caps or {}
     decision = Decision(admitted=[], waiting={}, short=set())
+    yielded = yielded or {}
+    queued = {request.key for request in pending}
+    started: set[int] = set()
     releases = [Release(r.ends_at, r.placement, r.cpus_per_node) for r in running if r.ends_at is not None]
     profile = Profile(now, free, releases, totals) if policy == BACKFILL else None
     in_use: dict[str, tuple[int, int]] = {}
@@ -209,6 +233,12 @@ def decide(
             # Not naming the head task: when it starts, every reason behind it would change,
             # and a long queue would be rewritten on each admission. Its position says where.
             decision.waiting[request.key] = blocked
+            continue
+        waits_for = yielded.get(request.key)
+        if waits_for is not None and waits_for in queued and waits_for not in started:
+            decision.waiting[request.key] = (
+                "it made room for a task of higher priority that has not started yet; it resumes after"
+            )
             continue
         over = _over_cap(request, in_use, caps)
         if over is not None:
@@ -239,6 +269,7 @@ def decide(
         if placement is not None:
             _subtract(free, placement, request.cpus_per_node)
             decision.admitted.append((request, placement))
+            started.add(request.key)
             gpus, tasks = in_use.get(request.user, (0, 0))
             in_use[request.user] = (gpus + request.gpus, tasks + 1)
             if profile is not None:
@@ -258,7 +289,7 @@ def decide(
         fits_ever = fits[shape]
         if fits_ever and not preempt_tried and any(r.priority < request.priority for r in running):
             preempt_tried = True
-            making_room = _preempt(request, free, running, decision)
+            making_room = _preempt(request, free, running, decision, profile, now + grace)
             if making_room is not None:
                 reason = f"{reason}; {making_room}"
         decision.waiting[request.key] = reason
@@ -288,6 +319,29 @@ def decide(
             profile = Profile(now, free, releases, totals)
         _estimate(decision, pending, profile, estimate, strict=policy == STRICT_FIFO)
     return decision
+
+
+def preemption_holds(
+    request: Request,
+    victims: Sequence[Running],
+    free: Mapping[str, Room],
+    running: Sequence[Running],
+    caps: Mapping[str, Caps] | None = None,
+) -> str:
+    """Whether ``request`` would start once ``victims`` are gone: "" when it would, else why not,
+    in words (its user's limits; the room is not there any more, say a node died)."""
+    in_use: dict[str, tuple[int, int]] = {}
+    for holder in running:
+        if holder in victims:
+            continue
+        gpus, tasks = in_use.get(holder.user, (0, 0))
+        in_use[holder.user] = (gpus + holder.gpus, tasks + 1)
+    over = _over_cap(request, in_use, caps or {})
+    if over is not None:
+        return f"the task it made room for {over}"
+    if place(request, _add(free, victims)) is None:
+        return "the task it made room for would not fit once it is gone (the cluster changed)"
+    return ""
 
 
 def _estimate(decision: Decision, queue: Sequence[Request], profile: Profile, depth: int, *, strict: bool) -> None:

@@ -26,6 +26,10 @@ SCRATCH = re.compile(r"^Training from scratch\s*$")
 # before training logs "step:0 - val-…", which says nothing about it.
 METRICS = re.compile(r"^step:(?P<step>\d+) - ")
 
+# verl says how many steps the run has before training (PPO: RayPPOTrainer.fit; SFT:
+# sft_trainer_ray, with a comma after): a run that exits 0 below it did not finish (verl#7401).
+TOTAL_STEPS = re.compile(r"^Total training steps: (?P<total>\d+)\b")
+
 # Ray's autoscaler, repeated (every ~35 s here) while a request (a placement group's bundles summed, an
 # actor) fits on no node: "Error: No available node types can fulfill resource request {...}". verl
 # waits on its placement groups with no timeout, so this line is the only sign that it never will
@@ -94,6 +98,24 @@ def resumed_from(text: str) -> ResumeInfo | None:
         if (match := METRICS.match(line)) and int(match["step"]) > 0:
             return ResumeInfo(int(match["step"]) - 1, line)
     return None
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What a stretch of log says of the run's length: verl's total steps and the last step logged."""
+
+    total: int | None = None
+    last: int | None = None
+
+
+def progress(text: str) -> Progress:
+    total = last = None
+    for line in clean_lines(text):
+        if match := METRICS.match(line):
+            last = max(last or 0, int(match["step"]))
+        elif match := TOTAL_STEPS.match(line):
+            total = int(match["total"])
+    return Progress(total, last)
 
 
 def placement_stuck(text: str) -> str | None:

@@ -9,6 +9,7 @@ that say nothing about why the run failed. Real logs to judge this on: tests/fix
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tasks.models import FailureKind
@@ -133,6 +134,68 @@ def classify(message: str, log_tail: str) -> FailureKind:
         # No error at all (a SIGKILL, an empty log): nothing to say what went wrong.
         return FailureKind.UNKNOWN
     return FailureKind.USER_ERROR if final.user_error else FailureKind.RUNTIME_ERROR
+
+
+# Ray's own verdicts that a job's node went away (JobDetails.error_type, JobErrorType): its
+# supervisor actor (and the driver under it) died with its node, or could not start on it.
+NODE_ERROR_TYPES = frozenset({"JOB_SUPERVISOR_ACTOR_DIED", "JOB_SUPERVISOR_ACTOR_START_TIMEOUT"})
+# Ray's exceptions for work lost with its process or node (ray/exceptions.py). Alone they may be a
+# crash (an actor's os._exit gives ActorDiedError too): they mean a node death when Ray's words
+# say so, or when Ray lists one of the attempt's nodes as dead.
+NODE_EXCEPTIONS = frozenset(
+    {
+        "ActorDiedError",
+        "NodeDiedError",
+        "WorkerCrashedError",
+        "ActorUnavailableError",
+        "OwnerDiedError",
+        "ObjectLostError",
+    }
+)
+# ActorDiedError's context when the GCS saw the node go ("The actor died because its node has
+# died. Node Id: 5f3c…"), and NodeDiedError's.
+NODE_DIED = re.compile(r"its node has died|NodeDiedError|node \S+ (?:has )?died", re.IGNORECASE)
+NODE_ID = re.compile(r"Node Id: (?P<id>[0-9a-f]{8,})")
+
+
+@dataclass(frozen=True)
+class NodeDeath:
+    """A run ended by the death of a node it ran on: the line to read, and the nodes, named."""
+
+    line: str
+    nodes: tuple[str, ...]
+
+
+def node_name(node_id: str, ip: str = "") -> str:
+    return f"{ip} ({node_id[:8]})" if ip else node_id[:8]
+
+
+def node_death(error_type: str, message: str, log_tail: str, dead: Mapping[str, str]) -> NodeDeath | None:
+    """Whether the run ended because a node died, by Ray's own account.
+
+    ``dead``: the attempt's nodes (its driver's, its placement groups') that Ray lists as dead,
+    {node_id: ip}.
+    1. Ray's error_type says the job's supervisor died or never started: its node went.
+    2. The run ended on one of Ray's lost-work exceptions, and Ray's words or its node table say
+       a node died.
+    3. One of its nodes is dead and the run ended on no error of the user's (a training rank that
+       lost its peer fails with whatever NCCL says).
+    """
+    final = final_error(message, log_tail)
+    text = strip_ansi(f"{message}\n{log_tail}")
+    named = dict(dead)
+    for match in NODE_ID.finditer(text):
+        named.setdefault(match["id"], "")
+    nodes = tuple(sorted(node_name(node, ip) for node, ip in named.items()))
+    where = ", ".join(nodes)
+    if error_type in NODE_ERROR_TYPES:
+        what = "its Ray job supervisor died" if error_type.endswith("_DIED") else "its Ray job supervisor never started"
+        return NodeDeath(f"{what} ({where or 'its node is gone'}): {key_error_line(message, '')}"[:500], nodes)
+    said = final is not None and final.name in NODE_EXCEPTIONS and (bool(dead) or bool(NODE_DIED.search(text)))
+    if said or (dead and not (final is not None and final.user_error) and not INSUFFICIENT.search(text)):
+        line = final.line if final is not None else "the job ended with no error of its own"
+        return NodeDeath(f"node {where or '(unnamed)'} died: {line}"[:500], nodes)
+    return None
 
 
 def key_error_line(message: str, log_tail: str) -> str:

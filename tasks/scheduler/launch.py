@@ -38,24 +38,31 @@ from tasks.models import (
     TaskState,
 )
 from tasks.queue_order import EpochSeconds, order_waiting, usernames
-from tasks.scheduler import admission
+from tasks.scheduler import admission, preempt
 from tasks.scheduler.fairshare import Waiting
 from tasks.scheduler.rayjobs import ClusterView, JobExists, RayJobs, RayUnavailable, Submission, SubmitRejected
 from tasks.scheduler.rooms import Request, Room, effective_free
 from tasks.scheduler.settle import ACTOR, Outcome, settle
 from tasks.scheduler.steps import Budget, guarded
+from tasks.scheduler.storage import bounded
 
 S = TaskState
 logger = logging.getLogger(__name__)
 
 
+def held_nodes(attempt: Attempt | Any) -> dict[str, int]:
+    """Where a live attempt holds GPUs, {node: gpus}: where Ray placed it once that is known
+    (Attempt.nodes, read back from Ray), else the room admission promised it."""
+    return {node: int(gpus) for node, gpus in (attempt.nodes or attempt.placement or {}).items()}
+
+
 def promised_gpus() -> dict[str, int]:
-    """GPUs Argus reserved per node for live attempts (settled attempts have an end time)."""
+    """GPUs Argus counts as taken per node by live attempts (settled attempts have an end time)."""
     promised: dict[str, int] = {}
-    rows = Attempt.objects.filter(task__state__in=ACTIVE_STATES, end_time=None).values_list("placement", flat=True)
-    for placement in rows:
-        for node, gpus in (placement or {}).items():
-            promised[node] = promised.get(node, 0) + int(gpus)
+    rows = Attempt.objects.filter(task__state__in=ACTIVE_STATES, end_time=None).only("nodes", "placement")
+    for attempt in rows:
+        for node, gpus in held_nodes(attempt).items():
+            promised[node] = promised.get(node, 0) + gpus
     return promised
 
 
@@ -96,6 +103,8 @@ def admit(ray: RayJobs, cluster: ClusterView, budget: Budget, submitted: list[st
     if control.paused:
         reason = f"admission is paused: {control.reason}; running tasks go on, nothing new starts"
         _write_reasons({pk: reason for pk, row in rows.items() if row.pending_reason != reason[:500]}, set())
+        for attempt in preempt.pending():
+            preempt.withdraw(attempt.task, attempt, "admission is paused")
         return
     totals, ray_free = rooms(cluster)
     # Promised CPUs follow promised GPUs, as verl's bundles do.
@@ -111,6 +120,7 @@ def admit(ray: RayJobs, cluster: ClusterView, budget: Budget, submitted: list[st
         if limits.max_running_gpus or limits.max_running_tasks
     }
     max_new = None
+    grace = settings.ARGUS_PREEMPT_GRACE_S
     if settings.ARGUS_MAX_RUNNING_TASKS > 0:
         max_new = max(0, settings.ARGUS_MAX_RUNNING_TASKS - len(holders))
     decision = admission.decide(
@@ -125,20 +135,53 @@ def admit(ray: RayJobs, cluster: ClusterView, budget: Budget, submitted: list[st
         preemption=settings.ARGUS_PREEMPTION,
         shortest_first=settings.ARGUS_BACKFILL_SHORTEST_FIRST,
         estimate=settings.ARGUS_ESTIMATE_DEPTH,
+        grace=grace,
+        yielded=preempt.yielded(),
     )
     # Only the reasons and estimates that changed: in a steady queue that is none, and no UPDATE
     # naming every waiting task runs each tick (bench/tick.py).
     changed = {pk: reason for pk, reason in decision.waiting.items() if rows[pk].pending_reason != reason[:500]}
     _write_reasons(changed, {pk for pk in decision.short if rows[pk].state == S.QUEUED})
     _write_estimates(rows, decision.estimates)
+    _withdraw_unserved(rows, users, free, holders, caps, now)
     for victim, beneficiary in decision.preempt.items():
-        mark_preempted(victim, beneficiary, now)
+        preempt.mark(victim, beneficiary, now)
     for request, placement in decision.admitted:
         if budget.spent():
             return
         task = Task.objects.select_related("user").get(pk=request.key)
         if guarded(task, partial(start_attempt, ray, task, placement)):
             submitted.append(task.task_id)
+
+
+def _withdraw_unserved(
+    rows: Mapping[int, Any],
+    users: Mapping[int, str],
+    free: Mapping[str, Room],
+    holders: list[admission.Running],
+    caps: Mapping[str, admission.Caps],
+    now: datetime,
+) -> None:
+    """A preemption stands only while the task it serves would start once its victims are gone:
+    it fits then, is within its user's limits, is due (not in a retry's backoff) and not
+    canceled. Otherwise the victims run on."""
+    by_beneficiary: dict[int | None, list[Attempt]] = {}
+    for attempt in preempt.pending():
+        by_beneficiary.setdefault(attempt.preempted_for_id, []).append(attempt)
+    running = {holder.key: holder for holder in holders}
+    cpus_per_gpu = settings.ARGUS_CPUS_PER_GPU
+    for beneficiary, attempts in by_beneficiary.items():
+        row = rows.get(beneficiary) if beneficiary is not None else None
+        if row is None:  # not waiting, not due, or canceled: preempt.served says which
+            why = preempt.served(attempts[0], now) or "the task it made room for cannot start now"
+        else:
+            victims = [running[a.task_id] for a in attempts if a.task_id in running]
+            why = admission.preemption_holds(
+                request_for(row, users[row.user_id], cpus_per_gpu), victims, free, holders, caps
+            )
+        if why:
+            for attempt in attempts:
+                preempt.withdraw(attempt.task, attempt, why)
 
 
 QUEUE_FIELDS = (
@@ -178,6 +221,8 @@ def running_now(now: datetime) -> list[admission.Running]:
     """Live attempts as admission sees them: their room, planned end, owner, and whether they
     are stopping (canceled, over time, preempted)."""
     grace = settings.ARGUS_PREEMPT_GRACE_S
+    min_run = settings.ARGUS_PREEMPT_MIN_RUN_S
+    resumed = preempt.resumed_after_preemption()
     holders = []
     rows = Attempt.objects.filter(task__state__in=ACTIVE_STATES, end_time=None).select_related("task__user")
     for attempt in rows:
@@ -191,56 +236,25 @@ def running_now(now: datetime) -> list[admission.Running]:
         elif stopping:
             ends = now.timestamp()
         gpus = task.n_gpus_per_node
+        # A task that resumed after a preemption runs ARGUS_PREEMPT_MIN_RUN_S before it can be
+        # chosen again: no two tasks trade places for ever.
+        settling_in = (task.pk, attempt.attempt_no) in resumed and now.timestamp() - started.timestamp() < min_run
         holders.append(
             admission.Running(
                 task.pk,
-                {node: int(n) for node, n in (attempt.placement or {}).items()},
+                held_nodes(attempt),
                 cpus_for(gpus),
                 ends,
                 task.user.username,
                 task.priority_rank,
                 # Only a task that runs has anything to resume from; one still on its way to
                 # Ray is not worth stopping.
-                task.preemptible and task.state == S.RUNNING and task.cancel_requested_at is None,
+                task.preemptible and task.state == S.RUNNING and task.cancel_requested_at is None and not settling_in,
                 started.timestamp(),
                 stopping,
             )
         )
     return holders
-
-
-def mark_preempted(victim_pk: int, beneficiary_pk: int, now: datetime) -> None:
-    """Choose a running task to make room: it is stopped once it has saved a checkpoint or after
-    ARGUS_PREEMPT_GRACE_S (tasks.scheduler.watch)."""
-    attempt = (
-        Attempt.objects.filter(task_id=victim_pk, end_time=None, preempted_at=None)
-        .select_related("task")
-        .order_by("-attempt_no")
-        .first()
-    )
-    if attempt is None:
-        return
-    if not Attempt.objects.filter(pk=attempt.pk, preempted_at=None).update(preempted_at=now):
-        return
-    grace = settings.ARGUS_PREEMPT_GRACE_S
-    beneficiary = Task.objects.only("task_id", "priority").get(pk=beneficiary_pk)
-    # The owner sees this event: another user's task id is not theirs to see (logged instead).
-    attempt.task.record(
-        EventKind.PREEMPTED,
-        actor=ACTOR,
-        attempt=attempt,
-        message=(
-            f"Preempted to make room for a task of {beneficiary.priority} priority: stops after its next "
-            f"checkpoint or within {grace} s, then waits in its place and resumes from its checkpoint."
-        ),
-        data={"grace_s": grace, "for_priority": beneficiary.priority},
-    )
-    logger.info(
-        "preempting %s for %s",
-        attempt.task.task_id,
-        beneficiary.task_id,
-        extra={"victim": attempt.task.task_id, "for_task": beneficiary.task_id},
-    )
 
 
 def _write_estimates(tasks: Mapping[int, Any], estimates: dict[int, float | None]) -> None:
@@ -370,7 +384,7 @@ def submit_attempt(ray: RayJobs, task: Task, attempt: Attempt) -> bool:
     has it."""
     payload = submission_payload(task, attempt)
     try:
-        _write_job_files(task, attempt, payload)
+        bounded(_write_job_files, task, attempt, payload)
     except OSError as error:
         # Storage being unwell is a condition: the task waits and retries with its backoff.
         line = f"{type(error).__name__}: {error}"[:300]

@@ -67,6 +67,8 @@ class Profile:
         for index in range(first, last):
             rooms = self.rooms[index]
             for node, gpus in placement.items():
+                if self.totals is not None and node not in self.totals:
+                    continue  # a dead node: nothing comes back there until it rejoins (as a new node)
                 room = rooms.get(node, Room(0.0, 0.0))
                 changed = Room(room.gpus + sign * gpus, room.cpus + sign * cpus)
                 if self.totals is not None and node in self.totals:
@@ -75,6 +77,14 @@ class Profile:
                     total = self.totals[node]
                     changed = Room(min(changed.gpus, total.gpus), min(changed.cpus, total.cpus))
                 rooms[node] = changed
+
+    def release_early(self, at: float, planned: float | None, placement: Mapping[str, int], cpus: float) -> None:
+        """Room a running task was planned to give back at ``planned`` (None: never) comes back
+        at ``at`` instead: a preempted task stops within its grace."""
+        at = at if at > self.now else self.now + OVERDUE_S
+        end = NEVER if planned is None or planned == NEVER else max(planned, at)
+        if end > at:
+            self._change(at, end, placement, cpus, +1)
 
     def room_at(self, at: float) -> dict[str, Room]:
         return dict(self.rooms[bisect.bisect_right(self.times, at) - 1])

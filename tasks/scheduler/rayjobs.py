@@ -118,6 +118,11 @@ class ClusterView:
     def workers(self) -> list[NodeView]:
         return [node for node in self.nodes if node.alive and node.is_worker]
 
+    def dead(self) -> dict[str, str]:
+        """The nodes Ray lists as dead, {node_id: ip}. A node that rejoins comes back under a new
+        id (each raylet start draws one), so a dead id stays dead."""
+        return {node.node_id: node.ip for node in self.nodes if not node.alive}
+
     def to_json(self) -> dict[str, Any]:
         return {"nodes": [node.to_json() for node in self.nodes]}
 
@@ -191,6 +196,35 @@ class RayJobs:
             self.client.delete_job(submission_id)
         except Exception as error:
             raise _classify(error) from error
+
+    def placements(self) -> dict[str, dict[str, int]]:
+        """Where Ray placed each job's placement groups: {ray job id: {node_id: GPUs}}, for the
+        groups Ray has created. Admission promises a task room on chosen nodes, but Ray puts
+        verl's groups where it likes: planning follows where they are.
+
+        One call for the whole cluster (the state API through the dashboard), made only while
+        some running attempt's nodes are unknown."""
+        from ray.util.state import list_placement_groups
+
+        try:
+            groups = list_placement_groups(
+                address=self.address.job_server_url,
+                filters=[("state", "=", "CREATED")],
+                detail=True,
+                timeout=max(1, int(self.timeout)),
+                raise_on_missing_output=False,
+            )
+        except Exception as error:
+            raise RayUnavailable(f"Placement groups from {self.address.job_server_url}: {error}"[:500]) from error
+        found: dict[str, dict[str, int]] = {}
+        for group in groups:
+            nodes = found.setdefault(group.creator_job_id, {})
+            for bundle in group.bundles or []:
+                node = bundle.get("node_id")
+                gpus = (bundle.get("unit_resources") or {}).get("GPU", 0)
+                if node and gpus:
+                    nodes[node] = nodes.get(node, 0) + int(gpus)
+        return found
 
     def cluster(self) -> ClusterView:
         """Per-node GPUs, total and free, as Ray's GCS sees them now."""

@@ -26,7 +26,7 @@ S = TaskState
 F = FailureKind
 ACTOR = Role.SCHEDULER.value
 # Failures of the program itself, counted against the spec's max_retries.
-REAL_FAILURES = (F.RUNTIME_ERROR, F.UNKNOWN, F.USER_ERROR, F.STALLED)
+REAL_FAILURES = (F.RUNTIME_ERROR, F.UNKNOWN, F.USER_ERROR, F.STALLED, F.INCOMPLETE)
 # Ends that a retry would only repeat.
 FINAL_FAILURES = (F.USER_ERROR, F.TIME_LIMIT)
 STOPPED_OUTSIDE = "the Ray job was stopped outside Argus"
@@ -42,6 +42,7 @@ class Outcome:
     final: bool = False  # no retry, whatever the kind
     ended_at: datetime | None = None  # Ray's end time, when Ray knows it
     message: str = ""  # for the attempt's message field, when there is something to add
+    nodes: tuple[str, ...] = ()  # NODE_FAILURE: the nodes that died, named
 
     @property
     def succeeded(self) -> bool:
@@ -76,7 +77,12 @@ def settle(task: Task, attempt: Attempt, outcome: Outcome) -> Task:
             # Nobody asked Argus to stop it: a failure, recorded so that max_retries counts it.
             outcome = replace(outcome, failure=F.UNKNOWN, line=outcome.line or STOPPED_OUTSIDE)
         _end_attempt(attempt, outcome)
+        if outcome.failure == F.NODE_FAILURE:
+            outcome = replace(outcome, nodes=tuple(sorted({*_dead_nodes(fresh), *outcome.nodes})))
         move = next_move(fresh, attempt, outcome, _failure_counts(fresh))
+        data = {**move.data, **({"failure_kind": outcome.failure} if outcome.failure else {})}
+        if outcome.nodes:
+            data["dead_nodes"] = list(outcome.nodes)
         fresh.transition(
             move.to,
             role=Role.SCHEDULER,
@@ -84,7 +90,7 @@ def settle(task: Task, attempt: Attempt, outcome: Outcome) -> Task:
             actor=ACTOR,
             attempt=attempt,
             message=move.message,
-            data={**move.data, **({"failure_kind": outcome.failure} if outcome.failure else {})},
+            data=data,
             **move.changes,
         )
     return fresh
@@ -99,6 +105,14 @@ def _end_attempt(attempt: Attempt, outcome: Outcome) -> None:
         attempt.message = trim(outcome.message)
         fields.append("message")
     attempt.save(update_fields=fields)
+
+
+def _dead_nodes(task: Task) -> list[str]:
+    """The nodes that died under the task's earlier attempts (its events say which)."""
+    names: list[str] = []
+    for data in task.events.filter(data__has_key="dead_nodes").values_list("data", flat=True):
+        names.extend(data.get("dead_nodes") or [])
+    return names
 
 
 def _failure_counts(task: Task) -> Counter[str]:
@@ -128,6 +142,22 @@ def next_move(task: Task, attempt: Attempt, outcome: Outcome, counts: Counter[st
             f"Attempt {number} was preempted ({line}); back in the queue in its place.",
             "preempted for a task of higher priority; it resumes from its checkpoint when room frees",
         )
+    if kind == F.NODE_FAILURE:
+        deaths, limit = counts[F.NODE_FAILURE], settings.ARGUS_NODE_FAILURE_RETRIES
+        if deaths <= limit:
+            # In its place, at once: the task did nothing wrong, and the dead node is out of
+            # the plan already (Ray lists it dead; a rejoining node comes back as a new one).
+            return _retry(
+                S.QUEUED,
+                f"Attempt {number} ended with its node ({line}); back in the queue in its place ({deaths} of {limit}).",
+                "requeued after a node it ran on died; it resumes from its checkpoint",
+            )
+        names = ", ".join(outcome.nodes) or "unnamed"
+        summary = (
+            f"Nodes died under {deaths} of its attempts ({names}); giving up after "
+            f"ARGUS_NODE_FAILURE_RETRIES ({limit}). The last: {line}."
+        )
+        return Move(S.FAILED, summary, changes={"error_summary": summary[:2000]})
     if kind == F.INSUFFICIENT_RESOURCES:
         # verl's fail-fast counts GPUs; a placement Ray cannot give is said in Ray's words.
         short = "verl found too few free GPUs" if INSUFFICIENT.search(line) else "the cluster had no room"

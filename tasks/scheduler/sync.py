@@ -1,26 +1,35 @@
 """Follow each live attempt on Ray: one ``get_job_info`` per attempt, whose cost does not grow
-with Ray's history (``list_jobs`` does; the sweep calls that now and then)."""
+with Ray's history (``list_jobs`` does; the sweep calls that now and then).
+
+Clocks: an attempt's ``start_time`` is when Ray first reports its job RUNNING (Ray's own
+``start_time`` is the submission, and a job may wait PENDING for its driver's node long after
+it); the time limit and fair-share usage count from there. ``last_seen_at`` is when sync last
+saw it alive: a job Ray forgets in a head outage is charged until then, not until Ray came back.
+"""
 
 from __future__ import annotations
 
-import os
+import logging
 from datetime import UTC, datetime
 from functools import partial
 
 from django.db.models import QuerySet
+from django.utils import timezone
 from ray.job_submission import JobDetails, JobStatus
 
 from tasks.jobfiles import attempt_log
 from tasks.models import ACTIVE_STATES, Attempt, EventKind, FailureKind, Role, Task, TaskState
-from tasks.scheduler.failures import classify, key_error_line, trim
+from tasks.scheduler.failures import classify, key_error_line, node_death, trim
 from tasks.scheduler.launch import mark_submitted, submit_attempt
-from tasks.scheduler.rayjobs import JobNotFound, RayJobs, status_of
+from tasks.scheduler.rayjobs import ClusterView, JobNotFound, RayJobs, RayUnavailable, is_live, status_of
 from tasks.scheduler.settle import ACTOR, Outcome, settle
 from tasks.scheduler.steps import Budget, guarded
-from tasks.scheduler.watch import watch
+from tasks.scheduler.storage import bounded
+from tasks.scheduler.watch import catch_up, read_tail, watch
 
 S = TaskState
 LOG_TAIL_BYTES = 64 * 1024
+logger = logging.getLogger(__name__)
 
 
 def latest_attempts(tasks: QuerySet[Task] | None = None) -> list[tuple[Task, Attempt]]:
@@ -34,25 +43,62 @@ def latest_attempts(tasks: QuerySet[Task] | None = None) -> list[tuple[Task, Att
     return [(by_pk[pk], attempt) for pk, attempt in latest.items()]
 
 
-def sync(ray: RayJobs, budget: Budget, ended: list[str]) -> None:
+def sync(ray: RayJobs, cluster: ClusterView, budget: Budget, ended: list[str]) -> None:
     """Bring every live attempt up to date with Ray, appending the ids of tasks that ended.
 
     RayUnavailable propagates: Ray being unwell is a condition of the whole tick.
     """
-    for task, attempt in latest_attempts():
+    pairs = latest_attempts()
+    record_nodes(ray, [attempt for _, attempt in pairs])
+    dead = cluster.dead()
+    alive = []
+    for task, attempt in pairs:
         if budget.spent():
-            return
-        if guarded(task, partial(follow, ray, task, attempt)):
+            break
+        if guarded(task, partial(follow, ray, task, attempt, dead)):
             ended.append(task.task_id)
+        elif attempt.ray_status in (JobStatus.PENDING, JobStatus.RUNNING):
+            alive.append(attempt.pk)
+    # One statement for all: a running attempt is seen every tick.
+    Attempt.objects.filter(pk__in=alive, end_time=None).update(last_seen_at=timezone.now())
 
 
-def follow(ray: RayJobs, task: Task, attempt: Attempt) -> bool:
+def record_nodes(ray: RayJobs, attempts: list[Attempt]) -> None:
+    """Where Ray placed each running attempt whose nodes are not known yet (all of its GPUs)."""
+    waiting = [a for a in attempts if a.ray_status == JobStatus.RUNNING and a.ray_job_id and not _placed(a)]
+    if not waiting:
+        return
+    try:
+        found = ray.placements()
+    except RayUnavailable as error:
+        # The state API is a nicety for planning: without it, admission's promise stands.
+        logger.info("placement groups unread: %s", error)
+        return
+    for attempt in waiting:
+        nodes = found.get(attempt.ray_job_id)
+        if nodes and nodes != attempt.nodes:
+            attempt.nodes = nodes
+            attempt.save(update_fields=["nodes"])
+
+
+def _placed(attempt: Attempt) -> bool:
+    return sum(attempt.nodes.values()) >= attempt.gpus > 0
+
+
+def follow(ray: RayJobs, task: Task, attempt: Attempt, dead: dict[str, str] | None = None) -> bool:
     """One attempt's step: True when it ended."""
     try:
         job = ray.job(attempt.ray_submission_id)
     except JobNotFound:
+        if attempt.stop_reason:
+            # Argus was stopping it (a time limit, a preemption) and Ray forgot it meanwhile:
+            # it ended as Argus meant it to.
+            settle(task, attempt, Outcome(failure=attempt.stop_reason, line=attempt.stop_line, stopped=True))
+            return True
         if task.state != S.SUBMITTING:
-            settle(task, attempt, Outcome(failure=FailureKind.LOST, message=LOST_MESSAGE))
+            # Charged until it was last seen alive, not until Ray came back.
+            ended_at = attempt.last_seen_at or attempt.start_time
+            settle(task, attempt, Outcome(failure=FailureKind.LOST, message=LOST_MESSAGE, ended_at=ended_at))
             return True
         if task.cancel_requested_at is not None:  # canceled before Ray had it: never send it now
             settle(task, attempt, Outcome(stopped=True, line="it never reached Ray"))
@@ -61,7 +107,7 @@ def follow(ray: RayJobs, task: Task, attempt: Attempt) -> bool:
         return False
     if task.state == S.SUBMITTING:
         mark_submitted(task, attempt, note="Found on Ray after an interrupted submission.")
-    if apply_status(task, attempt, job):
+    if apply_status(task, attempt, job, dead or {}):
         return True
     if task.state == S.RUNNING:
         watch(ray, task, attempt)  # what Ray cannot see: a time limit, a hang, a placement never given
@@ -75,15 +121,21 @@ def _ms(value: int | None) -> datetime | None:
     return datetime.fromtimestamp(value / 1000, tz=UTC) if value else None
 
 
-def apply_status(task: Task, attempt: Attempt, job: JobDetails) -> bool:
+def apply_status(task: Task, attempt: Attempt, job: JobDetails, dead: dict[str, str] | None = None) -> bool:
     """Record what Ray says of the attempt; move the task. True when the attempt ended."""
     status = status_of(job)
     changed = []
+    start = attempt.start_time
+    if start is None and status == JobStatus.RUNNING:
+        start = timezone.now()  # it runs now (Ray's start_time is when it was submitted)
+    elif start is None and not is_live(job):
+        start = _ms(job.start_time)  # it ran and ended between two looks: Ray's is all there is
     for name, value in (
         ("ray_status", status),
-        ("start_time", _ms(job.start_time)),
+        ("start_time", start),
         ("exit_code", getattr(job, "driver_exit_code", None)),
         ("node_id", job.driver_node_id or ""),
+        ("ray_job_id", job.job_id or ""),
         ("message", trim(job.message or "")),
     ):
         if value is not None and getattr(attempt, name) != value:
@@ -105,29 +157,46 @@ def apply_status(task: Task, attempt: Attempt, job: JobDetails) -> bool:
             task.transition(S.RUNNING, role=Role.SCHEDULER, actor=ACTOR, attempt=attempt, message="Running on Ray.")
         return False
     ended_at = _ms(job.end_time)
-    if status == JobStatus.SUCCEEDED:
-        outcome = Outcome(ended_at=ended_at)
-    elif status in (JobStatus.STOPPED, JobStatus.FAILED) and attempt.stop_reason:
-        # Argus stopped it (time limit, silence, a placement that never came): that is the end.
+    if status in (JobStatus.STOPPED, JobStatus.FAILED) and attempt.stop_reason:
+        # Argus stopped it (time limit, silence, preemption, a placement that never came): that
+        # is the end, whatever Ray's status says of the stop itself.
         outcome = Outcome(failure=attempt.stop_reason, line=attempt.stop_line, stopped=True, ended_at=ended_at)
+    elif status == JobStatus.SUCCEEDED:
+        outcome = _finished(task, attempt, ended_at)
     elif status == JobStatus.STOPPED:
         outcome = Outcome(stopped=True, ended_at=ended_at)
     elif status == JobStatus.FAILED:
-        tail = _log_tail(task, attempt)
-        line = key_error_line(job.message or "", tail)
-        outcome = Outcome(failure=classify(job.message or "", tail), line=line, ended_at=ended_at)
+        outcome = _failed(task, attempt, job, dead or {}, ended_at)
     else:
         return False  # PENDING
     settle(task, attempt, outcome)
     return True
 
 
+def _failed(task: Task, attempt: Attempt, job: JobDetails, dead: dict[str, str], ended_at: datetime | None) -> Outcome:
+    tail = _log_tail(task, attempt)
+    message = job.message or ""
+    ran_on = {attempt.node_id, *attempt.nodes, *attempt.placement}
+    death = node_death(str(job.error_type or ""), message, tail, {n: ip for n, ip in dead.items() if n in ran_on})
+    if death is not None:
+        return Outcome(failure=FailureKind.NODE_FAILURE, line=death.line, nodes=death.nodes, ended_at=ended_at)
+    return Outcome(failure=classify(message, tail), line=key_error_line(message, tail), ended_at=ended_at)
+
+
+def _finished(task: Task, attempt: Attempt, ended_at: datetime | None) -> Outcome:
+    """A job that exited 0 finished only if it reached its total steps (verl#7401: a resumed
+    run can end at once and report success)."""
+    catch_up(task, attempt)
+    total = attempt.total_steps or task.spec.get("total_training_steps")
+    reached = max(attempt.last_step or 0, attempt.resumed_from_step or 0)
+    if total and reached < int(total):
+        line = f"verl exited at step {reached} of {total}"
+        return Outcome(failure=FailureKind.INCOMPLETE, line=line, ended_at=ended_at)
+    return Outcome(ended_at=ended_at)
+
+
 def _log_tail(task: Task, attempt: Attempt) -> str:
-    path = attempt_log(task, attempt)
     try:
-        with path.open("rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, handle.tell() - LOG_TAIL_BYTES))
-            return handle.read().decode("utf-8", "replace")
+        return bounded(read_tail, attempt_log(task, attempt), LOG_TAIL_BYTES)
     except OSError:
         return ""

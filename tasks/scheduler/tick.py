@@ -51,11 +51,16 @@ def tick(budget: Budget | None = None, *, force_sweep: bool = False) -> TickRepo
         report.reachable = True
         _record_cluster(cluster, "", ray.address.job_server_url)
         try:
-            sync(ray, budget, report.ended)
+            sync(ray, cluster, budget, report.ended)
             stop_canceled(ray, budget)
             charge(timezone.now())  # fair share: what ran since the last tick, before ordering the queue
             # Each submission may wait on Ray: none is started once the budget is spent.
             if not budget.spent():
+                if report.ended:
+                    # Admission plans on the cluster as it is after sync: a job that just ended
+                    # is no longer counted (nor is a victim chosen to free room that is free).
+                    cluster = ray.cluster()
+                    _record_cluster(cluster, "", ray.address.job_server_url)
                 admit(ray, cluster, budget, report.submitted)
             if (force_sweep or sweep_due()) and not budget.spent():
                 sweep(ray, budget)

@@ -2,12 +2,15 @@
 silent (a hang), verl waiting for a placement Ray cannot give; and note the step it resumed from.
 
 The driver log is read incrementally (``Attempt.log_offset``): each tick reads only what was
-added since the last, never the whole file. Argus stops the job itself and records why
-(``Attempt.stop_reason``); the attempt is settled as that kind once Ray reports it stopped.
+added since the last, never the whole file, and each read is bounded (tasks.scheduler.storage).
+Argus stops the job itself (tasks.scheduler.stops: the reason first, then Ray); the attempt is
+settled as that kind once Ray reports it stopped.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
@@ -16,22 +19,32 @@ from django.utils import timezone
 from tasks.curves import parse_text
 from tasks.durations import format_seconds
 from tasks.jobfiles import attempt_log, checkpoint_dir
-from tasks.models import WAITING_STATES, Attempt, EventKind, FailureKind, Task
-from tasks.scheduler.driverlog import placement_stuck, read_new, resumed_from
-from tasks.scheduler.rayjobs import JobNotFound, RayJobs
+from tasks.models import Attempt, EventKind, FailureKind, Task
+from tasks.scheduler.driverlog import placement_stuck, progress, read_new, resumed_from
+from tasks.scheduler.preempt import served, withdraw
+from tasks.scheduler.rayjobs import RayJobs
 from tasks.scheduler.settle import ACTOR
+from tasks.scheduler.stops import request_stop, resend_due, send_stop
+from tasks.scheduler.storage import bounded
 
 # verl writes this file in the checkpoint folder once a checkpoint is complete.
 TRACKER = "latest_checkpointed_iteration.txt"
 # A tick reads at most this much of a log: a burst of output is caught up over a few ticks.
 READ_BYTES = 4 << 20
+# At a job's end, what is left of its log is read for its last step, at most this much.
+CATCH_UP_BYTES = 16 << 20
+logger = logging.getLogger(__name__)
 
 
 def watch(ray: RayJobs, task: Task, attempt: Attempt, now: datetime | None = None) -> None:
     """One look at a RUNNING attempt; stops it when it must stop."""
-    if attempt.stop_requested_at is not None:
-        return  # stopping already: sync settles it when Ray reports the end
     now = now or timezone.now()
+    if attempt.stop_requested_at is not None:
+        # Stopping already: sync settles it when Ray reports the end; a stop Ray did not take
+        # (it timed out) goes again.
+        if resend_due(attempt, now):
+            send_stop(ray, task, attempt)
+        return
     why = (
         _read_log(task, attempt, now)
         or _preempt_due(task, attempt, now)
@@ -39,11 +52,16 @@ def watch(ray: RayJobs, task: Task, attempt: Attempt, now: datetime | None = Non
         or _silent(task, attempt, now)
     )
     if why is not None:
-        stop(ray, task, attempt, *why)
+        request_stop(ray, task, attempt, *why)
 
 
 def _read_log(task: Task, attempt: Attempt, now: datetime) -> tuple[str, str] | None:
-    text, offset, grew = read_new(attempt_log(task, attempt), attempt.log_offset, READ_BYTES)
+    try:
+        text, offset, grew = bounded(read_new, attempt_log(task, attempt), attempt.log_offset, READ_BYTES)
+    except OSError as error:
+        # Storage is slow or unwell: nothing new this tick (the stall timeout still counts).
+        logger.warning("%s: driver.log unread this tick: %s", attempt, error)
+        return None
     if grew:
         _note(task, attempt, text, offset, now)
     grace = timedelta(seconds=settings.ARGUS_PLACEMENT_GRACE_S)
@@ -56,6 +74,13 @@ def _note(task: Task, attempt: Attempt, text: str, offset: int, now: datetime) -
     """What the new part of the log says: the step resumed from, a placement Ray cannot give."""
     changed = ["log_offset", "log_grew_at"]
     attempt.log_offset, attempt.log_grew_at = offset, now
+    seen = progress(text)
+    if seen.total is not None and seen.total != attempt.total_steps:
+        attempt.total_steps = seen.total
+        changed.append("total_steps")
+    if seen.last is not None and seen.last > (attempt.last_step or -1):
+        attempt.last_step = seen.last
+        changed.append("last_step")
     # verl says once where it starts; later lines (a metric line) must not be read as that.
     resume = None if attempt.resume_known else resumed_from(text)
     if resume is not None:
@@ -81,26 +106,18 @@ def _note(task: Task, attempt: Attempt, text: str, offset: int, now: datetime) -
 
 def _preempt_due(task: Task, attempt: Attempt, now: datetime) -> tuple[str, str] | None:
     """A preempted attempt stops as soon as verl has saved a checkpoint since it was chosen
-    (nothing is lost), or when its grace has passed."""
+    (nothing is lost), or when its grace has passed; admission withdraws it when the task it
+    makes room for would not start (tasks.scheduler.preempt), and so does this look when that
+    task no longer waits at all."""
     if attempt.preempted_at is None:
         return None
-    if not Task.objects.filter(
-        state__in=WAITING_STATES, priority_rank__gt=task.priority_rank, cancel_requested_at=None
-    ).exists():
-        # What it was making room for started elsewhere or was canceled: it runs on.
-        attempt.preempted_at = None
-        attempt.save(update_fields=["preempted_at"])
-        task.record(
-            EventKind.PREEMPTED,
-            actor=ACTOR,
-            attempt=attempt,
-            message="Preemption withdrawn: no task of higher priority waits any more; it runs on.",
-            data={"withdrawn": True},
-        )
+    why_not = served(attempt)
+    if why_not:
+        withdraw(task, attempt, why_not)
         return None
     tracker = checkpoint_dir(task.user.username, task.task_id) / TRACKER
     try:
-        saved = datetime.fromtimestamp(tracker.stat().st_mtime, tz=UTC) >= attempt.preempted_at
+        saved = datetime.fromtimestamp(bounded(os.stat, tracker).st_mtime, tz=UTC) >= attempt.preempted_at
     except OSError:
         saved = False
     grace = settings.ARGUS_PREEMPT_GRACE_S
@@ -130,19 +147,26 @@ def _silent(task: Task, attempt: Attempt, now: datetime) -> tuple[str, str] | No
     )
 
 
-def stop(ray: RayJobs, task: Task, attempt: Attempt, reason: str, line: str) -> None:
-    """Stop the attempt's job for ``reason`` (a FailureKind); sync settles it as that."""
+def catch_up(task: Task, attempt: Attempt) -> None:
+    """At a job's end, read what the watch had not read of its log yet (its last step, where it
+    resumed from), bounded like every file call of the tick."""
+    path = attempt_log(task, attempt)
     try:
-        ray.stop(attempt.ray_submission_id)
-    except JobNotFound:
-        return  # gone already: sync finds it LOST
-    attempt.stop_requested_at = timezone.now()
-    attempt.stop_reason, attempt.stop_line = reason, line[:500]
-    attempt.save(update_fields=["stop_requested_at", "stop_reason", "stop_line"])
-    task.record(
-        EventKind.STOP_REQUESTED,
-        actor=ACTOR,
-        attempt=attempt,
-        message=f"Stopping attempt {attempt.attempt_no} ({reason}): {line}",
-        data={"stop_reason": reason},
-    )
+        text, offset, grew = bounded(read_new, path, attempt.log_offset, CATCH_UP_BYTES)
+        rest = bounded(read_tail, path, 4096, since=offset)  # a last line with no newline
+    except OSError as error:
+        logger.warning("the end of %s's log is unread: %s", attempt, error)
+        return
+    if grew or rest:
+        _note(task, attempt, f"{text}{rest}", offset, timezone.now())
+
+
+def read_tail(path: os.PathLike[str], size: int, since: int = 0) -> str:
+    """The last ``size`` bytes of a file, none before ``since`` ("" when there is none)."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(since, handle.tell() - size))
+            return handle.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return ""

@@ -28,6 +28,7 @@ class FakeRay:
         self.stopped: list[str] = []
         self.deleted: list[str] = []
         self.hooks: dict[str, Callable[..., None]] = {}  # call name -> run before answering
+        self.placed: dict[str, dict[str, int]] = {}  # Ray job id -> {node: gpus} of its placement groups
 
     def _hook(self, name: str, *args: object) -> None:
         if name in self.hooks:
@@ -71,6 +72,17 @@ class FakeRay:
         if submission_id not in self.known:
             raise JobNotFound(submission_id)
         self.stopped.append(submission_id)
+
+    def placements(self) -> dict[str, dict[str, int]]:
+        self._hook("placements")
+        return dict(self.placed)
+
+    def kill_node(self, node_id: str) -> None:
+        """Ray lists the node as dead from now on."""
+        for node in self.nodes:
+            if node.node_id == node_id:
+                node.alive = False
+                node.gpus_free = node.cpus_free = 0.0
 
     def delete(self, submission_id: str) -> None:
         self._hook("delete", submission_id)
