@@ -7,6 +7,7 @@ also die as a power cut would take it (``kill_node``) and a new one of its shape
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
 import random
 import re
@@ -201,10 +202,8 @@ class LocalRayCluster:
         assert node_id, f"{node.name} has not started"
         frozen = freeze_tree(node.process.pid)
         for pid in frozen:
-            try:
+            with contextlib.suppress(ProcessLookupError):  # reaped already
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         node.process.wait(10)
         self.workers.remove(node)
         self.killed.append(node)
