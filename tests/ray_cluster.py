@@ -64,12 +64,14 @@ def node_port() -> int:
     return spare_port(NODE_PORTS, _handed_out)
 
 
-# How soon the head's GCS declares a node dead that stopped answering: Ray's defaults (a check
-# every 3 s, 10 s timeout, 5 failures in a row) take 15-30 s. A killed raylet refuses the check at
-# once, so the period times the threshold is what counts: measured here, a SIGKILLed worker is
-# DEAD in Ray's node table 2.5-3.5 s after the kill, and a job whose driver was on it FAILED
-# (JOB_SUPERVISOR_ACTOR_DIED) about 1 s later. The timeout stays long, so that a raylet slowed down
-# by a busy 2-core machine is not declared dead: it would have to miss 3 checks of 5 s each.
+# How soon the head's GCS declares a node dead that stopped answering (Ray 2.60's
+# ray_config_def.h: a check every 3 s, a 10 s timeout, 5 failures in a row: 15 s at the least).
+# A killed raylet refuses the check at once, so the period times the threshold is what counts:
+# measured here (3 runs), a kill_node'd worker is DEAD in Ray's node table 2.1-2.8 s after the
+# kill; a job whose driver was on it ends FAILED (JOB_SUPERVISOR_ACTOR_DIED) ~3.8 s after, one
+# with a training actor on it ~3 s after (the driver's ActorUnavailableError). The timeout stays
+# long, so that a raylet slowed down by a busy 2-core machine is not declared dead: it would have
+# to miss 3 checks of 5 s each.
 HEALTH_CHECK_ENV = {
     "RAY_health_check_initial_delay_ms": "1000",
     "RAY_health_check_period_ms": "1000",

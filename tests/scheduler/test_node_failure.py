@@ -122,7 +122,7 @@ def test_the_drivers_node_dies_and_the_task_resumes_on_another(alice, submit, cl
 
     def drivers_node(attempt, actors) -> str:
         driver = JobSubmissionClient(cluster.job_server_url).get_job_info(attempt.ray_submission_id).driver_node_id
-        assert attempt.node_id == driver  # the scheduler's record of it
+        assert driver and attempt.node_id == driver  # the scheduler's record of it
         return driver
 
     victim, saved = kill_under(task, cluster, drivers_node)
