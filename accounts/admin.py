@@ -17,6 +17,7 @@ from django.urls import reverse
 from accounts import limits, users
 from accounts.limits import LIMIT_NAMES
 from accounts.models import ApiToken, ApiTokenQuerySet, TokenState, UserLimits
+from argus_site.admin_save import SaveChangedFieldsOnly
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +39,10 @@ class TokenStateFilter(admin.SimpleListFilter):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(SaveChangedFieldsOnly, admin.ModelAdmin):
+    """Tokens; an edit (name, expiry) writes only what changed, so a revocation through the API
+    or a use recorded while the page is saved stays."""
+
     list_display = ["user", *TOKEN_COLUMNS]
     list_filter = [TokenStateFilter, "created_at", "last_used_at", "expires_at"]
     list_select_related = ["user"]
@@ -99,14 +103,15 @@ class ApiTokenInline(admin.TabularInline):
 
 
 class UserLimitsInline(admin.StackedInline):
-    """The user's own limits and weight, on their page; what is in effect is shown beside."""
+    """The user's own limits, weight and high-priority permission, on their page; what is in
+    effect is shown beside."""
 
     model = UserLimits
-    fields = [*LIMIT_NAMES, "fair_share_weight", "in_effect"]
+    fields = [*LIMIT_NAMES, "fair_share_weight", "can_use_high_priority", "in_effect"]
     readonly_fields = ["in_effect"]
     can_delete = False  # emptying a limit is how it goes back to the site default
     max_num = 1
-    verbose_name_plural = "Limits (empty: the site default; 0: no limit)"
+    verbose_name_plural = "Limits and permissions (empty limit: the site default; 0: no limit)"
 
     def get_formset(self, request: HttpRequest, obj: User | None = None, **kwargs: Any) -> Any:
         # The site default each empty limit falls back to, in its help text: settings change

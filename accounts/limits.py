@@ -1,5 +1,5 @@
 """A user's limits and fair-share weight as they apply: their own (accounts.models.UserLimits)
-where set, the site's ARGUS_USER_* default where not.
+where set, the site's ARGUS_USER_* default where not; and whether they may use high priority.
 
 The one place that resolves them: submission (tasks/submit.py), the scheduler, the API and the
 admin site all read them through these functions.
@@ -23,6 +23,8 @@ logger = logging.getLogger(__name__)
 
 # The limits a user may hold, in the order the API and the admin site show them.
 LIMIT_NAMES = ("max_running_gpus", "max_running_tasks", "max_queued_tasks")
+# What set_limits writes: the limits, the weight and the one permission.
+SETTING_NAMES = (*LIMIT_NAMES, "fair_share_weight", "can_use_high_priority")
 DEFAULT_WEIGHT = 1.0
 # Past this many ids limits_by_user reads the whole table instead of an IN list: one statement's
 # parameters are capped (999 in SQLite before 3.32), and the table holds one row per user at most.
@@ -98,10 +100,31 @@ def limits_by_user(user_ids: Iterable[int]) -> dict[int, Limits]:
     return {user_id: own.get(user_id, defaults) for user_id in ids}
 
 
+def may_use_high_priority(user: User) -> bool:
+    """Whether ``user`` may submit ``priority: high``: an admin always, anyone else once granted
+    (can_use_high_priority). No query when the row was loaded with select_related("limits")."""
+    if user.is_staff:
+        return True
+    row = own_limits(user)
+    return row is not None and row.can_use_high_priority
+
+
+def high_priority_refusal(user: User) -> str | None:
+    """Why ``user`` may not submit ``priority: high``, naming who can change that; None when
+    they may."""
+    if may_use_high_priority(user):
+        return None
+    return (
+        f"priority: high is not allowed for {user.username}; an administrator can grant it "
+        f"(can_use_high_priority, in the admin site or PATCH /api/v2/users/{user.username})"
+    )
+
+
 def set_limits(user: User, *, actor: str, **changes: Any) -> None:
-    """Write some of ``user``'s own limits (LIMIT_NAMES; None: back to the site default) and
-    ``fair_share_weight``, already validated; the row is created if need be."""
-    unknown = set(changes) - {*LIMIT_NAMES, "fair_share_weight"}
+    """Write some of ``user``'s own limits (LIMIT_NAMES; None: back to the site default),
+    ``fair_share_weight`` and ``can_use_high_priority``, already validated; the row is created
+    if need be."""
+    unknown = set(changes) - set(SETTING_NAMES)
     if unknown:
         raise TypeError(f"not a limit: {', '.join(sorted(unknown))}")
     if not changes:

@@ -152,7 +152,8 @@ def _limit_field(what: str, setting: str) -> models.PositiveIntegerField:
 
 
 class UserLimits(models.Model):
-    """A user's own limits and fair-share weight; a user without a row has the site defaults.
+    """A user's own limits, fair-share weight and permissions; a user without a row has the site
+    defaults and no permissions.
 
     accounts.limits resolves them (site default applied); the scheduler and submission read
     them only through it.
@@ -167,6 +168,13 @@ class UserLimits(models.Model):
         validators=[validate_weight],
         help_text="Greater than 0. Fair share orders users by decayed GPU-seconds over this weight: "
         "a user of weight 2 gets about twice the share of a user of weight 1.",
+    )
+    # A permission, not a limit: a high task goes before fair share and may preempt other users'
+    # tasks, so it is granted (as Slurm's QOS and Kueue's priority classes are), never assumed.
+    can_use_high_priority = models.BooleanField(
+        default=False,
+        help_text="May submit tasks with priority: high, which go before fair share and may preempt "
+        "other users' preemptible tasks. Administrators always may.",
     )
 
     class Meta:

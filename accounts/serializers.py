@@ -12,7 +12,7 @@ from rest_framework import serializers
 from accounts import limits, users
 from accounts.homes import home_dir
 from accounts.models import LIMIT_MAX, ApiToken, TokenState, UserLimits, validate_weight
-from argus_site.api import JSONFloatField, JSONIntegerField, RefuseUnknownFields
+from argus_site.api import JSONBooleanField, JSONFloatField, JSONIntegerField, RefuseUnknownFields
 
 
 class LimitValueSerializer(serializers.Serializer):
@@ -50,10 +50,23 @@ class UserSerializer(serializers.ModelSerializer):
     is_admin = serializers.BooleanField(source="is_staff", read_only=True)
     home = serializers.SerializerMethodField(help_text="The user's home directory on the shared storage.")
     limits = serializers.SerializerMethodField()
+    can_use_high_priority = serializers.SerializerMethodField(
+        help_text="Whether the user may submit tasks with priority: high: always for an admin, else as "
+        "granted (PATCH this user with can_use_high_priority)."
+    )
 
     class Meta:
         model = User
-        fields = ["username", "is_admin", "is_active", "date_joined", "last_login", "home", "limits"]
+        fields = [
+            "username",
+            "is_admin",
+            "is_active",
+            "date_joined",
+            "last_login",
+            "home",
+            "limits",
+            "can_use_high_priority",
+        ]
         read_only_fields = fields
 
     def get_home(self, user: User) -> str:
@@ -62,6 +75,9 @@ class UserSerializer(serializers.ModelSerializer):
     @extend_schema_field(UserLimitsSerializer)
     def get_limits(self, user: User) -> dict[str, Any]:
         return UserLimitsSerializer.of(limits.own_limits(user))
+
+    def get_can_use_high_priority(self, user: User) -> bool:
+        return limits.may_use_high_priority(user)
 
 
 @extend_schema_field({"type": "number", "format": "double", "minimum": 0, "exclusiveMinimum": True})
@@ -89,6 +105,10 @@ class UserLimitsUpdateSerializer(RefuseUnknownFields, serializers.Serializer):
         help_text="Waiting tasks (QUEUED, PENDING_RESOURCES) at once; a submission past it is a 429.",
     )
     fair_share_weight = WeightField(required=False, help_text="Greater than 0; 1.0 for everyone by default.")
+    can_use_high_priority = JSONBooleanField(
+        required=False,
+        help_text="Whether the user may submit tasks with priority: high (false by default; admins always may).",
+    )
 
 
 class UserCreateSerializer(serializers.Serializer):

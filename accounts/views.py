@@ -33,7 +33,7 @@ from argus_site.api import error_responses as errors
     retrieve=extend_schema(responses={200: UserSerializer, **errors(403, 404)}),
 )
 class UserViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    """Users, for admins: list, show, create, set limits (PATCH), disable, enable."""
+    """Users, for admins: list, show, create, set limits and permissions (PATCH), disable, enable."""
 
     # select_related: each user's limits come in the same query, not one query per user.
     queryset = User.objects.select_related("limits").order_by("username")
@@ -54,10 +54,11 @@ class UserViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         )
 
     @extend_schema(
-        summary="Set a user's limits and fair-share weight",
+        summary="Set a user's limits, fair-share weight and high-priority permission",
         description="Only the fields sent change. A limit is a whole number (0: no limit) or null: "
         "the site default (ARGUS_USER_MAX_RUNNING_GPUS, _RUNNING_TASKS, _QUEUED_TASKS) applies. "
-        "The answer is the user, with each limit as set and as in effect.",
+        "`can_use_high_priority` grants (or withdraws) the right to submit `priority: high`; an "
+        "admin always has it. The answer is the user, with each limit as set and as in effect.",
         request=UserLimitsUpdateSerializer,
         responses={200: UserSerializer, **errors(400, 403, 404)},
     )

@@ -25,6 +25,7 @@ from django.views.decorators.http import require_POST
 
 from accounts import files
 from accounts.homes import HOME_SUBDIRS, home_dir
+from accounts.limits import may_use_high_priority
 from accounts.middleware import SESSION_TOKEN_KEY
 from accounts.models import ApiToken, hash_token
 from accounts.users import request_user
@@ -183,6 +184,7 @@ def account_view(request: HttpRequest) -> HttpResponse:
         "tokens": ApiToken.objects.filter(user=user),
         "new_token": raw,
         "home": home_dir(user.username),
+        "can_use_high_priority": may_use_high_priority(user),
     }
     response = render(request, "accounts/account.html", context, status=400 if form.errors else 200)
     response.delete_cookie(NEW_TOKEN_COOKIE, path="/account/", samesite="Strict")

@@ -37,6 +37,14 @@ class QuotaExceeded(exceptions.APIException):
     default_code = "quota_exceeded"
 
 
+class PriorityForbidden(exceptions.PermissionDenied):
+    """A priority the user has not been granted (accounts.limits.may_use_high_priority): a 403
+    with a code of its own, so a client can tell it from a route it may not use."""
+
+    default_detail = "This priority is not allowed for you."
+    default_code = "priority_not_allowed"
+
+
 class ServiceUnavailable(exceptions.APIException):
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     default_detail = "A service Argus depends on is unavailable."

@@ -317,16 +317,20 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 ARGUS_PUBLIC_URL = envstr("ARGUS_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
 # Hosts a webhook may reach although they resolve to loopback, private or link-local addresses.
 ARGUS_WEBHOOK_ALLOWED_HOSTS = [host.lower() for host in envlist("ARGUS_WEBHOOK_ALLOWED_HOSTS", "")]
+# One try's whole time, name lookup to the answer's headers (webhooks.deadline), not each read.
 ARGUS_WEBHOOK_TIMEOUT_S = envfloat("ARGUS_WEBHOOK_TIMEOUT_S", 10.0)
+# Tries the webhook worker (manage.py sendwebhooks) runs at once; one user gets at most half.
+ARGUS_WEBHOOK_THREADS = envint("ARGUS_WEBHOOK_THREADS", 4)
 # Tries in all (the first at once), and the wait before the second, doubling after each failure.
 ARGUS_WEBHOOK_MAX_ATTEMPTS = envint("ARGUS_WEBHOOK_MAX_ATTEMPTS", 5)
 ARGUS_WEBHOOK_RETRY_S = envint("ARGUS_WEBHOOK_RETRY_S", 60)
 # Finished deliveries are shown this long, then deleted.
 ARGUS_WEBHOOK_KEEP_DAYS = envint("ARGUS_WEBHOOK_KEEP_DAYS", 30)
 
-# django-q2 runs the scheduling tick and the Ray sync. The ORM broker keeps it to one
-# database; poll 0.2 s keeps the on-commit trigger fast (RAY_NOTES.md). timeout < retry,
-# and max_attempts bounds re-delivery of a task that keeps failing.
+# django-q2 runs the scheduling tick and the Ray sync, and nothing else: webhooks have their
+# own worker, so a user's receiver can never hold a worker the tick needs. The ORM broker
+# keeps it to one database; poll 0.2 s keeps the on-commit trigger fast (RAY_NOTES.md).
+# timeout < retry, and max_attempts bounds re-delivery of a task that keeps failing.
 Q_CLUSTER = {
     "name": "argus",
     "orm": "default",

@@ -2,28 +2,51 @@
 
     .venv/bin/python bench/policy_sim.py --trace FILE.csv [--nodes 8] [--gpus 8]
                                          [--policies strict_fifo,best_effort_fifo,backfill,default]
+                                         [--preemption on|off|both]
 
 The trace is a CSV with the header
-``arrive_s,user,nnodes,gpus_per_node,run_s,time_limit_s,priority,preemptible`` (bench/trace_gen.py
-makes one): a task arrives at ``arrive_s``, runs ``run_s`` seconds once started (or until its
-time limit, where Argus stops it), and the schedulers know only ``time_limit_s`` (empty: none).
+``arrive_s,user,nnodes,gpus_per_node,run_s,time_limit_s,priority,preemptible,checkpoint_s``
+(bench/trace_gen.py makes one; the last four columns may be left out): a task arrives at
+``arrive_s``, runs ``run_s`` seconds of work once started (or until its time limit, where Argus
+stops it), and the schedulers know only ``time_limit_s`` (empty: none). ``priority`` is normal
+(the default) or high; ``preemptible`` true or false (the default); ``checkpoint_s`` the seconds
+of work between two checkpoints (verl's ``save_freq`` steps; default 600).
 
 An event simulation: at each arrival, end and preemption stop, the queue is ordered by
 tasks.scheduler.fairshare.order and admitted by tasks.scheduler.admission.decide, the very
 functions the scheduler's tick calls (tasks/scheduler/launch.py), over ``--nodes`` worker nodes of
-``--gpus`` GPUs. Admission is instantaneous and a started task runs exactly its run time: the
-figures compare policies, not Ray's start-up costs.
+``--gpus`` GPUs. Admission is instantaneous and a started task runs exactly its work: the figures
+compare policies, not Ray's start-up costs.
+
+Preemption as Argus does it, each pass shaped like tasks.scheduler.launch.admit: decide() is
+given the grace and the victims that yield (preempt.yielded) and names the victims; the choices
+whose task would no longer start once its victims are gone are withdrawn by
+admission.preemption_holds, as launch._withdraw_unserved does, and those whose task no longer
+waits, as watch._preempt_due does. A victim runs on until its next checkpoint after it was
+chosen or until ARGUS_PREEMPT_GRACE_S passes, whichever comes first (watch._preempt_due), then
+stops, goes back to the queue in its place (its arrival) and later resumes from its last
+checkpoint: the work since that checkpoint is done twice (``wasted_gpu_h``: GPUs x seconds
+redone). While it stops, admission sees it as stopping, ending at chosen + grace
+(launch.running_now). The one rule modelled here rather than called: a task that resumed after
+a preemption is passed to decide() as not preemptible until it has run ARGUS_PREEMPT_MIN_RUN_S,
+as launch.running_now does. The scheduler ticks every few seconds; here a pass that changed
+anything is followed at once by another, until one changes nothing (what the next tick does).
 
 Policies: ``strict_fifo``, ``best_effort_fifo`` and ``backfill`` (EASY backfill) with plain
 priority + FIFO order and no preemption, and ``default``: what ships, read from the settings
 (ARGUS_SCHEDULING_POLICY, fair share per ARGUS_FAIR_SHARE_WINDOW / _HALF_LIFE_H, preemption per
-ARGUS_PREEMPTION / ARGUS_PREEMPT_GRACE_S, ARGUS_DEFAULT_TIME_LIMIT for tasks without a limit, and
-the ARGUS_USER_MAX_RUNNING_* site limits). A preempted task goes back to the queue and later runs
-only what it had left (it resumes from the checkpoint it saved in its grace period).
+ARGUS_PREEMPTION / ARGUS_PREEMPT_GRACE_S / ARGUS_PREEMPT_MIN_RUN_S, ARGUS_DEFAULT_TIME_LIMIT for
+tasks without a limit, and the ARGUS_USER_MAX_RUNNING_* site limits). ``--preemption off`` runs
+every policy without preemption; ``both`` runs each policy that preempts twice, on the same trace,
+and adds a line comparing the two.
 
 Prints one JSON object per policy per line: ``policy``, ``mean_wait_s``, ``p95_wait_s``,
-``max_wait_s``, ``utilization`` (busy GPU-seconds over the cluster's GPU-seconds from the first
-arrival to the last end) and more; ``default`` also gets its ratios to ``backfill``.
+``max_wait_s``, ``utilization`` (busy GPU-seconds, redone work included, over the cluster's
+GPU-seconds from the first arrival to the last end), ``preemptions`` (victims stopped),
+``withdrawn``, ``wasted_gpu_h``, ``high_mean_wait_s``, ``high_p95_wait_s``,
+``normal_mean_wait_s``, ``unsettled`` (instants where passes never stopped changing things) and
+more; ``default`` also gets its ratios to ``backfill``. A task's wait
+is all its time in the queue, before its first start and after each preemption.
 """
 
 from __future__ import annotations
@@ -32,10 +55,11 @@ import argparse
 import csv
 import heapq
 import json
+import math
 import os
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,6 +70,14 @@ from tasks.scheduler import admission, fairshare  # noqa: E402
 from tasks.scheduler.rooms import Request, Room  # noqa: E402
 
 PRIORITY = {"normal": 0, "high": 10}
+HIGH = PRIORITY["high"]
+BOOLEAN = {"": False, "false": False, "0": False, "no": False, "true": True, "1": True, "yes": True}
+DEFAULT_CHECKPOINT_S = 600.0
+# Float sums of seconds: a progress within this of a checkpoint is at it.
+EPSILON = 1e-6
+# Passes at one instant before giving up on it settling (counted as ``unsettled``): a choice
+# made and withdrawn on every tick would never settle.
+MAX_PASSES = 10
 
 
 @dataclass
@@ -59,14 +91,36 @@ class Task:
     limit_s: float | None
     priority: int
     preemptible: bool
-    left_s: float = 0.0  # run time still to go (after a preemption, less than run_s)
+    checkpoint_s: float = DEFAULT_CHECKPOINT_S
+    saved_s: float = 0.0  # work in its last checkpoint: where its next attempt resumes
     queued_since: float = 0.0
     waited: float = 0.0
     started: float | None = None
     placement: dict[str, int] = field(default_factory=dict)
     ends_at: float = 0.0
+    # Chosen as a victim: when, for which waiting task, and when it really stops.
+    chosen_at: float | None = None
+    chosen_for: int | None = None
     stopping_at: float | None = None
+    preempted: int = 0  # times stopped for another task
+    yielded_to: list[int] = field(default_factory=list)  # the tasks it was stopped for
     attempt: int = 0
+
+    @property
+    def gpus(self) -> int:
+        return self.nnodes * self.gpus_per_node
+
+    def progress(self, at: float) -> float:
+        """Work done by ``at`` in this attempt, from the start of the task."""
+        assert self.started is not None
+        return self.saved_s + at - self.started
+
+    def next_checkpoint(self, at: float) -> float:
+        """When this attempt next saves a checkpoint strictly after ``at`` (verl saves every
+        ``save_freq`` steps, counted from the task's first step)."""
+        done = self.progress(at)
+        boundary = (math.floor((done + EPSILON) / self.checkpoint_s) + 1) * self.checkpoint_s
+        return at + boundary - done
 
 
 @dataclass(frozen=True)
@@ -80,6 +134,7 @@ class Config:
     default_limit_s: float | None = None
     caps: admission.Caps | None = None
     shortest_first: bool = False
+    min_run_s: float = 0.0  # ARGUS_PREEMPT_MIN_RUN_S, applied as launch.running_now does
 
 
 def read_trace(path: Path) -> list[Task]:
@@ -88,6 +143,10 @@ def read_trace(path: Path) -> list[Task]:
 
 
 REQUIRED = ("arrive_s", "user", "nnodes", "gpus_per_node", "run_s")
+
+
+def _field(row: dict[str, str], name: str) -> str:
+    return (row.get(name) or "").strip().lower()
 
 
 def read_rows(rows: Iterable[dict[str, str]]) -> list[Task]:
@@ -99,8 +158,14 @@ def read_rows(rows: Iterable[dict[str, str]]) -> list[Task]:
         missing = [name for name in REQUIRED if not (row.get(name) or "").strip()]
         if missing:
             raise SystemExit(f"line {line}: {', '.join(missing)} missing")
+        priority, preemptible = _field(row, "priority") or "normal", _field(row, "preemptible")
+        if priority not in PRIORITY:
+            raise SystemExit(f"line {line}: priority {priority!r}: use normal or high")
+        if preemptible not in BOOLEAN:
+            raise SystemExit(f"line {line}: preemptible {preemptible!r}: use true or false")
         try:
-            limit = (row.get("time_limit_s") or "").strip()
+            limit = _field(row, "time_limit_s")
+            checkpoint = _field(row, "checkpoint_s")
             task = Task(
                 key=key,
                 arrive=float(row["arrive_s"]),
@@ -109,13 +174,16 @@ def read_rows(rows: Iterable[dict[str, str]]) -> list[Task]:
                 gpus_per_node=int(row["gpus_per_node"]),
                 run_s=float(row["run_s"]),
                 limit_s=float(limit) if limit and float(limit) > 0 else None,
-                priority=PRIORITY.get((row.get("priority") or "normal").strip().lower(), 0),
-                preemptible=(row.get("preemptible") or "").strip().lower() in ("true", "1", "yes"),
+                priority=PRIORITY[priority],
+                preemptible=BOOLEAN[preemptible],
+                checkpoint_s=float(checkpoint) if checkpoint else DEFAULT_CHECKPOINT_S,
             )
         except ValueError as error:
             raise SystemExit(f"line {line}: {error}") from None
         if task.nnodes < 1 or task.gpus_per_node < 1 or task.run_s < 0:
             raise SystemExit(f"line {line}: nnodes and gpus_per_node must be at least 1, run_s not negative")
+        if not task.checkpoint_s > 0:
+            raise SystemExit(f"line {line}: checkpoint_s must be more than 0")
         tasks.append(task)
     return tasks
 
@@ -135,6 +203,7 @@ def configs(names: list[str]) -> list[Config]:
         grace_s=float(settings.ARGUS_PREEMPT_GRACE_S),
         default_limit_s=float(settings.ARGUS_DEFAULT_TIME_LIMIT) or None,
         caps=admission.Caps(settings.ARGUS_USER_MAX_RUNNING_GPUS, settings.ARGUS_USER_MAX_RUNNING_TASKS),
+        min_run_s=float(settings.ARGUS_PREEMPT_MIN_RUN_S),
     )
     known = {name: Config(policy=name, scheduling=name) for name in admission.POLICIES}
     known["default"] = shipped
@@ -147,9 +216,8 @@ def configs(names: list[str]) -> list[Config]:
 class Simulation:
     def __init__(self, tasks: list[Task], nodes: int, gpus: int, config: Config) -> None:
         self.config = config
-        self.tasks = [Task(**{**vars(t), "placement": {}}) for t in tasks]
+        self.tasks = [Task(**{**vars(t), "placement": {}, "yielded_to": []}) for t in tasks]
         for task in self.tasks:
-            task.left_s = task.run_s
             task.queued_since = task.arrive
         self.totals = {f"n{index}": Room(float(gpus), 0.0) for index in range(nodes)}
         self.events: list[tuple[float, int, str, int, int]] = []
@@ -160,7 +228,10 @@ class Simulation:
         self.usage_at = 0.0
         self.busy_gpu_s = 0.0
         self.clock = 0.0
-        self.preemptions = 0
+        self.preemptions = 0  # victims stopped
+        self.withdrawn = 0  # choices withdrawn before the victim stopped
+        self.wasted_gpu_s = 0.0  # work redone after preemptions, in GPU-seconds
+        self.unsettled = 0  # instants where passes kept changing things (MAX_PASSES reached)
         self.unplaceable: list[int] = []
         for task in self.tasks:
             self._push(task.arrive, "arrive", task)
@@ -175,9 +246,8 @@ class Simulation:
             half_life = self.config.half_life_s
             self.usage = {user: fairshare.decayed(used, seconds, half_life) for user, used in self.usage.items()}
             for task in self.running.values():
-                gpus = task.nnodes * task.gpus_per_node
-                self.busy_gpu_s += gpus * seconds
-                self.usage[task.user] = self.usage.get(task.user, 0.0) + gpus * seconds
+                self.busy_gpu_s += task.gpus * seconds
+                self.usage[task.user] = self.usage.get(task.user, 0.0) + task.gpus * seconds
         self.clock = to
 
     def _planned(self, task: Task) -> float | None:
@@ -193,7 +263,7 @@ class Simulation:
                 _, _, kind, key, attempt = heapq.heappop(self.events)
                 task = self.tasks[key]
                 if attempt != task.attempt:
-                    continue  # an end planned for an attempt that was preempted
+                    continue  # planned for an attempt that has ended since
                 getattr(self, f"_on_{kind}")(task)
             self._schedule()
         return self._report(first)
@@ -208,12 +278,27 @@ class Simulation:
         del self.running[task.key]
         task.attempt += 1  # a preemption stop planned for it is void now
 
-    def _on_preempted(self, task: Task) -> None:
-        """The victim's grace ended: it stops, saved, and waits again with what it has left."""
+    def _on_wake(self, task: Task) -> None:
+        """A resumed task has run ARGUS_PREEMPT_MIN_RUN_S: preemptible again (the pass that
+        follows every event may choose it)."""
+
+    def _on_stop(self, task: Task) -> None:
+        """A victim saved its checkpoint or its grace ended: it stops, loses the work since its
+        last checkpoint, and waits again in its place (yielding to the task it was stopped for
+        while that one waits). The task it serves still waits: had it started, the pass after
+        would have withdrawn the choice."""
+        if task.stopping_at != self.clock:
+            return  # withdrawn meanwhile (or chosen again, with a later stop)
+        assert task.chosen_for is not None
+        task.yielded_to.append(task.chosen_for)
         del self.running[task.key]
-        assert task.started is not None
-        task.left_s -= self.clock - task.started
-        task.stopping_at = None
+        done = task.progress(self.clock)
+        saved = math.floor((done + EPSILON) / task.checkpoint_s) * task.checkpoint_s
+        task.saved_s = max(task.saved_s, min(saved, done))
+        self.wasted_gpu_s += task.gpus * max(0.0, done - task.saved_s)
+        self.preemptions += 1
+        task.preempted += 1
+        task.chosen_at = task.chosen_for = task.stopping_at = None
         task.attempt += 1
         task.queued_since = self.clock
         self.waiting[task.key] = task
@@ -225,9 +310,14 @@ class Simulation:
                 free[node] = Room(free[node].gpus - gpus, 0.0)
         return free
 
-    def _schedule(self) -> None:
-        if not self.waiting:
-            return
+    def _preemptible(self, task: Task) -> bool:
+        if not task.preemptible:
+            return False
+        assert task.started is not None
+        # launch.running_now: a task that resumed after a preemption runs a while first.
+        return not (task.preempted and self.clock - task.started < self.config.min_run_s)
+
+    def _queue(self) -> list[Request]:
         config = self.config
         users = {t.user for t in self.waiting.values()} | {t.user for t in self.running.values()}
         factor = fairshare.factors(self.usage, {}, users) if config.fair_window_s else {}
@@ -242,13 +332,19 @@ class Simulation:
             queue.append(
                 Request(task.key, task.nnodes, task.gpus_per_node, 0.0, task.user, self._planned(task), task.priority)
             )
+        return queue
+
+    def _running(self) -> list[admission.Running]:
+        """The running tasks as launch.running_now passes them."""
         running = []
         for task in self.running.values():
             planned = self._planned(task)
             assert task.started is not None
+            # What the scheduler knows: a victim ends by its grace, not at the checkpoint it
+            # cannot foresee.
             ends = (
-                task.stopping_at
-                if task.stopping_at is not None
+                task.chosen_at + self.config.grace_s
+                if task.chosen_at is not None
                 else (task.started + planned if planned is not None else None)
             )
             running.append(
@@ -259,16 +355,37 @@ class Simulation:
                     ends,
                     task.user,
                     task.priority,
-                    task.preemptible,
+                    self._preemptible(task),
                     task.started,
-                    stopping=task.stopping_at is not None,
+                    stopping=task.chosen_at is not None,
                 )
             )
-        limited = config.caps is not None and (config.caps.max_gpus or config.caps.max_tasks)
-        caps = {user: config.caps for user in users} if config.caps is not None and limited else None
+        return running
+
+    def _caps(self) -> dict[str, admission.Caps] | None:
+        caps = self.config.caps
+        if caps is None or not (caps.max_gpus or caps.max_tasks):
+            return None
+        users = {t.user for t in self.waiting.values()} | {t.user for t in self.running.values()}
+        return {user: caps for user in users}
+
+    def _schedule(self) -> None:
+        for _ in range(MAX_PASSES):
+            if not self._pass():
+                return
+        self.unsettled += 1
+
+    def _pass(self) -> bool:
+        """One tick's watch and admission (tasks.scheduler.tick): whether it changed anything."""
+        changed = self._watch()
+        if not self.waiting:
+            return changed
+        config = self.config
+        queue, running, caps, free = self._queue(), self._running(), self._caps(), self._free()
+        yielded = {t.key: b for t in self.waiting.values() for b in t.yielded_to if b in self.waiting}
         decision = admission.decide(
             queue,
-            self._free(),
+            free,
             self.totals,
             policy=config.scheduling,
             now=self.clock,
@@ -276,27 +393,71 @@ class Simulation:
             caps=caps,
             preemption=config.preemption,
             shortest_first=config.shortest_first,
+            grace=config.grace_s,
+            yielded=yielded,
         )
+        changed = self._withdraw_unserved(queue, running, free, caps) or changed
+        for victim_key, beneficiary in decision.preempt.items():
+            victim = self.running[victim_key]
+            victim.chosen_at, victim.chosen_for = self.clock, beneficiary
+            # It stops once it has saved a checkpoint since it was chosen, or when its grace ends.
+            victim.stopping_at = min(victim.next_checkpoint(self.clock), self.clock + config.grace_s)
+            if victim.stopping_at < victim.ends_at:
+                self._push(victim.stopping_at, "stop", victim)
         for request, placement in decision.admitted:
             task = self.waiting.pop(request.key)
             task.waited += self.clock - task.queued_since
             task.started = self.clock
             task.placement = placement
             # Argus stops a task at its time limit, which counts from each attempt's start.
-            length = task.left_s if task.limit_s is None else min(task.left_s, task.limit_s)
+            left = task.run_s - task.saved_s
+            length = left if task.limit_s is None else min(left, task.limit_s)
             task.ends_at = self.clock + length
             self.running[task.key] = task
             self._push(task.ends_at, "end", task)
-        for victim_key in decision.preempt:
-            victim = self.running[victim_key]
-            victim.stopping_at = min(victim.ends_at, self.clock + config.grace_s)
-            if victim.stopping_at < victim.ends_at:
-                self.preemptions += 1
-                self._push(victim.stopping_at, "preempted", victim)
+            if task.preempted and config.min_run_s and config.min_run_s < length:
+                self._push(self.clock + config.min_run_s, "wake", task)
+        return changed or bool(decision.preempt) or bool(decision.admitted)
+
+    def _withdraw(self, task: Task) -> None:
+        task.chosen_at = task.chosen_for = task.stopping_at = None
+        self.withdrawn += 1
+
+    def _watch(self) -> bool:
+        """watch._preempt_due: a victim whose task no longer waits runs on."""
+        gone = [t for t in self.running.values() if t.chosen_for is not None and t.chosen_for not in self.waiting]
+        for task in gone:
+            self._withdraw(task)
+        return bool(gone)
+
+    def _withdraw_unserved(
+        self,
+        queue: list[Request],
+        running: list[admission.Running],
+        free: dict[str, Room],
+        caps: dict[str, admission.Caps] | None,
+    ) -> bool:
+        """launch._withdraw_unserved: the victims run on when the task they make room for would
+        not start once they are gone (admission.preemption_holds), on the pass's own view."""
+        victims: dict[int, list[admission.Running]] = {}
+        for holder in running:
+            beneficiary = self.running[holder.key].chosen_for
+            if beneficiary is not None:
+                victims.setdefault(beneficiary, []).append(holder)
+        requests = {request.key: request for request in queue}
+        changed = False
+        for beneficiary, chosen in victims.items():
+            if admission.preemption_holds(requests[beneficiary], chosen, free, running, caps):
+                for holder in chosen:
+                    self._withdraw(self.running[holder.key])
+                changed = True
+        return changed
 
     def _report(self, first: float) -> dict[str, float | int | str]:
         done = [t for t in self.tasks if t.key not in self.unplaceable]
         waits = sorted(t.waited for t in done)
+        high = sorted(t.waited for t in done if t.priority >= HIGH)
+        normal = sorted(t.waited for t in done if t.priority < HIGH)
         last_end = max((t.ends_at for t in done), default=first)
         span = max(1e-9, last_end - first)
         capacity = sum(room.gpus for room in self.totals.values()) * span
@@ -308,14 +469,26 @@ class Simulation:
             "preemption": int(config.preemption),
             "tasks": len(done),
             "never_fit": len(self.unplaceable),
-            "mean_wait_s": round(sum(waits) / len(waits), 1) if waits else 0.0,
+            "mean_wait_s": mean(waits),
             "p95_wait_s": round(percentile(waits, 95), 1) if waits else 0.0,
             "max_wait_s": round(waits[-1], 1) if waits else 0.0,
             "utilization": round(self.busy_gpu_s / capacity, 4),
             "makespan_s": round(span, 1),
             "preemptions": self.preemptions,
+            "preempted_tasks": sum(1 for t in done if t.preempted),
+            "withdrawn": self.withdrawn,
+            "wasted_gpu_h": round(self.wasted_gpu_s / 3600, 3),
+            "unsettled": self.unsettled,
+            "high_tasks": len(high),
+            "high_mean_wait_s": mean(high),
+            "high_p95_wait_s": round(percentile(high, 95), 1) if high else 0.0,
+            "normal_mean_wait_s": mean(normal),
         }
         return result
+
+
+def mean(values: list[float]) -> float:
+    return round(sum(values) / len(values), 1) if values else 0.0
 
 
 def percentile(ordered: list[float], p: float) -> float:
@@ -324,26 +497,58 @@ def percentile(ordered: list[float], p: float) -> float:
     return ordered[int(min(rank, len(ordered))) - 1]
 
 
+def ratio(value: float | int | str, base: float | int | str) -> float | None:
+    """``value / base`` to 3 places; 1 when both are 0, None when only the base is."""
+    if float(base):
+        return round(float(value) / float(base), 3)
+    return 1.0 if not float(value) else None
+
+
+COMPARED = ("preemptions", "wasted_gpu_h", "high_mean_wait_s", "high_p95_wait_s", "normal_mean_wait_s")
+
+
+def compare(on: dict[str, float | int | str], off: dict[str, float | int | str]) -> dict[str, object]:
+    """The same policy on the same trace with preemption and without: each figure as
+    [with, without], and the waits' ratios."""
+    row: dict[str, object] = {"policy": on["policy"], "compare": "preemption on / off"}
+    for name in (*COMPARED, "mean_wait_s", "utilization"):
+        row[name] = [on[name], off[name]]
+    for name in ("high_mean_wait_s", "high_p95_wait_s", "normal_mean_wait_s"):
+        row[f"{name.removesuffix('_s')}_on_vs_off"] = ratio(on[name], off[name])
+    return row
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trace", type=Path, required=True)
     parser.add_argument("--nodes", type=int, default=8)
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--policies", default="strict_fifo,best_effort_fifo,backfill,default")
+    parser.add_argument(
+        "--preemption",
+        choices=("on", "off", "both"),
+        default="on",
+        help="on: as each policy has it; off: none; both: each policy that preempts, with and without",
+    )
     args = parser.parse_args(argv)
     if not args.trace.is_file():
         raise SystemExit(f"--trace {args.trace}: no such file")
     tasks = read_trace(args.trace)
     results = {}
     for config in configs([name.strip() for name in args.policies.split(",") if name.strip()]):
+        if args.preemption == "off":
+            config = replace(config, preemption=False)
         result = Simulation(tasks, args.nodes, args.gpus, config).run()
         results[config.policy] = result
         if config.policy == "default" and "backfill" in results:
             easy = results["backfill"]
             for name in ("mean_wait_s", "max_wait_s"):
-                base = float(easy[name])
-                result[f"{name.removesuffix('_s')}_vs_backfill"] = round(float(result[name]) / base, 3) if base else 1.0
+                result[f"{name.removesuffix('_s')}_vs_backfill"] = ratio(result[name], easy[name]) or 1.0
         print(json.dumps(result), flush=True)
+        if args.preemption == "both" and config.preemption:
+            off = Simulation(tasks, args.nodes, args.gpus, replace(config, preemption=False)).run()
+            print(json.dumps(off), flush=True)
+            print(json.dumps(compare(result, off)), flush=True)
 
 
 if __name__ == "__main__":

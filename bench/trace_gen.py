@@ -2,7 +2,8 @@
 researchers, one of whom submits a sweep.
 
     .venv/bin/python bench/trace_gen.py --seed 1 [--tasks 400] [--nodes 8] [--gpus 8]
-                                        [--load 1.3] [--users 8] [--sweep 50] > trace.csv
+                                        [--load 1.3] [--users 8] [--sweep 50]
+                                        [--high 0.1] [--preemptible 0.25] > trace.csv
 
 What it draws, and why:
 
@@ -16,7 +17,11 @@ What it draws, and why:
 * **Arrivals** Poisson, at a rate that offers ``--load`` times what the cluster can run (GPU-
   seconds per second): demand exceeds supply and a queue builds. One user also submits a sweep
   of ``--sweep`` identical tasks at one moment, a third of the way in.
-* **Priority** ``high`` for about 1 task in 10; **preemptible** for about 1 in 4 normal tasks.
+* **Priority** ``high`` for a share ``--high`` of the tasks (1 in 10); **preemptible** for a
+  share ``--preemptible`` of the normal ones (1 in 4). The sweep is normal and not preemptible.
+* **Checkpoints** every 5, 10, 20 or 30 minutes of work (``checkpoint_s``; verl's ``save_freq``
+  as a lab sets it), drawn from a stream of their own so that the other columns stay those that
+  the same seed gave before the column existed.
 
 The same seed gives the same trace.
 """
@@ -29,7 +34,18 @@ import math
 import random
 import sys
 
-HEADER = ["arrive_s", "user", "nnodes", "gpus_per_node", "run_s", "time_limit_s", "priority", "preemptible"]
+HEADER = [
+    "arrive_s",
+    "user",
+    "nnodes",
+    "gpus_per_node",
+    "run_s",
+    "time_limit_s",
+    "priority",
+    "preemptible",
+    "checkpoint_s",
+]
+CHECKPOINTS_S = (300, 600, 1200, 1800)
 
 
 def shape(rng: random.Random, nodes: int, gpus: int) -> tuple[int, int]:
@@ -53,8 +69,20 @@ def time_limit(rng: random.Random, run_s: int) -> int:
 Row = dict[str, int | str]
 
 
-def generate(seed: int, tasks: int, nodes: int, gpus: int, load: float, users: int, sweep: int) -> list[Row]:
+def generate(
+    seed: int,
+    tasks: int,
+    nodes: int,
+    gpus: int,
+    load: float,
+    users: int,
+    sweep: int,
+    *,
+    high: float = 0.1,
+    preemptible: float = 0.25,
+) -> list[Row]:
     rng = random.Random(seed)
+    saves = random.Random(f"{seed}-checkpoints")
     names = [f"user{n}" for n in range(users)]
     # Some users submit more than others (a lab is never even).
     activity = [rng.uniform(0.3, 1.0) for _ in names]
@@ -69,7 +97,7 @@ def generate(seed: int, tasks: int, nodes: int, gpus: int, load: float, users: i
     clock = 0.0
     for nnodes, per_node, run_s in drawn:
         clock += rng.expovariate(rate)
-        high = rng.random() < 0.1
+        is_high = rng.random() < high
         rows.append(
             {
                 "arrive_s": int(clock),
@@ -78,8 +106,9 @@ def generate(seed: int, tasks: int, nodes: int, gpus: int, load: float, users: i
                 "gpus_per_node": per_node,
                 "run_s": run_s,
                 "time_limit_s": time_limit(rng, run_s),
-                "priority": "high" if high else "normal",
-                "preemptible": "false" if high else str(rng.random() < 0.25).lower(),
+                "priority": "high" if is_high else "normal",
+                "preemptible": "false" if is_high else str(rng.random() < preemptible).lower(),
+                "checkpoint_s": saves.choice(CHECKPOINTS_S),
             }
         )
     if sweep:
@@ -98,6 +127,7 @@ def generate(seed: int, tasks: int, nodes: int, gpus: int, load: float, users: i
                     "time_limit_s": time_limit(rng, run_s),
                     "priority": "normal",
                     "preemptible": "false",
+                    "checkpoint_s": saves.choice(CHECKPOINTS_S),
                 }
             )
     rows.sort(key=lambda row: int(row["arrive_s"]))
@@ -113,8 +143,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--load", type=float, default=1.3, help="offered GPU demand / cluster capacity")
     parser.add_argument("--users", type=int, default=8)
     parser.add_argument("--sweep", type=int, default=50, help="tasks one user submits at once (0: none)")
+    parser.add_argument("--high", type=float, default=0.1, help="share of the tasks of high priority")
+    parser.add_argument("--preemptible", type=float, default=0.25, help="share of the normal tasks preemptible")
     args = parser.parse_args(argv)
-    rows = generate(args.seed, args.tasks, args.nodes, args.gpus, args.load, args.users, args.sweep)
+    rows = generate(
+        args.seed,
+        args.tasks,
+        args.nodes,
+        args.gpus,
+        args.load,
+        args.users,
+        args.sweep,
+        high=args.high,
+        preemptible=args.preemptible,
+    )
     writer = csv.DictWriter(sys.stdout, fieldnames=HEADER)
     writer.writeheader()
     writer.writerows(rows)

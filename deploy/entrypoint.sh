@@ -2,7 +2,8 @@
 # The image's entrypoint: one image, the role from ARGUS_ROLE.
 #   head | worker    a Ray node: `manage.py raynode <role>` (SPEC §7)
 #   web              the API and web UI: gunicorn (migrates and collects static files first)
-#   scheduler        the scheduler: `manage.py qcluster`
+#   scheduler        the scheduler, `manage.py qcluster`, and beside it the webhook worker,
+#                    `manage.py sendwebhooks` (its own process: no receiver can hold the tick)
 # Writes a supervisord config for the role, then runs supervisord in the foreground. Every
 # setting comes from the environment.
 #
@@ -105,6 +106,19 @@ EOF
       cat <<EOF
 [program:argus-scheduler]
 command=$PYTHON manage.py qcluster
+directory=$PWD
+autorestart=true
+startsecs=5
+stopsignal=TERM
+stopasgroup=false
+killasgroup=true
+stopwaitsecs=60
+stdout_logfile=/dev/stdout
+stdout_logfile_maxbytes=0
+redirect_stderr=true
+
+[program:argus-webhooks]
+command=$PYTHON manage.py sendwebhooks
 directory=$PWD
 autorestart=true
 startsecs=5

@@ -1,11 +1,12 @@
 """`make run`: the whole system on this machine, in the foreground.
 
 A Ray head (`raynode head`) and ARGUS_DEV_WORKERS workers (`raynode worker`) declaring
-ARGUS_DEV_GPUS GPUs each, the scheduler (`qcluster`) and the web service (gunicorn on
-127.0.0.1:ARGUS_PORT). A first admin is made once; its password and token are kept under var/
-(mode 600) so a second run can say them again. Ctrl-C stops everything this started, and only
-that: each child gets SIGTERM on its main process (qcluster stops its workers between tasks,
-raynode stops its own Ray node), then SIGKILL to its group if it lingers.
+ARGUS_DEV_GPUS GPUs each, the scheduler (`qcluster`), the webhook worker (`sendwebhooks`) and
+the web service (gunicorn on 127.0.0.1:ARGUS_PORT). A first admin is made once; its password
+and token are kept under var/ (mode 600) so a second run can say them again. Ctrl-C stops
+everything this started, and only that: each child gets SIGTERM on its main process (qcluster
+stops its workers between tasks, raynode stops its own Ray node, sendwebhooks lets its tries
+end), then SIGKILL to its group if it lingers.
 """
 
 from __future__ import annotations
@@ -185,6 +186,8 @@ def main() -> int:
             wait(f"{want} GPUs in the cluster", lambda w=want: cluster_gpus(gcs) >= w, 120, stack)
         servers = {**env, "ARGUS_LOG_STREAM": "stdout"}
         stack.start("scheduler", [PYTHON, "manage.py", "qcluster"], servers)
+        # Webhooks in their own process: a slow receiver can never hold the scheduler's workers.
+        stack.start("webhooks", [PYTHON, "manage.py", "sendwebhooks"], servers)
         stack.start(
             "web",
             [str(VENV_BIN / "gunicorn"), "argus_site.wsgi", "-c", "deploy/gunicorn.conf.py", "-b", f"127.0.0.1:{port}"],

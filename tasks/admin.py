@@ -5,6 +5,7 @@ from django.db.models import QuerySet
 from django.forms import ModelForm
 from django.http import HttpRequest
 
+from argus_site.admin_save import SaveChangedFieldsOnly
 from tasks.models import AdmissionControl, Attempt, Event, IllegalTransition, StaleState, Task
 
 ATTEMPT_COLUMNS = ("attempt_no", "ray_submission_id", "ray_status", "failure_kind", "start_time", "end_time")
@@ -35,7 +36,10 @@ class EventInline(admin.TabularInline):
 
 
 @admin.register(Task)
-class TaskAdmin(admin.ModelAdmin):
+class TaskAdmin(SaveChangedFieldsOnly, admin.ModelAdmin):
+    """Tasks; an edit (priority, max_retries) writes only what changed: the scheduler writes the
+    same rows every tick, and a whole-row save would put back an old state."""
+
     list_display = ["task_id", "user", "workload", "kind", "state", "total_gpus", "priority", "created_at"]
     list_filter = ["state", "workload", "kind", "priority"]
     search_fields = ["task_id", "user__username", "error_summary"]

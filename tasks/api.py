@@ -15,7 +15,7 @@ from rest_framework.permissions import IsAdminUser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from argus_site.api import Conflict, QuotaExceeded, actor_of, error_responses, parse_query
+from argus_site.api import Conflict, PriorityForbidden, QuotaExceeded, actor_of, error_responses, parse_query
 from argus_site.exceptions import PayloadTooLarge
 from argus_site.parsers import JSONParser
 from tasks.curves import AttemptCurves, merge_attempts, parse_log
@@ -36,7 +36,7 @@ from tasks.serializers import (
     TaskSpecSerializer,
 )
 from tasks.specs import SpecError
-from tasks.submit import QuotaError, submit_spec
+from tasks.submit import PriorityNotAllowed, QuotaError, submit_spec
 
 TEXT = "text/plain; charset=utf-8"
 ERRORS = error_responses(400, 404)
@@ -75,14 +75,16 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         description="The spec as a YAML document (application/yaml, text/yaml: a mapping), as YAML text "
         '(text/plain), or as JSON: `{"spec": "<yaml>"}` or the mapping itself. What types cannot say '
         "(files that exist and may be read, an advanced command's checks) is a 400 naming each field. "
-        "A user who already has their max_queued_tasks tasks waiting gets a 429 (`quota_exceeded`).",
+        "`priority: high` from a user not granted it (can_use_high_priority; admins always may) is a 403 "
+        "(`priority_not_allowed`). A user who already has their max_queued_tasks tasks waiting gets a 429 "
+        "(`quota_exceeded`).",
         request={
             "application/yaml": SpecDocument,
             "text/yaml": SpecDocument,
             "text/plain": OpenApiTypes.STR,
             "application/json": SpecSubmission,
         },
-        responses={201: TaskDetailSerializer, **error_responses(400, 413, 415, 429)},
+        responses={201: TaskDetailSerializer, **error_responses(400, 403, 413, 415, 429)},
         examples=[
             OpenApiExample(
                 "PPO",
@@ -105,6 +107,8 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
             if error.code == "too_large":
                 raise PayloadTooLarge(str(error)) from error
             raise exceptions.ValidationError(error.fields) from error
+        except PriorityNotAllowed as error:
+            raise PriorityForbidden(str(error)) from error
         except QuotaError as error:
             raise QuotaExceeded(str(error)) from error
         body = TaskDetailSerializer(task, context=self.get_serializer_context()).data

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import secrets
+from contextvars import ContextVar
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -147,6 +148,29 @@ class CancelPending(StaleState):
     """The scheduler's move would start more work, but a cancel is pending."""
 
 
+class LeaseLost(Exception):
+    """Another scheduler holds the tick lease now: this one must stop at once."""
+
+
+TICK_LEASE = "tick"
+# The holder of the tick lease while it ticks (set by tasks.scheduler.loop): the scheduler's
+# moves and its usage charges are fenced by it, so a scheduler that overran its lease (a slow
+# shared filesystem) never writes over the one that took over.
+LEASE_FENCE: ContextVar[str | None] = ContextVar("argus_lease_fence", default=None)
+
+
+def check_fence() -> None:
+    """Inside a transaction: raise LeaseLost unless this process's tick still holds the lease.
+    The lease row is locked until the transaction ends (PostgreSQL; SQLite's IMMEDIATE
+    transactions serialize writers already), so no claim can slip in between."""
+    holder = LEASE_FENCE.get()
+    if holder is None:
+        return  # not a fenced tick (tests, commands)
+    held = Lease.objects.select_for_update().filter(name=TICK_LEASE, holder=holder, expires_at__gt=timezone.now())
+    if not held.values_list("pk", flat=True).first():
+        raise LeaseLost(f"the tick lease is no longer held by {holder}")
+
+
 def _request_tick() -> None:
     from tasks.scheduler.lease import request_tick  # the lease module imports these models
 
@@ -229,6 +253,10 @@ class Task(models.Model):
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         self.priority_rank = PRIORITY_RANK.get(Priority(self.priority), 0)
+        update_fields = kwargs.get("update_fields")
+        if update_fields is not None and "priority" in update_fields:
+            # The rank is derived from the priority: a save of one writes the other.
+            kwargs["update_fields"] = {*update_fields, "priority_rank"}
         super().save(*args, **kwargs)
 
     @property
@@ -334,6 +362,8 @@ class Task(models.Model):
             changes.setdefault("finished_at", now)
         guard = role == Role.SCHEDULER and to in NOT_WHILE_CANCELING
         with transaction.atomic():
+            if role == Role.SCHEDULER:
+                check_fence()
             rows = Task.objects.filter(pk=self.pk, state=source)
             if guard:
                 rows = rows.filter(cancel_requested_at=None)
@@ -405,6 +435,13 @@ class Task(models.Model):
 SUBMISSION_ID = re.compile(r"--a\d{2,}$")
 
 
+class AttemptQuerySet(models.QuerySet["Attempt"]):
+    def live(self) -> AttemptQuerySet:
+        """Attempts that hold (or may hold) room on Ray: their task is on Ray or on its way, and
+        Argus has not settled them (a settled attempt always has an end time)."""
+        return self.filter(task__state__in=ACTIVE_STATES, end_time=None)
+
+
 class Attempt(models.Model):
     """One submission of a task to Ray."""
 
@@ -467,6 +504,8 @@ class Attempt(models.Model):
     start_time = models.DateTimeField(null=True, blank=True)
     end_time = models.DateTimeField(null=True, blank=True)
 
+    objects = AttemptQuerySet.as_manager()
+
     class Meta:
         ordering = ["task", "attempt_no"]
         constraints = [
@@ -485,6 +524,18 @@ class Attempt(models.Model):
     def names_an_attempt(submission_id: str) -> bool:
         """Whether a Ray submission id has the shape ``submission_id_for`` gives."""
         return SUBMISSION_ID.search(submission_id) is not None
+
+    def where(self, ips: dict[str, str]) -> list[dict[str, Any]]:
+        """Where Ray ran it, as read back from Ray: each node of its placement groups with its
+        GPUs, and the node of its driver; ``ips`` names the nodes ({node_id: ip})."""
+        rows = {
+            node: {"node_id": node, "ip": ips.get(node, ""), "gpus": int(gpus), "driver": False}
+            for node, gpus in self.nodes.items()
+        }
+        if self.node_id:
+            rows.setdefault(self.node_id, {"node_id": self.node_id, "ip": self.node_ip, "gpus": 0, "driver": False})
+            rows[self.node_id]["driver"] = True
+        return list(rows.values())
 
     @property
     def resume_words(self) -> str:
@@ -570,3 +621,9 @@ class ClusterState(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name}: {'reachable' if self.reachable else 'unreachable'}"
+
+    @classmethod
+    def ips(cls) -> dict[str, str]:
+        """{node_id: ip} of every node the scheduler last saw, dead ones included."""
+        nodes = cls.objects.filter(name="default").values_list("nodes", flat=True).first() or []
+        return {node["node_id"]: node.get("ip", "") for node in nodes if node.get("node_id")}

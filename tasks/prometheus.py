@@ -80,7 +80,9 @@ class ArgusCollector:
             "argus_gpus_total", "GPUs on live worker nodes.", value=sum(n.get("gpus_total", 0) for n in workers)
         )
         yield GaugeMetricFamily(
-            "argus_gpus_free", "Free GPUs on live worker nodes.", value=sum(n.get("gpus_free", 0) for n in workers)
+            "argus_gpus_free",
+            "Free GPUs on live worker nodes, as admission counts them (less what Argus promised).",
+            value=sum(n.get("gpus_free", 0) for n in workers),
         )
         yield GaugeMetricFamily("argus_worker_nodes", "Live worker nodes.", value=len(workers))
         yield from _sharing()

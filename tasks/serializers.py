@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
@@ -8,13 +8,34 @@ from rest_framework import serializers
 
 from argus_site.api import JSONBooleanField, JSONStringField, QueryBooleanField
 from tasks.admission_control import REASON_MAX
-from tasks.models import WAITING_STATES, AdmissionControl, Attempt, Event, Priority, Task, TaskKind, Workload
+from tasks.models import (
+    WAITING_STATES,
+    AdmissionControl,
+    Attempt,
+    ClusterState,
+    Event,
+    Priority,
+    Task,
+    TaskKind,
+    Workload,
+)
 from tasks.specs import MAX_EPOCHS, MAX_FREQ, MAX_GPUS_PER_NODE, MAX_NNODES, MAX_RETRIES, MAX_TRAINING_STEPS
+
+
+class AttemptNodeSerializer(serializers.Serializer):
+    node_id = serializers.CharField()
+    ip = serializers.CharField(help_text="As the scheduler last saw it; empty when unknown.")
+    gpus = serializers.IntegerField(help_text="GPUs of its placement groups on this node.")
+    driver = serializers.BooleanField(help_text="Its driver ran here.")
 
 
 class AttemptSerializer(serializers.ModelSerializer):
     summary = serializers.SerializerMethodField(
         help_text='"attempt 2 resumed from step 40", "attempt 1 started from scratch", …'
+    )
+    nodes = serializers.SerializerMethodField(
+        help_text="Where Ray ran it, read back from Ray: each node of its placement groups with its GPUs, and "
+        "its driver's node (driver: true). Empty until Ray has placed it."
     )
 
     class Meta:
@@ -32,10 +53,20 @@ class AttemptSerializer(serializers.ModelSerializer):
             "end_time",
             "resumed_from_step",
             "summary",
+            "nodes",
         ]
 
     def get_summary(self, attempt: Attempt) -> str:
         return attempt.resume_summary
+
+    @extend_schema_field(AttemptNodeSerializer(many=True))
+    def get_nodes(self, attempt: Attempt) -> list[dict[str, Any]]:
+        if not attempt.nodes and not attempt.node_id:
+            return []
+        context = cast(dict[str, Any], self.context)  # the root serializer's: one per response
+        if "node_ips" not in context:
+            context["node_ips"] = ClusterState.ips()  # one query per response, not per attempt
+        return attempt.where(context["node_ips"])
 
 
 class TaskSerializer(serializers.ModelSerializer):

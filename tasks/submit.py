@@ -8,8 +8,8 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 
-from accounts.limits import limits_for, queued_limit_error
-from tasks.models import WAITING_STATES, Task
+from accounts.limits import high_priority_refusal, limits_for, queued_limit_error
+from tasks.models import WAITING_STATES, Priority, Task
 from tasks.specs import ParsedSpec, SpecError, parse_spec
 
 
@@ -17,15 +17,29 @@ class QuotaError(Exception):
     """A submission refused by one of the user's limits; the message names the limit and the count."""
 
 
+class PriorityNotAllowed(Exception):
+    """A submission of a priority the user has not been granted; the message says who can grant it."""
+
+
 def submit_spec(user: Any, source: bytes | str | dict, *, actor: str) -> Task:
-    """Validate ``source`` for ``user`` and queue it. Raises SpecError naming every problem, and
-    QuotaError when the user already has max_queued_tasks tasks waiting."""
+    """Validate ``source`` for ``user`` and queue it. Raises SpecError naming every problem,
+    PriorityNotAllowed for ``priority: high`` from a user not granted it, and QuotaError when the
+    user already has max_queued_tasks tasks waiting.
+
+    Every new task comes through here (the API, the web form, and so the CLI and its resubmit),
+    so this is the one place the priority permission is checked. A requeue is not a submission:
+    the task was allowed when it was created.
+    """
     parsed = parse_spec(source, username=user.username)
     limit = settings.ARGUS_MAX_TASK_GPUS
     total = parsed.nnodes * parsed.n_gpus_per_node
     if limit and total > limit:
         too_many = f"asks for {total} GPUs in all; the limit is {limit} (ARGUS_MAX_TASK_GPUS)"
         raise SpecError({"nnodes": [too_many], "n_gpus_per_node": [too_many]})
+    if parsed.priority == Priority.HIGH:
+        refusal = high_priority_refusal(user)
+        if refusal:
+            raise PriorityNotAllowed(refusal)
     max_queued = limits_for(user).max_queued_tasks
     if not max_queued:
         return Task.create_from_spec(user=user, parsed=parsed, actor=actor)

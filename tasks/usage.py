@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import transaction
 
 from accounts.limits import limits_by_user
-from tasks.models import Attempt, Usage
+from tasks.models import Attempt, Usage, check_fence
 from tasks.scheduler.fairshare import HOUR, decayed, factors
 
 
@@ -41,6 +41,7 @@ def charge(now: datetime) -> None:
     if not changed:
         return
     with transaction.atomic():
+        check_fence()  # a scheduler that lost its lease charges nothing: the new holder will
         Attempt.objects.bulk_update(changed, ["charged_until", "usage_open"])
         stored = {row.user_id: row for row in Usage.objects.select_for_update().filter(user_id__in=added)}
         for user, seconds in added.items():

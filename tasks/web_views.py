@@ -28,10 +28,19 @@ from django.views.decorators.http import require_POST
 from accounts.homes import home_dir, shared_root
 from tasks.filters import TaskFilter
 from tasks.jobfiles import resolved_spec
-from tasks.models import ACTIVE_STATES, WAITING_STATES, Attempt, IllegalTransition, StaleState, Task, TaskState
+from tasks.models import (
+    ACTIVE_STATES,
+    WAITING_STATES,
+    Attempt,
+    ClusterState,
+    IllegalTransition,
+    StaleState,
+    Task,
+    TaskState,
+)
 from tasks.queue_read import current_queue, queue_entries, share_rows, waiting_reason
 from tasks.specs import SpecError
-from tasks.submit import QuotaError, submit_spec
+from tasks.submit import PriorityNotAllowed, QuotaError, submit_spec
 from tasks.views_ray import cluster_summary
 
 TASKS_PER_PAGE = 25
@@ -109,6 +118,9 @@ def task_new_view(request: HttpRequest) -> HttpResponse:
         except QuotaError as error:
             # The spec is fine: it stays in the form, to submit once a task of theirs has started.
             refusal, status = str(error), 429
+        except PriorityNotAllowed as error:
+            # The spec stays in the form too: with priority: normal it can go as it is.
+            refusal, status = str(error), 403
         else:
             messages.success(request, f"Task {task.task_id} is queued.")
             for warning in task.warnings:
@@ -177,12 +189,14 @@ def _time_left(task: Task, latest: Attempt | None) -> dict[str, Any] | None:
 def task_detail_view(request: HttpRequest, task_id: str) -> HttpResponse:
     task = _own_task(request, task_id)
     attempts = list(task.attempts.order_by("attempt_no"))
+    # Node names only when some attempt has been placed: one query, not one per attempt.
+    ips = ClusterState.ips() if any(a.nodes or a.node_id for a in attempts) else {}
     events = list(task.events.select_related("attempt").order_by("-created_at", "-id")[:EVENTS_SHOWN])[::-1]
     context: dict[str, Any] = {
         "task": task,
         "attempts": attempts,
         # (attempt, how it started) for the attempts table.
-        "attempt_rows": [(attempt, attempt.resume_words) for attempt in attempts],
+        "attempt_rows": [(attempt, attempt.resume_words, attempt.where(ips)) for attempt in attempts],
         "time_limit": _span(task.time_limit_s) if task.time_limit_s else "",
         "time_left": _time_left(task, attempts[-1] if attempts else None),
         "events": events,

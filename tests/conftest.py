@@ -10,6 +10,7 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from accounts.homes import home_dir
+from accounts.limits import set_limits
 from accounts.models import ApiToken
 from tasks.models import Task
 
@@ -37,6 +38,12 @@ def make_user(db) -> Callable[..., User]:
         return user
 
     return make
+
+
+def grant_high_priority(user: User) -> User:
+    """Let ``user`` submit ``priority: high``, as an admin grants it (can_use_high_priority)."""
+    set_limits(user, actor="test", can_use_high_priority=True)
+    return user
 
 
 @pytest.fixture

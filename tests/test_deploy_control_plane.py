@@ -1,5 +1,6 @@
 """deploy/entrypoint.sh for the control plane, run outside a container with real supervisord:
-the web role migrates and serves, the scheduler role runs qcluster, SIGTERM stops each."""
+the web role migrates and serves, the scheduler role runs qcluster and the webhook worker,
+SIGTERM stops each."""
 
 from __future__ import annotations
 
@@ -70,7 +71,7 @@ def test_the_web_role_migrates_serves_and_stops(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(240)
-def test_the_scheduler_role_runs_qcluster_and_stops_it(tmp_path: Path) -> None:
+def test_the_scheduler_role_runs_qcluster_and_the_webhook_worker_and_stops_them(tmp_path: Path) -> None:
     subprocess.run(
         [str(VENV_BIN / "python"), "manage.py", "migrate", "--noinput"],
         cwd=ROOT,
@@ -81,9 +82,12 @@ def test_the_scheduler_role_runs_qcluster_and_stops_it(tmp_path: Path) -> None:
     scheduler = _start(tmp_path, "scheduler")
     try:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not any("qcluster" in c for c in _children(scheduler.pid)):
+        wanted = ("manage.py qcluster", "manage.py sendwebhooks")
+        while time.monotonic() < deadline and not all(any(w in c for c in _children(scheduler.pid)) for w in wanted):
             time.sleep(0.5)
-        assert any("manage.py qcluster" in c for c in _children(scheduler.pid))
+        children = _children(scheduler.pid)
+        for program in wanted:  # webhooks in a process of their own, beside django-q2's
+            assert any(program in c for c in children), (children, (tmp_path / "scheduler.log").read_text()[-3000:])
     finally:
         code = _stop(scheduler)
     assert code == 0

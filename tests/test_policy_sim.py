@@ -3,10 +3,15 @@ scheduler's own admission code."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
+
+from bench import policy_sim
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -53,3 +58,184 @@ def test_a_bad_trace_is_named(tmp_path: Path) -> None:
     assert "line 2: invalid literal for int() with base 10: 'two'" in result.stderr
     missing = run(tmp_path / "none.csv")
     assert "no such file" in missing.stderr
+
+
+# Preemption, worked out by hand: the simulator itself, with the settings as they ship
+# (backfill, a grace of 120 s, a minimum run of 600 s after a resume) but no fair share.
+PREEMPTING = policy_sim.Config(
+    policy="default",
+    scheduling="backfill",
+    preemption=True,
+    grace_s=120.0,
+    min_run_s=600.0,
+)
+HEADER = "arrive_s,user,nnodes,gpus_per_node,run_s,time_limit_s,priority,preemptible,checkpoint_s\n"
+
+
+def simulate(
+    rows: str, gpus: int, config: policy_sim.Config = PREEMPTING, nodes: int = 1
+) -> dict[str, float | int | str]:
+    tasks = policy_sim.read_rows(csv.DictReader(io.StringIO(HEADER + rows)))
+    return policy_sim.Simulation(tasks, nodes, gpus, config).run()
+
+
+def figures(result: dict[str, float | int | str]) -> tuple[object, ...]:
+    names = ("preemptions", "withdrawn", "wasted_gpu_h", "high_mean_wait_s", "normal_mean_wait_s", "makespan_s")
+    return tuple(result[name] for name in names)
+
+
+# One node of 4 GPUs. alice's preemptible task checkpoints every 100 s of work; bob's high task
+# comes at 250 s and needs the node.
+AT_A_CHECKPOINT = """\
+0,alice,1,4,1000,,normal,true,100
+250,bob,1,4,500,600,high,false,
+"""
+
+
+def test_a_victim_stops_at_its_next_checkpoint_and_loses_nothing() -> None:
+    # Chosen at 250, it saves at 300 (before its grace ends at 370) and stops: bob starts at 300
+    # (waited 50) and ends at 800; alice resumes from 300 s of work then, and ends at 1500.
+    result = simulate(AT_A_CHECKPOINT, gpus=4)
+    assert figures(result) == (1, 0, 0.0, 50.0, 500.0, 1500.0)
+    assert result["utilization"] == 1.0  # nothing redone, no GPU idle
+
+
+def test_without_preemption_the_high_task_waits_for_the_victims_end() -> None:
+    result = simulate(AT_A_CHECKPOINT, gpus=4, config=replace(PREEMPTING, preemption=False))
+    assert figures(result) == (0, 0, 0.0, 750.0, 0.0, 1500.0)
+
+
+def test_a_victim_whose_grace_passes_first_redoes_the_work_since_its_checkpoint() -> None:
+    # Checkpoints every 1000 s; chosen at 1250, its grace ends at 1370 before its save at 2000:
+    # it stops with 1370 s done, 1000 saved: 4 GPUs x 370 s redone = 1480 GPU-s. bob runs
+    # 1370-1870; alice resumes with 2000 s to go and ends at 3870.
+    result = simulate("0,alice,1,4,3000,,normal,true,1000\n1250,bob,1,4,500,600,high,false,\n", gpus=4)
+    assert figures(result) == (1, 0, round(1480 / 3600, 3), 120.0, 500.0, 3870.0)
+    assert result["utilization"] == 1.0  # redone work is busy time too
+
+
+def test_a_preemption_is_withdrawn_when_the_task_it_serves_starts_elsewhere() -> None:
+    # 8 GPUs: alice (preemptible) and carol (until 1300) hold 4 each. bob's task comes at 1250;
+    # alice is chosen (she would stop at 1370), but carol ends at 1300 and bob starts there:
+    # alice runs on, whole.
+    rows = """\
+0,alice,1,4,5000,,normal,true,1000
+0,carol,1,4,1300,1300,normal,false,
+1250,bob,1,4,500,600,high,false,
+"""
+    assert figures(simulate(rows, gpus=8)) == (0, 1, 0.0, 50.0, 0.0, 5000.0)
+
+
+# One node of 4 GPUs; alice saves every 400 s. bob's first high task makes her stop at her
+# checkpoint at 400 (he runs 400-900); she resumes at 900 from 400; his second comes at 1000.
+TWICE = """\
+0,alice,1,4,3000,,normal,true,400
+350,bob,1,4,500,600,high,false,
+1000,bob,1,4,500,600,high,false,
+"""
+
+
+def test_a_resumed_task_runs_its_minimum_before_it_is_chosen_again() -> None:
+    # Not preemptible until 1500 (600 s after its restart): chosen then with 1000 s done, next
+    # save at 1200 of work (1700) after its grace (1620): stops with 1120 done, 800 saved (4 x 320
+    # GPU-s redone). bob's second waits 620; alice resumes at 2120 with 2200 to go.
+    result = simulate(TWICE, gpus=4)
+    assert figures(result) == (2, 0, round(1280 / 3600, 3), (50 + 620) / 2, 1000.0, 4320.0)
+
+
+def test_without_the_minimum_run_a_resumed_task_is_chosen_at_once() -> None:
+    # Chosen at 1000 with 500 done: its grace (1120) comes before its save at 800 of work (1300):
+    # 4 x 220 GPU-s redone; bob's second waits 120; alice resumes at 1620 from 400.
+    result = simulate(TWICE, gpus=4, config=replace(PREEMPTING, min_run_s=0.0))
+    assert figures(result) == (2, 0, round(880 / 3600, 3), (50 + 120) / 2, 1000.0, 4220.0)
+
+
+# 8 GPUs; alice (preemptible, saves every 200 s, limit 6000) holds 4. bob's high task (8 GPUs)
+# and carol's short one (4 GPUs, limit 400) come together at 100.
+BACKFILLED = """\
+0,alice,1,4,5000,6000,normal,true,200
+100,bob,1,8,500,600,high,false,
+100,carol,1,4,300,400,normal,false,
+"""
+
+
+def test_backfill_keeps_off_the_room_a_preemption_frees() -> None:
+    # decide() chooses alice for bob and plans her room free at 220 (now + grace): bob's
+    # reservation is 220-820 on all 8 GPUs, and carol (100-500 by her limit) would overlap it:
+    # she waits. alice saves at 200 and stops, nothing lost; bob starts at 200 (waited 100), ends
+    # at 700. alice and carol start then (waited 500 and 600); alice resumes from 200, ends 5500.
+    result = simulate(BACKFILLED, gpus=8)
+    assert figures(result) == (1, 0, 0.0, 100.0, 550.0, 5500.0)
+    assert result["utilization"] == round((4 * 5000 + 8 * 500 + 4 * 300) / (8 * 5500), 4)
+
+
+def test_a_victim_does_not_take_back_its_room_while_the_task_it_stopped_for_waits() -> None:
+    # 8 GPUs, best-effort FIFO (no reservation keeps the room). alice (saves every 200 s) and dave
+    # (every 1000 s) hold 4 each; bob's high task needs all 8: both are chosen at 100. alice
+    # saves at 200 and stops; dave's grace ends at 220 (150 s done, none saved: 4 x 170 GPU-s
+    # redone). From 200 to 220 alice would fit the 4 free GPUs, but yields to bob, who starts at
+    # 220 (waited 120) and ends at 720; alice (from 200 of work) and dave (from 0) restart then.
+    rows = """\
+0,alice,1,4,5000,6000,normal,true,200
+50,dave,1,4,5000,6000,normal,true,1000
+100,bob,1,8,500,600,high,false,
+"""
+    result = simulate(rows, gpus=8, config=replace(PREEMPTING, scheduling="best_effort_fifo"))
+    assert figures(result) == (2, 0, round(680 / 3600, 3), 120.0, (520 + 500) / 2, 5720.0)
+
+
+# Two nodes of 8 GPUs. alice (preemptible, saves every 1000 s) holds 4 of n0, erin 6 of n1. At
+# 100 bob's high task (8 GPUs: only n0 without alice) comes with a short task of his (2 GPUs,
+# runs 60 s, limit 3600).
+CAPPED = """\
+0,alice,1,4,5000,6000,normal,true,1000
+0,erin,1,6,5000,6000,normal,false,
+100,bob,1,8,500,600,high,false,
+100,bob,1,2,60,3600,normal,false,
+"""
+
+
+def test_a_preemption_is_withdrawn_while_its_task_is_held_by_its_users_limit() -> None:
+    # No user may run more than one task. At 100 decide() chooses alice for bob's high task
+    # (n0 reserved from 220, the end of her grace) and starts his short one in n1's spare room.
+    # The pass after, admission.preemption_holds: bob runs a task now, the limit is one: the
+    # choice is withdrawn. At 160 his short task ends; alice is chosen again, her grace
+    # restarted: she stops at 280 with none of her 280 s saved (4 x 280 GPU-s redone). bob's
+    # high task waits 180 and ends at 780, when alice restarts from 0 (ends 5780).
+    capped = replace(PREEMPTING, caps=policy_sim.admission.Caps(0, 1))
+    result = simulate(CAPPED, gpus=8, config=capped, nodes=2)
+    assert figures(result) == (1, 1, round(1120 / 3600, 3), 180.0, round(500 / 3, 1), 5780.0)
+
+
+def test_without_the_limit_the_preemption_holds() -> None:
+    # The same trace, no limit: alice stops at 220 (4 x 220 GPU-s redone); bob's high task runs
+    # 220-720, alice 720-5720.
+    result = simulate(CAPPED, gpus=8, nodes=2)
+    assert figures(result) == (1, 0, round(880 / 3600, 3), 120.0, round(500 / 3, 1), 5720.0)
+
+
+def test_the_command_runs_the_same_trace_with_preemption_and_without(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.csv"
+    trace.write_text(HEADER + AT_A_CHECKPOINT)
+    result = run(trace, "--nodes", "1", "--gpus", "4", "--policies", "default", "--preemption", "both")
+    assert result.returncode == 0, result.stderr
+    on, off, both = map(json.loads, result.stdout.splitlines())
+    assert (on["preemption"], off["preemption"]) == (1, 0)
+    assert both["compare"] == "preemption on / off"
+    assert both["high_mean_wait_s"] == [50.0, 750.0]
+    assert both["normal_mean_wait_s"] == [500.0, 0.0]
+    assert both["high_mean_wait_on_vs_off"] == round(50 / 750, 3)
+    assert both["normal_mean_wait_on_vs_off"] is None  # without preemption alice never waits
+
+
+def test_a_bad_preemption_field_is_named(tmp_path: Path) -> None:
+    trace = tmp_path / "bad.csv"
+    for row, message in (
+        ("0,alice,1,4,50,,urgent,false,", "line 2: priority 'urgent': use normal or high"),
+        ("0,alice,1,4,50,,high,maybe,", "line 2: preemptible 'maybe': use true or false"),
+        ("0,alice,1,4,50,,high,true,0", "line 2: checkpoint_s must be more than 0"),
+    ):
+        trace.write_text(HEADER + row + "\n")
+        result = run(trace)
+        assert result.returncode != 0
+        assert message in result.stderr

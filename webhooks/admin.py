@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.db import models
 
+from argus_site.admin_save import SaveChangedFieldsOnly
 from webhooks.models import Delivery, Webhook
 
 
@@ -16,7 +17,9 @@ class WebhookAdmin(admin.ModelAdmin):
 
 
 @admin.register(Delivery)
-class DeliveryAdmin(admin.ModelAdmin):
+class DeliveryAdmin(SaveChangedFieldsOnly, admin.ModelAdmin):
+    """Deliveries; an edit writes only what changed: the delivery worker writes the same rows."""
+
     list_display = ["id", "task", "event_name", "webhook", "status", "attempts", "response_code", "next_try_at"]
     list_filter = ["status", "event_name"]
     search_fields = ["task__task_id", "webhook__url"]

@@ -1,34 +1,33 @@
-"""Deliveries: written with the event, tried at once by django-q2, retried with backoff.
+"""Deliveries: written with the event, sent by the webhook worker, retried with backoff.
 
-django-q2 has no delayed enqueue, so a retry is a row with ``next_try_at``: the first try is
-an ``async_task`` queued when the event's transaction commits, and the once-a-minute Schedule
-``webhooks-send-due`` (migration 0002) sends whatever is due since. The rows are written in
-the event's own transaction, so a crash before the enqueue loses nothing: the Schedule finds
-them within a minute.
+The rows are written in the event's own transaction (webhooks.signals); the webhook worker
+(``manage.py sendwebhooks``, webhooks.worker) polls for due rows twice a second, in its own
+process, never in django-q2's workers, which the scheduling tick needs. A retry is the same row
+with a later ``next_try_at``. A try is bounded as a whole by ARGUS_WEBHOOK_TIMEOUT_S
+(webhooks.deadline), and its claim outlives that bound, so each try is sent once.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from tasks.models import Event
 from webhooks import pinned
+from webhooks.deadline import Deadline, DeadlineExceeded
 from webhooks.models import Delivery, DeliveryStatus, Webhook, webhook_event_of
 from webhooks.payloads import SIGNATURE_HEADER, body_for, sign
 from webhooks.ssrf import RefusedURL, check_url
 
 logger = logging.getLogger(__name__)
 
-# One pass of the Schedule stops starting tries after this many seconds: each may take
-# ARGUS_WEBHOOK_TIMEOUT_S, and django-q2 kills a task after Q_CLUSTER["timeout"] (120 s), which
-# would leave a try claimed but not counted. The rest wait for the next pass, a minute later.
-PASS_BUDGET_S = 60.0
+# A claim lasts the try's deadline plus this: time to record the outcome after the deadline
+# has ended the try. Past it, another pass may try again (the worker was killed mid-try).
+CLAIM_MARGIN_S = 30.0
 
 
 class Failed(Exception):
@@ -52,28 +51,23 @@ def create_for(event: Event) -> list[int]:
     body = body_for(event, name)
     now = timezone.now()
     rows = [
-        Delivery(webhook=hook, task_id=event.task_id, event=event, event_name=name, body=body, next_try_at=now)
+        Delivery(
+            webhook=hook,
+            task_id=event.task_id,
+            event=event,
+            event_name=name,
+            body=body,
+            created_at=now,
+            next_try_at=now,
+        )
         for hook in hooks
     ]
     return [row.pk for row in Delivery.objects.bulk_create(rows)]
 
 
-def enqueue(ids: list[int]) -> None:
-    from django_q.tasks import async_task
-
-    # In a transaction for the reason given in tasks.scheduler.lease.enqueue_run.
-    with transaction.atomic():
-        for pk in ids:
-            async_task("webhooks.delivery.deliver", pk, task_name=f"webhook-{pk}", group="argus-webhooks")
-
-
 def post(delivery: Delivery) -> int:
     """One try: the signed body to the webhook's URL. Returns the HTTP status or raises Failed."""
     hook = delivery.webhook
-    try:
-        check_url(hook.url)
-    except RefusedURL as error:
-        raise Failed(f"Refused: {error}", final=True) from error
     body = delivery.body.encode()
     headers = {
         "Content-Type": "application/json",
@@ -82,21 +76,37 @@ def post(delivery: Delivery) -> int:
         "X-Argus-Event": delivery.event_name,
         "X-Argus-Delivery": str(delivery.pk),
     }
+    limit = settings.ARGUS_WEBHOOK_TIMEOUT_S
+    within = Deadline(limit)
     try:
-        with pinned.session() as http:
-            # No redirects: one could lead to an address check_url would have refused.
-            response = http.post(
-                hook.url, data=body, headers=headers, timeout=settings.ARGUS_WEBHOOK_TIMEOUT_S, allow_redirects=False
-            )
-    except RefusedURL as error:  # the name resolved elsewhere when the connection was made
+        with within:
+            check_url(hook.url)  # resolving the name counts against the deadline too
+            with pinned.session() as http:
+                # No redirects: one could lead to an address check_url would have refused.
+                # stream: the try ends with the status line and headers; the answer's body is
+                # never read, so a receiver cannot keep the try busy (or fill memory) with it.
+                response = http.post(
+                    hook.url, data=body, headers=headers, timeout=limit, allow_redirects=False, stream=True
+                )
+                response.close()
+    except RefusedURL as error:  # at check_url, or the name resolved elsewhere at connect
         raise Failed(f"Refused: {error}", final=True) from error
     except Exception as error:
+        if within.expired or isinstance(error, DeadlineExceeded):
+            raise Failed(timed_out(limit)) from error
         # Whatever a user's URL makes the HTTP library raise is that try's failure: let it
         # escape and the row would stay claimed, uncounted, and be tried for ever.
         raise Failed(f"{type(error).__name__}: {error}") from error
+    if within.expired:  # the answer came as the deadline shut the socket: not in time
+        raise Failed(timed_out(limit))
     if not 200 <= response.status_code < 300:
         raise Failed(f"HTTP {response.status_code} {response.reason or ''}".strip(), code=response.status_code)
     return response.status_code
+
+
+def timed_out(limit: float) -> str:
+    # The whole request, connect to headers (webhooks.deadline), not each read.
+    return f"timed out after {limit:g} s"
 
 
 def retry_delay(attempts: int) -> timedelta:
@@ -107,13 +117,14 @@ def retry_delay(attempts: int) -> timedelta:
 def deliver(pk: int, now: datetime | None = None) -> bool:
     """Try delivery ``pk`` if it is due at ``now``; True when it was tried here.
 
-    The claim is a conditional UPDATE that pushes ``next_try_at`` past the try's timeout, so
-    the first try and a Schedule pass that overlap never send it twice.
+    The claim is a conditional UPDATE that pushes ``next_try_at`` past the try's deadline (plus
+    CLAIM_MARGIN_S), and the deadline ends the try before then: passes that overlap the try, in
+    this worker or another copy of it, never send it twice.
     """
     now = now or timezone.now()
-    claim_until = now + timedelta(seconds=2 * settings.ARGUS_WEBHOOK_TIMEOUT_S + 30)
-    due = Delivery.objects.filter(pk=pk, status=DeliveryStatus.PENDING, next_try_at__lte=now)
-    if due.update(next_try_at=claim_until) != 1:
+    claim_until = now + timedelta(seconds=settings.ARGUS_WEBHOOK_TIMEOUT_S + CLAIM_MARGIN_S)
+    claimable = Delivery.objects.filter(pk=pk, status=DeliveryStatus.PENDING, next_try_at__lte=now)
+    if claimable.update(next_try_at=claim_until) != 1:
         return False
     delivery = Delivery.objects.select_related("webhook").get(pk=pk)
     attempts = delivery.attempts + 1
@@ -148,17 +159,19 @@ def prune(now: datetime) -> int:
     return old.delete()[0]
 
 
+def due(now: datetime) -> QuerySet[Delivery]:
+    """The deliveries whose try is due at ``now``, oldest first (the partial index delivery_due)."""
+    return Delivery.objects.filter(status=DeliveryStatus.PENDING, next_try_at__lte=now).order_by("next_try_at", "id")
+
+
 def send_due(now: datetime | None = None) -> int:
-    """The Schedule's pass: try the deliveries that are due, oldest first, within PASS_BUDGET_S;
-    how many were tried. ``now`` stands still in tests; the real pass reads the clock."""
+    """One pass in this thread, each due delivery in turn; how many were tried. What
+    ``manage.py sendwebhooks --once`` runs; the worker's loop spreads tries over its threads
+    (webhooks.worker). ``now`` stands still in tests; the real pass reads the clock."""
     clock = (lambda: now) if now is not None else timezone.now
     prune(clock())
-    due = Delivery.objects.filter(status=DeliveryStatus.PENDING, next_try_at__lte=clock()).order_by("next_try_at", "id")
-    deadline = time.monotonic() + PASS_BUDGET_S
     tried = 0
-    for pk in list(due.values_list("pk", flat=True)[:500]):
-        if time.monotonic() > deadline:
-            break
+    for pk in list(due(clock()).values_list("pk", flat=True)[:500]):
         try:
             tried += deliver(pk, clock())
         except Exception:

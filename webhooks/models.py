@@ -86,7 +86,7 @@ class Delivery(models.Model):
             models.UniqueConstraint(fields=["webhook", "event"], name="delivery_unique_event"),
         ]
         indexes = [
-            # webhooks.delivery.send_due: the deliveries whose next try is due.
+            # The webhook worker's poll (webhooks.delivery.due, twice a second): the deliveries due.
             models.Index(fields=["next_try_at"], name="delivery_due", condition=models.Q(status="PENDING")),
             # A webhook's recent deliveries (API, account page).
             models.Index(fields=["webhook", "-created_at", "-id"], name="delivery_webhook_recent"),

@@ -4,6 +4,9 @@ requests (urllib3 underneath) would resolve the host again when it connects, aft
 a name with a short TTL could answer a public address to the check and 127.0.0.1 to the
 connection. These connections resolve and check in one step and connect to what was checked;
 the Host header, TLS SNI and certificate checks still use the name.
+
+Inside a try's webhooks.deadline.Deadline, a connection gets only the time left, and its socket
+is watched: the deadline shuts it down when the try's time is up.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 from urllib3.util import connection
 
+from webhooks import deadline
 from webhooks.ssrf import checked_addresses
 
 
@@ -32,18 +36,26 @@ class _CheckedConnect:
 
     def _new_conn(self) -> socket.socket:
         error: OSError | None = None
+        within = deadline.current()
         for address in checked_addresses(self.host, self.port):  # RefusedURL goes up as it is
+            timeout = self.timeout if within is None else within.left()
             try:
-                return connection.create_connection(
+                if within is not None and timeout <= 0:
+                    raise deadline.DeadlineExceeded(f"no time left to connect to {self.host}")
+                sock = connection.create_connection(
                     (address, self.port),
-                    self.timeout,
+                    timeout,
                     source_address=self.source_address,
                     socket_options=self.socket_options,
                 )
-            except TimeoutError as timeout:
-                raise ConnectTimeoutError(self, f"Connection to {self.host} timed out.") from timeout
+            except TimeoutError as timeout_error:
+                raise ConnectTimeoutError(self, f"Connection to {self.host} timed out.") from timeout_error
             except OSError as failure:
                 error = failure
+                continue
+            if within is not None:
+                within.watch(sock)
+            return sock
         # self is an HTTPConnection at run time (the subclasses below); mypy sees only the mixin.
         raise NewConnectionError(self, f"Failed to establish a new connection: {error}")  # type: ignore[arg-type]
 

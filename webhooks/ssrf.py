@@ -12,6 +12,8 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
+from webhooks import deadline
+
 
 class RefusedURL(Exception):
     """The URL may not be used for a webhook; the message says why, for the user."""
@@ -34,8 +36,14 @@ def _why_internal(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str
 
 
 def resolve(host: str, port: int) -> list[str]:
+    # During a try, the lookup counts against the try's deadline (DeadlineExceeded goes up as
+    # it is: a slow resolver is a failed try, not a refused URL).
+    within = deadline.current()
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        if within is None:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        else:
+            infos = within.call(socket.getaddrinfo, host, port, 0, socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as error:
         raise RefusedURL(f"The host {host} cannot be resolved.") from error
     return sorted({str(info[4][0]) for info in infos})

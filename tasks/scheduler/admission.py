@@ -225,6 +225,7 @@ def decide(
     # is admitted: computed once per shape in between, a long queue stays cheap.
     reasons: dict[tuple[int, int, float], str] = {}
     fits: dict[tuple[int, int, float], bool] = {}
+    no_victims: set[tuple[tuple[int, int, float], int]] = set()
     index = 0
     while index < len(pending):
         request = pending[index]
@@ -287,11 +288,20 @@ def decide(
         if shape not in fits:  # per shape: a long queue has few shapes and many tasks
             fits[shape] = can_ever_fit(request, totals)
         fits_ever = fits[shape]
-        if fits_ever and not preempt_tried and any(r.priority < request.priority for r in running):
-            preempt_tried = True
+        if (
+            fits_ever
+            and not preempt_tried
+            and (shape, request.priority) not in no_victims
+            and any(r.priority < request.priority for r in running)
+        ):
             making_room = _preempt(request, free, running, decision, profile, now + grace)
             if making_room is not None:
+                # One round of victims a pass; a task preemption cannot help does not keep the
+                # next high task from its try (free room only shrinks: nor can it help its shape).
+                preempt_tried = True
                 reason = f"{reason}; {making_room}"
+            else:
+                no_victims.add((shape, request.priority))
         decision.waiting[request.key] = reason
         if not fits_ever:
             continue

@@ -26,9 +26,11 @@ SCRATCH = re.compile(r"^Training from scratch\s*$")
 # before training logs "step:0 - val-…", which says nothing about it.
 METRICS = re.compile(r"^step:(?P<step>\d+) - ")
 
-# verl says how many steps the run has before training (PPO: RayPPOTrainer.fit; SFT:
-# sft_trainer_ray, with a comma after): a run that exits 0 below it did not finish (verl#7401).
-TOTAL_STEPS = re.compile(r"^Total training steps: (?P<total>\d+)\b")
+# verl says how many steps the run has before training: printed by the older PPO trainer and
+# the SFT trainer (with a comma after), logged by 0.9.1's v1 trainer ("INFO:2026-11-23
+# 14:42:00,038:Total training steps: 2", tests/fixtures/verl/fail_fast.log). A run that exits 0
+# below it did not finish (verl#7401).
+TOTAL_STEPS = re.compile(r"^(?:[A-Z]+:[\d\- :,.]+:)?Total training steps: (?P<total>\d+)\b")
 
 # Ray's autoscaler, repeated (every ~35 s here) while a request (a placement group's bundles summed, an
 # actor) fits on no node: "Error: No available node types can fulfill resource request {...}". verl

@@ -26,7 +26,6 @@ from raypool.config import WORKER_RESOURCE
 from tasks.builders import build_argv
 from tasks.jobfiles import checkpoint_dir, driver_log_path, job_root
 from tasks.models import (
-    ACTIVE_STATES,
     WAITING_STATES,
     AdmissionControl,
     Attempt,
@@ -36,6 +35,7 @@ from tasks.models import (
     Role,
     Task,
     TaskState,
+    check_fence,
 )
 from tasks.queue_order import EpochSeconds, order_waiting, usernames
 from tasks.scheduler import admission, preempt
@@ -59,7 +59,7 @@ def held_nodes(attempt: Attempt | Any) -> dict[str, int]:
 def promised_gpus() -> dict[str, int]:
     """GPUs Argus counts as taken per node by live attempts (settled attempts have an end time)."""
     promised: dict[str, int] = {}
-    rows = Attempt.objects.filter(task__state__in=ACTIVE_STATES, end_time=None).only("nodes", "placement")
+    rows = Attempt.objects.live().only("nodes", "placement")
     for attempt in rows:
         for node, gpus in held_nodes(attempt).items():
             promised[node] = promised.get(node, 0) + gpus
@@ -72,12 +72,17 @@ def cpus_for(gpus: float) -> float:
     return gpus * settings.ARGUS_CPUS_PER_GPU
 
 
-def rooms(cluster: ClusterView) -> tuple[dict[str, Room], dict[str, Room]]:
-    """Each worker node's total and free room, as Ray sees it now."""
+def free_room(cluster: ClusterView) -> tuple[dict[str, Room], dict[str, Room]]:
+    """Each live worker node's total room and its free room as admission counts it: Ray's free
+    room less what Argus promised attempts Ray has not allocated yet (rooms.effective_free).
+    The one measure of free room: the pages, the API and /metrics show this too (the tick
+    records it with the cluster)."""
     workers = cluster.workers
     totals = {node.node_id: Room(node.gpus_total, node.cpus_total) for node in workers}
     ray_free = {node.node_id: Room(node.gpus_free, node.cpus_free) for node in workers}
-    return totals, ray_free
+    # Promised CPUs follow promised GPUs, as verl's bundles do.
+    promised = {node: Room(gpus, cpus_for(gpus)) for node, gpus in promised_gpus().items()}
+    return totals, effective_free(totals, ray_free, promised)
 
 
 def admit(ray: RayJobs, cluster: ClusterView, budget: Budget, submitted: list[str]) -> None:
@@ -106,10 +111,7 @@ def admit(ray: RayJobs, cluster: ClusterView, budget: Budget, submitted: list[st
         for attempt in preempt.pending():
             preempt.withdraw(attempt.task, attempt, "admission is paused")
         return
-    totals, ray_free = rooms(cluster)
-    # Promised CPUs follow promised GPUs, as verl's bundles do.
-    promised = {node: Room(gpus, cpus_for(gpus)) for node, gpus in promised_gpus().items()}
-    free = effective_free(totals, ray_free, promised)
+    totals, free = free_room(cluster)
     users = usernames(row.user_id for row in rows.values())
     queue = [Waiting(pk, users[row.user_id], row.priority_rank, row.submitted) for pk, row in rows.items()]
     ordered, _ = order_waiting(queue, users, now)
@@ -224,7 +226,7 @@ def running_now(now: datetime) -> list[admission.Running]:
     min_run = settings.ARGUS_PREEMPT_MIN_RUN_S
     resumed = preempt.resumed_after_preemption()
     holders = []
-    rows = Attempt.objects.filter(task__state__in=ACTIVE_STATES, end_time=None).select_related("task__user")
+    rows = Attempt.objects.live().select_related("task__user")
     for attempt in rows:
         task = attempt.task
         started = attempt.start_time or attempt.created_at
@@ -299,6 +301,7 @@ def _write_reasons(reasons: dict[int, str], to_pending: set[int]) -> None:
     now = timezone.now()
     for batch in _batches(sorted(to_pending)):
         with transaction.atomic():
+            check_fence()
             moving = list(
                 Task.objects.select_for_update()
                 .filter(pk__in=batch, state=S.QUEUED)

@@ -15,9 +15,7 @@ from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from tasks.models import Lease
-
-TICK_LEASE = "tick"
+from tasks.models import TICK_LEASE, Lease
 
 
 def tick_lease() -> models.QuerySet[Lease]:

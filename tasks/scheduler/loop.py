@@ -20,8 +20,9 @@ from datetime import datetime
 from django.conf import settings
 from django.db import close_old_connections
 
+from tasks.models import LEASE_FENCE, LeaseLost
 from tasks.scheduler.lease import claim_lease, enqueue_run, release_lease, requested_at
-from tasks.scheduler.steps import Budget, LeaseLost
+from tasks.scheduler.steps import Budget
 from tasks.scheduler.tick import TickReport, tick
 
 logger = logging.getLogger(__name__)
@@ -58,6 +59,7 @@ def run(max_seconds: float = RUN_SECONDS) -> int:
     seen: datetime | None = None
     report = TickReport()
     deadline = time.monotonic() + max_seconds
+    fence = LEASE_FENCE.set(holder)
     try:
         while True:
             seen = requested_at()
@@ -78,6 +80,7 @@ def run(max_seconds: float = RUN_SECONDS) -> int:
         logger.warning("tick lease taken over mid-tick; %s stops", holder)
         return ticks
     finally:
+        LEASE_FENCE.reset(fence)
         release_lease(holder)
         close_old_connections()
     if requested_at() != seen or not report.idle:

@@ -56,11 +56,7 @@ def mark(victim_pk: int, beneficiary_pk: int, now: datetime) -> None:
 
 def pending() -> list[Attempt]:
     """Chosen victims still in their grace: withdrawable."""
-    return list(
-        Attempt.objects.filter(task__state__in=ACTIVE_STATES, end_time=None, stop_requested_at=None)
-        .exclude(preempted_at=None)
-        .select_related("task")
-    )
+    return list(Attempt.objects.live().filter(stop_requested_at=None).exclude(preempted_at=None).select_related("task"))
 
 
 def served(attempt: Attempt, now: datetime | None = None) -> str:

@@ -118,6 +118,9 @@ class ClusterView:
     def workers(self) -> list[NodeView]:
         return [node for node in self.nodes if node.alive and node.is_worker]
 
+    def ips(self) -> dict[str, str]:
+        return {node.node_id: node.ip for node in self.nodes}
+
     def dead(self) -> dict[str, str]:
         """The nodes Ray lists as dead, {node_id: ip}. A node that rejoins comes back under a new
         id (each raylet start draws one), so a dead id stays dead."""

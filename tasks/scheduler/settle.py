@@ -25,10 +25,6 @@ from tasks.scheduler.failures import INSUFFICIENT, trim
 S = TaskState
 F = FailureKind
 ACTOR = Role.SCHEDULER.value
-# Failures of the program itself, counted against the spec's max_retries.
-REAL_FAILURES = (F.RUNTIME_ERROR, F.UNKNOWN, F.USER_ERROR, F.STALLED, F.INCOMPLETE)
-# Ends that a retry would only repeat.
-FINAL_FAILURES = (F.USER_ERROR, F.TIME_LIMIT)
 STOPPED_OUTSIDE = "the Ray job was stopped outside Argus"
 
 
@@ -120,9 +116,87 @@ def _failure_counts(task: Task) -> Counter[str]:
     return Counter({kind: n for kind, n in rows})
 
 
+@dataclass(frozen=True)
+class AfterFailure:
+    """What follows one failure kind (a row of ``AFTER_FAILURE``).
+
+    ``retry_to``: where the task goes to be tried again; None: it fails at once. ``limit``: what
+    bounds the retries: "max_retries" (the spec's, over every failure of the program itself), a
+    setting's name (this kind alone), or "" (never counted). ``backoff``: wait
+    ARGUS_RETRY_INTERVAL_S, doubling with each repeat. The texts are formatted with ``number``
+    (the attempt's), ``kind``, ``line``, ``count`` (this failure's repeats so far), ``limit``,
+    ``nodes`` and ``shortage``; ``gave_up`` is the summary once the limit is passed ("": the
+    attempt's own failure).
+    """
+
+    retry_to: str | None
+    limit: str = ""
+    backoff: bool = False
+    message: str = ""
+    reason: str = ""
+    gave_up: str = ""
+
+
+FAILS = AfterFailure(None)
+# Failures of the program itself: retried up to the spec's max_retries.
+COUNTED = AfterFailure(
+    S.QUEUED,
+    limit="max_retries",
+    message="Attempt {number} failed ({kind}); retry {count} of {limit}.",
+    reason="retrying after a failure: {line}",
+)
+AFTER_FAILURE: dict[str, AfterFailure] = {
+    # What the user asked for is wrong, or its time is up: a retry would only repeat it.
+    F.USER_ERROR: FAILS,
+    F.TIME_LIMIT: FAILS,
+    F.RUNTIME_ERROR: COUNTED,
+    F.UNKNOWN: COUNTED,
+    F.STALLED: COUNTED,
+    F.INCOMPLETE: COUNTED,
+    # Its place in the queue is its submission time: it goes back where it was.
+    F.PREEMPTED: AfterFailure(
+        S.QUEUED,
+        message="Attempt {number} was preempted ({line}); back in the queue in its place.",
+        reason="preempted for a task of higher priority; it resumes from its checkpoint when room frees",
+    ),
+    # In its place, at once: the task did nothing wrong, and the dead node is out of the plan
+    # already (Ray lists it dead; a rejoining node comes back as a new one).
+    F.NODE_FAILURE: AfterFailure(
+        S.QUEUED,
+        limit="ARGUS_NODE_FAILURE_RETRIES",
+        message="Attempt {number} ended with its node ({line}); back in the queue in its place ({count} of {limit}).",
+        reason="requeued after a node it ran on died; it resumes from its checkpoint",
+        gave_up=(
+            "Nodes died under {count} of its attempts ({nodes}); giving up after ARGUS_NODE_FAILURE_RETRIES "
+            "({limit}). The last: {line}."
+        ),
+    ),
+    F.LOST: AfterFailure(
+        S.QUEUED,
+        limit="ARGUS_LOST_RETRIES",
+        message="Ray lost attempt {number}; requeued ({count} of {limit}).",
+        reason="requeued after Ray lost the job",
+        gave_up="Ray lost the job {count} times (the head restarted?); giving up after ARGUS_LOST_RETRIES.",
+    ),
+    # Conditions of the cluster or its storage: wait, and try again, for as long as it takes.
+    F.INSUFFICIENT_RESOURCES: AfterFailure(
+        S.PENDING_RESOURCES,
+        backoff=True,
+        message="Attempt {number} hit a resource shortage",
+        reason="{shortage} ({line})",
+    ),
+    F.STORAGE_ERROR: AfterFailure(
+        S.QUEUED,
+        backoff=True,
+        message="Attempt {number} could not be prepared ({line})",
+        reason="the job folder could not be written ({line})",
+    ),
+}
+
+
 def next_move(task: Task, attempt: Attempt, outcome: Outcome, counts: Counter[str]) -> Move:
     """The move that follows ``outcome``, given the task as it is now and its attempts'
-    failures so far (this one included)."""
+    failures so far (this one included): success, a pending cancel, then ``AFTER_FAILURE``."""
     number = attempt.attempt_no
     if outcome.succeeded:
         return Move(S.SUCCEEDED, "The Ray job succeeded.")
@@ -131,67 +205,39 @@ def next_move(task: Task, attempt: Attempt, outcome: Outcome, counts: Counter[st
         return Move(S.CANCELED, f"Canceled: {why or 'stopped on Ray as requested'}.")
     kind = outcome.failure or F.UNKNOWN
     line = outcome.line or (STOPPED_OUTSIDE if outcome.stopped else "")
-    summary = f"Attempt {number} failed ({kind}): {line or 'no error message'}. See the log."
-    failed = Move(S.FAILED, summary, changes={"error_summary": summary[:2000]})
-    if outcome.final or kind in FINAL_FAILURES:
-        return failed
-    if kind == F.PREEMPTED:
-        # Its place in the queue is its submission time: it goes back where it was.
-        return _retry(
-            S.QUEUED,
-            f"Attempt {number} was preempted ({line}); back in the queue in its place.",
-            "preempted for a task of higher priority; it resumes from its checkpoint when room frees",
-        )
-    if kind == F.NODE_FAILURE:
-        deaths, limit = counts[F.NODE_FAILURE], settings.ARGUS_NODE_FAILURE_RETRIES
-        if deaths <= limit:
-            # In its place, at once: the task did nothing wrong, and the dead node is out of
-            # the plan already (Ray lists it dead; a rejoining node comes back as a new one).
-            return _retry(
-                S.QUEUED,
-                f"Attempt {number} ended with its node ({line}); back in the queue in its place ({deaths} of {limit}).",
-                "requeued after a node it ran on died; it resumes from its checkpoint",
-            )
-        names = ", ".join(outcome.nodes) or "unnamed"
-        summary = (
-            f"Nodes died under {deaths} of its attempts ({names}); giving up after "
-            f"ARGUS_NODE_FAILURE_RETRIES ({limit}). The last: {line}."
-        )
-        return Move(S.FAILED, summary, changes={"error_summary": summary[:2000]})
-    if kind == F.INSUFFICIENT_RESOURCES:
+    rule = AFTER_FAILURE.get(kind, COUNTED)
+    own = f"Attempt {number} failed ({kind}): {line or 'no error message'}. See the log."
+    if rule.retry_to is None or outcome.final:
+        return _failed(own)
+    count, limit = _repeats(rule, kind, counts, task)
+    words = {
+        "number": number,
+        "kind": kind,
+        "line": line,
+        "count": count,
+        "limit": limit,
+        "nodes": ", ".join(outcome.nodes) or "unnamed",
         # verl's fail-fast counts GPUs; a placement Ray cannot give is said in Ray's words.
-        short = "verl found too few free GPUs" if INSUFFICIENT.search(line) else "the cluster had no room"
-        return _backoff(
-            S.PENDING_RESOURCES,
-            counts[kind],
-            f"Attempt {number} hit a resource shortage",
-            f"{short} ({line})",
-        )
-    if kind == F.STORAGE_ERROR:
-        return _backoff(
-            S.QUEUED,
-            counts[kind],
-            f"Attempt {number} could not be prepared ({line})",
-            f"the job folder could not be written ({line})",
-        )
-    if kind == F.LOST:
-        lost, limit = counts[F.LOST], settings.ARGUS_LOST_RETRIES
-        if lost <= limit:
-            return _retry(
-                S.QUEUED,
-                f"Ray lost attempt {number}; requeued ({lost} of {limit}).",
-                "requeued after Ray lost the job",
-            )
-        summary = f"Ray lost the job {lost} times (the head restarted?); giving up after ARGUS_LOST_RETRIES."
-        return Move(S.FAILED, summary, changes={"error_summary": summary})
-    real = sum(counts[k] for k in REAL_FAILURES)
-    if real <= task.max_retries:
-        return _retry(
-            S.QUEUED,
-            f"Attempt {number} failed ({kind}); retry {real} of {task.max_retries}.",
-            f"retrying after a failure: {line}",
-        )
-    return failed
+        "shortage": "verl found too few free GPUs" if INSUFFICIENT.search(line) else "the cluster had no room",
+    }
+    if limit is not None and count > limit:
+        return _failed(rule.gave_up.format(**words) if rule.gave_up else own)
+    if rule.backoff:
+        return _backoff(rule.retry_to, counts[kind], rule.message.format(**words), rule.reason.format(**words))
+    return _retry(rule.retry_to, rule.message.format(**words), rule.reason.format(**words))
+
+
+def _repeats(rule: AfterFailure, kind: str, counts: Counter[str], task: Task) -> tuple[int, int | None]:
+    """How often this trouble has happened, and the limit on it (None: no limit)."""
+    if rule.limit == "max_retries":
+        return sum(counts[k] for k, r in AFTER_FAILURE.items() if r.limit == "max_retries"), task.max_retries
+    if rule.limit:
+        return counts[kind], int(getattr(settings, rule.limit))
+    return counts[kind], None
+
+
+def _failed(summary: str) -> Move:
+    return Move(S.FAILED, summary, changes={"error_summary": summary[:2000]})
 
 
 def _backoff(to: str, repeats: int, what: str, why: str) -> Move:

@@ -22,6 +22,7 @@ from tasks.models import (
     EventKind,
     FailureKind,
     IllegalTransition,
+    LeaseLost,
     Role,
     StaleState,
     Task,
@@ -33,10 +34,6 @@ from tasks.scheduler.settle import ACTOR, Outcome, settle
 logger = logging.getLogger(__name__)
 
 R = TypeVar("R")
-
-
-class LeaseLost(Exception):
-    """Another scheduler holds the tick lease now: this one must stop at once."""
 
 
 class Budget:

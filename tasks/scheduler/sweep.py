@@ -25,6 +25,7 @@ from tasks.models import ACTIVE_STATES, Attempt, ClusterState, EventKind, Task
 from tasks.scheduler.rayjobs import JobNotFound, RayJobs, is_live, status_of
 from tasks.scheduler.settle import ACTOR
 from tasks.scheduler.steps import Budget
+from tasks.scheduler.storage import bounded
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +85,10 @@ def _forgettable(job: JobDetails, attempt: Attempt | None, before: datetime) -> 
         return job.end_time is not None and datetime.fromtimestamp(job.end_time / 1000, tz=UTC) <= before
     if attempt.end_time is None or attempt.end_time > before:
         return False
-    return attempt_log(attempt.task, attempt).exists()
+    try:
+        return bounded(attempt_log(attempt.task, attempt).exists)
+    except OSError:
+        return False  # storage does not answer: keep Ray's copy until it does
 
 
 def _stop_orphan(ray: RayJobs, job: JobDetails, attempt: Attempt | None) -> None:

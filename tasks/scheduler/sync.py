@@ -49,18 +49,17 @@ def sync(ray: RayJobs, cluster: ClusterView, budget: Budget, ended: list[str]) -
     RayUnavailable propagates: Ray being unwell is a condition of the whole tick.
     """
     pairs = latest_attempts()
-    record_nodes(ray, [attempt for _, attempt in pairs])
-    dead = cluster.dead()
     alive = []
     for task, attempt in pairs:
         if budget.spent():
             break
-        if guarded(task, partial(follow, ray, task, attempt, dead)):
+        if guarded(task, partial(follow, ray, task, attempt, cluster)):
             ended.append(task.task_id)
         elif attempt.ray_status in (JobStatus.PENDING, JobStatus.RUNNING):
             alive.append(attempt.pk)
     # One statement for all: a running attempt is seen every tick.
     Attempt.objects.filter(pk__in=alive, end_time=None).update(last_seen_at=timezone.now())
+    record_nodes(ray, [attempt for _, attempt in pairs if attempt.pk in alive])
 
 
 def record_nodes(ray: RayJobs, attempts: list[Attempt]) -> None:
@@ -85,7 +84,7 @@ def _placed(attempt: Attempt) -> bool:
     return sum(attempt.nodes.values()) >= attempt.gpus > 0
 
 
-def follow(ray: RayJobs, task: Task, attempt: Attempt, dead: dict[str, str] | None = None) -> bool:
+def follow(ray: RayJobs, task: Task, attempt: Attempt, cluster: ClusterView | None = None) -> bool:
     """One attempt's step: True when it ended."""
     try:
         job = ray.job(attempt.ray_submission_id)
@@ -107,7 +106,7 @@ def follow(ray: RayJobs, task: Task, attempt: Attempt, dead: dict[str, str] | No
         return False
     if task.state == S.SUBMITTING:
         mark_submitted(task, attempt, note="Found on Ray after an interrupted submission.")
-    if apply_status(task, attempt, job, dead or {}):
+    if apply_status(task, attempt, job, cluster):
         return True
     if task.state == S.RUNNING:
         watch(ray, task, attempt)  # what Ray cannot see: a time limit, a hang, a placement never given
@@ -121,8 +120,11 @@ def _ms(value: int | None) -> datetime | None:
     return datetime.fromtimestamp(value / 1000, tz=UTC) if value else None
 
 
-def apply_status(task: Task, attempt: Attempt, job: JobDetails, dead: dict[str, str] | None = None) -> bool:
-    """Record what Ray says of the attempt; move the task. True when the attempt ended."""
+def apply_status(task: Task, attempt: Attempt, job: JobDetails, cluster: ClusterView | None = None) -> bool:
+    """Record what Ray says of the attempt; move the task. True when the attempt ended.
+
+    ``cluster``: Ray's nodes as this tick saw them (their addresses; which are dead)."""
+    cluster = cluster or ClusterView()
     status = status_of(job)
     changed = []
     start = attempt.start_time
@@ -135,6 +137,7 @@ def apply_status(task: Task, attempt: Attempt, job: JobDetails, dead: dict[str, 
         ("start_time", start),
         ("exit_code", getattr(job, "driver_exit_code", None)),
         ("node_id", job.driver_node_id or ""),
+        ("node_ip", cluster.ips().get(job.driver_node_id or "", "") or None),
         ("ray_job_id", job.job_id or ""),
         ("message", trim(job.message or "")),
     ):
@@ -166,7 +169,7 @@ def apply_status(task: Task, attempt: Attempt, job: JobDetails, dead: dict[str, 
     elif status == JobStatus.STOPPED:
         outcome = Outcome(stopped=True, ended_at=ended_at)
     elif status == JobStatus.FAILED:
-        outcome = _failed(task, attempt, job, dead or {}, ended_at)
+        outcome = _failed(task, attempt, job, cluster.dead(), ended_at)
     else:
         return False  # PENDING
     settle(task, attempt, outcome)

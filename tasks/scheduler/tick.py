@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from tasks.models import ACTIVE_STATES, WAITING_STATES, ClusterState, Task
 from tasks.scheduler.cancels import stop_canceled
-from tasks.scheduler.launch import admit
+from tasks.scheduler.launch import admit, free_room
 from tasks.scheduler.rayjobs import ClusterView, RayJobs, RayUnavailable
 from tasks.scheduler.steps import Budget
 from tasks.scheduler.sweep import sweep, sweep_due
@@ -85,12 +85,21 @@ def tick(budget: Budget | None = None, *, force_sweep: bool = False) -> TickRepo
 
 
 def _record_cluster(cluster: ClusterView | None, error: str, url: str | None) -> None:
+    """What web requests show of the cluster: each node, its free room as admission counts it."""
+    nodes = []
+    if cluster is not None:
+        _, free = free_room(cluster)
+        for node in cluster.to_json()["nodes"]:
+            if node["node_id"] in free:
+                room = free[node["node_id"]]
+                node["gpus_free"], node["cpus_free"] = room.gpus, room.cpus
+            nodes.append(node)
     ClusterState.objects.update_or_create(
         name="default",
         defaults={
             "reachable": cluster is not None,
             "error": error[:2000],
-            "nodes": cluster.to_json()["nodes"] if cluster is not None else [],
+            "nodes": nodes,
             "job_server_url": url or "",
             "checked_at": timezone.now(),
         },

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import re
-from html.parser import HTMLParser
 
 import pytest
 from django.contrib.auth.models import User
@@ -9,7 +8,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from accounts.models import ApiToken, TokenState, UserLimits, hash_token
-from tests.accounts.helpers import assert_stored_nowhere, secret_part
+from tests.accounts.helpers import assert_stored_nowhere, page_form, secret_part
 
 RAW_TOKEN_RE = re.compile(r"argus_[A-Za-z0-9_-]{43}")
 
@@ -174,56 +173,35 @@ def test_an_admin_cannot_disable_themselves_from_the_list(site, admin, alice):
     assert admin.is_active
 
 
+# --- Saving a token writes only what changed ---------------------------------------------------
+
+
+def test_saving_a_token_never_undoes_a_revocation_made_meanwhile(site, alice, monkeypatch):
+    from accounts.admin import ApiTokenAdmin
+
+    token, _ = ApiToken.issue(alice, "laptop")
+    url = f"/admin/accounts/apitoken/{token.pk}/change/"
+    data = page_form(site, url, name="old laptop")
+    read = ApiTokenAdmin.get_object
+
+    def read_then_revoked_through_the_api(self, request, object_id, from_field=None):
+        # The row as the page read it, then the API's revocation before the page's save.
+        obj = read(self, request, object_id, from_field)
+        ApiToken.objects.get(pk=token.pk).revoke()
+        return obj
+
+    monkeypatch.setattr(ApiTokenAdmin, "get_object", read_then_revoked_through_the_api)
+    assert site.post(url, data).status_code == 302
+    token.refresh_from_db()
+    assert token.name == "old laptop" and token.state == TokenState.REVOKED
+
+
 # --- Limits on the user page --------------------------------------------------------------
-
-
-class _FormFields(HTMLParser):
-    """What a browser would send for the forms of a page: each named field with its value."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.data: dict[str, list[str]] = {}
-        self._select: str | None = None
-        self._textarea: str | None = None
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        attr = dict(attrs)
-        name = attr.get("name")
-        if tag == "input" and name:
-            kind = attr.get("type", "text")
-            if kind in ("submit", "button", "file", "image") or (
-                kind in ("checkbox", "radio") and "checked" not in attr
-            ):
-                return
-            self.data.setdefault(name, []).append(attr.get("value") or ("on" if kind == "checkbox" else ""))
-        elif tag == "select" and name:
-            self._select = name
-            self.data.setdefault(name, [])
-        elif tag == "option" and self._select and "selected" in attr:
-            self.data[self._select].append(attr.get("value") or "")
-        elif tag == "textarea" and name:
-            self._textarea = name
-            self.data[name] = [""]
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "select":
-            self._select = None
-        elif tag == "textarea":
-            self._textarea = None
-
-    def handle_data(self, data: str) -> None:
-        if self._textarea:
-            self.data[self._textarea][0] += data
 
 
 def change_page_form(site: Client, user: User, **changes: str) -> dict[str, list[str]]:
     """The user's change page as a browser would submit it, with ``changes`` typed in."""
-    parser = _FormFields()
-    parser.feed(site.get(f"/admin/auth/user/{user.pk}/change/").content.decode())
-    for name, value in changes.items():
-        assert name in parser.data, f"no field {name} on the page"
-        parser.data[name] = [value]
-    return parser.data
+    return page_form(site, f"/admin/auth/user/{user.pk}/change/", **changes)
 
 
 @pytest.fixture
@@ -279,6 +257,20 @@ def test_emptying_a_limit_on_the_user_page_goes_back_to_the_site_default(site, a
     )
     assert response.status_code == 302
     assert UserLimits.objects.get(user=alice).max_running_gpus is None
+
+
+def test_high_priority_is_granted_and_withdrawn_from_the_user_page(site, alice):
+    html = site.get(f"/admin/auth/user/{alice.pk}/change/").content.decode()
+    assert 'name="limits-0-can_use_high_priority"' in html and "Administrators always may." in html
+    data = change_page_form(site, alice)
+    data["limits-0-can_use_high_priority"] = ["on"]  # the box ticked
+    response = site.post(f"/admin/auth/user/{alice.pk}/change/", data)
+    assert response.status_code == 302, response.context and response.context["errors"]
+    assert UserLimits.objects.get(user=alice).can_use_high_priority is True
+    data = change_page_form(site, alice)
+    del data["limits-0-can_use_high_priority"]  # the box unticked
+    assert site.post(f"/admin/auth/user/{alice.pk}/change/", data).status_code == 302
+    assert UserLimits.objects.get(user=alice).can_use_high_priority is False
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,15 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
-from accounts.limits import Limits, limits_by_user, limits_for, queued_limit_error, set_limits
+from accounts.limits import (
+    Limits,
+    high_priority_refusal,
+    limits_by_user,
+    limits_for,
+    may_use_high_priority,
+    queued_limit_error,
+    set_limits,
+)
 from accounts.models import LIMIT_MAX, UserLimits
 
 pytestmark = pytest.mark.django_db
@@ -104,6 +112,45 @@ def test_set_limits_with_nothing_to_set_writes_nothing(alice):
 def test_set_limits_refuses_what_is_not_a_limit(alice):
     with pytest.raises(TypeError, match="is_staff"):
         set_limits(alice, actor="test", is_staff=True)
+
+
+# --- can_use_high_priority ---------------------------------------------------------------------
+
+
+def test_high_priority_is_not_granted_by_default(alice):
+    assert UserLimits(user=alice).can_use_high_priority is False
+    assert not may_use_high_priority(alice)  # no row of her own
+    UserLimits.objects.create(user=alice, max_queued_tasks=3)
+    alice.refresh_from_db()
+    assert not may_use_high_priority(alice)  # a row of her own, without the grant
+
+
+def test_an_admin_always_may_use_high_priority(admin):
+    assert may_use_high_priority(admin)
+    UserLimits.objects.create(user=admin, can_use_high_priority=False)
+    admin.refresh_from_db()
+    assert may_use_high_priority(admin) and high_priority_refusal(admin) is None
+
+
+def test_set_limits_grants_and_withdraws_high_priority(alice):
+    set_limits(alice, actor="test", can_use_high_priority=True)
+    assert may_use_high_priority(alice) and high_priority_refusal(alice) is None
+    set_limits(alice, actor="test", can_use_high_priority=False)
+    assert not may_use_high_priority(alice)
+
+
+def test_the_refusal_says_who_can_grant_it(bob):
+    assert high_priority_refusal(bob) == (
+        "priority: high is not allowed for bob; an administrator can grant it "
+        "(can_use_high_priority, in the admin site or PATCH /api/v2/users/bob)"
+    )
+
+
+def test_may_use_high_priority_uses_limits_loaded_with_the_user(alice, django_assert_num_queries):
+    UserLimits.objects.create(user=alice, can_use_high_priority=True)
+    user = type(alice).objects.select_related("limits").get(pk=alice.pk)
+    with django_assert_num_queries(0):
+        assert may_use_high_priority(user)
 
 
 @pytest.mark.parametrize("weight", [0.0, -1.0, math.inf, math.nan])

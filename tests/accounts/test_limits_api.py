@@ -90,6 +90,33 @@ def test_the_user_list_reads_the_limits_in_the_same_query(api, alice, bob, djang
     assert shown == {"admin": None, "alice": 1, "bob": 2}
 
 
+def test_an_admin_grants_and_withdraws_high_priority(api, alice, client_for):
+    response = api.patch("/api/v2/users/alice", {"can_use_high_priority": True}, format="json")
+    assert response.status_code == 200, response.content
+    assert response.json()["can_use_high_priority"] is True
+    assert UserLimits.objects.get(user=alice).can_use_high_priority is True
+    for shown in (api.get("/api/v2/users/alice"), client_for(alice).get("/api/v2/me")):
+        assert shown.json()["can_use_high_priority"] is True
+    api.patch("/api/v2/users/alice", {"can_use_high_priority": False}, format="json")
+    assert api.get("/api/v2/users/alice").json()["can_use_high_priority"] is False
+
+
+def test_get_and_me_show_high_priority_as_in_effect(api, admin, alice, client_for):
+    # Not granted by default; an admin always has it.
+    assert api.get("/api/v2/users/alice").json()["can_use_high_priority"] is False
+    assert client_for(alice).get("/api/v2/me").json()["can_use_high_priority"] is False
+    assert api.get("/api/v2/users/admin").json()["can_use_high_priority"] is True
+    assert api.get("/api/v2/me").json()["can_use_high_priority"] is True
+    listed = {user["username"]: user["can_use_high_priority"] for user in api.get("/api/v2/users").json()["results"]}
+    assert listed == {"admin": True, "alice": False}
+
+
+def test_non_admins_may_not_grant_themselves_high_priority(alice, client_for):
+    response = client_for(alice).patch("/api/v2/users/alice", {"can_use_high_priority": True}, format="json")
+    assert_error(response, 403, "permission")
+    assert not UserLimits.objects.exists()
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [
@@ -104,6 +131,9 @@ def test_the_user_list_reads_the_limits_in_the_same_query(api, alice, bob, djang
         ({"fair_share_weight": "2"}, "fair_share_weight"),
         ({"fair_share_weight": True}, "fair_share_weight"),
         ({"fair_share_weight": None}, "fair_share_weight"),
+        ({"can_use_high_priority": "true"}, "can_use_high_priority"),
+        ({"can_use_high_priority": 1}, "can_use_high_priority"),
+        ({"can_use_high_priority": None}, "can_use_high_priority"),
         ({"max_queud_tasks": 5}, "max_queud_tasks"),
         ({"is_staff": True}, "is_staff"),
     ],
@@ -150,6 +180,19 @@ def test_put_is_not_offered(api, alice):
     assert_error(api.put("/api/v2/users/alice", {"max_queued_tasks": 1}, format="json"), 405)
 
 
+def test_the_schema_documents_high_priority_on_the_user_and_in_the_patch():
+    schema = SchemaGenerator().get_schema(public=True)
+    components = schema["components"]["schemas"]
+    user = components["User"]
+    assert user["properties"]["can_use_high_priority"]["type"] == "boolean"
+    assert "can_use_high_priority" in user["required"]
+    operation = schema["paths"]["/api/v2/users/{username}"]["patch"]
+    ref = operation["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    assert components[ref.rsplit("/", 1)[1]]["properties"]["can_use_high_priority"]["type"] == "boolean"
+    submit = schema["paths"]["/api/v2/tasks"]["post"]
+    assert "403" in submit["responses"] and "priority_not_allowed" in submit["description"]
+
+
 def test_the_schema_documents_the_patch_and_its_closed_body():
     schema = SchemaGenerator().get_schema(public=True)
     operation = schema["paths"]["/api/v2/users/{username}"]["patch"]
@@ -158,7 +201,10 @@ def test_the_schema_documents_the_patch_and_its_closed_body():
     body = schema["components"]["schemas"][ref.rsplit("/", 1)[1]]
     assert body["additionalProperties"] is False
     assert "required" not in body
-    assert set(body["properties"]) == {"max_running_gpus", "max_running_tasks", "max_queued_tasks", "fair_share_weight"}
+    assert set(body["properties"]) == {
+        *("max_running_gpus", "max_running_tasks", "max_queued_tasks"),
+        *("fair_share_weight", "can_use_high_priority"),
+    }
     gpus = body["properties"]["max_running_gpus"]
     assert (gpus["type"], gpus["minimum"], gpus["maximum"], gpus["nullable"]) == ("integer", 0, LIMIT_MAX, True)
     weight = body["properties"]["fair_share_weight"]

@@ -34,6 +34,11 @@ def test_me_says_when_the_caller_is_an_admin(admin, client_for):
     assert client_for(admin).get("/api/v2/me").json()["is_admin"] is True
 
 
+def test_me_says_whether_the_caller_may_use_high_priority(alice, admin, client_for):
+    assert client_for(alice).get("/api/v2/me").json()["can_use_high_priority"] is False
+    assert client_for(admin).get("/api/v2/me").json()["can_use_high_priority"] is True
+
+
 def test_me_works_with_a_session_too(alice):
     client = APIClient()
     client.force_login(alice)

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from tasks.models import Attempt, ClusterState, Role, Task, TaskState
 from tests.cli.conftest import no_traceback
-from tests.conftest import PPO_SPEC
+from tests.conftest import PPO_SPEC, grant_high_priority
 
 
 @pytest.fixture
@@ -43,6 +43,25 @@ def test_a_bad_spec_names_every_wrong_field(alice, argus_as, tmp_path):
     for field in ("nnodes", "colour", "model_id"):
         assert f"  {field}: " in result.stderr, result.stderr
     assert not Task.objects.exists()
+
+
+HIGH_REFUSED = (
+    "error: priority: high is not allowed for alice; an administrator can grant it "
+    "(can_use_high_priority, in the admin site or PATCH /api/v2/users/alice)\n"
+)
+
+
+def test_priority_high_without_the_grant_says_who_can_grant_it(alice, argus_as, spec_file):
+    spec_file.write_text(PPO_SPEC + "priority: high\n")
+    argus = argus_as(alice)
+    result = argus.run("submit", str(spec_file))
+    assert result.returncode == 3
+    no_traceback(result)
+    assert result.stderr == HIGH_REFUSED
+    assert not Task.objects.exists()
+    grant_high_priority(alice)
+    assert argus.run("submit", str(spec_file)).returncode == 0
+    assert Task.objects.get().priority == "high"
 
 
 def test_ls_filters_and_shows_only_the_users_tasks(alice, bob, argus_as, make_task):
@@ -103,6 +122,7 @@ def test_cancel_a_running_task_requests_a_stop(alice, argus_as, make_task):
 
 
 def test_resubmit_makes_a_new_task_from_the_same_spec(alice, argus_as, make_task):
+    grant_high_priority(alice)
     old = make_task(alice, PPO_SPEC + "priority: high\n")
     old.transition(TaskState.CANCELED)
     result = argus_as(alice).run("resubmit", old.task_id)
@@ -110,6 +130,15 @@ def test_resubmit_makes_a_new_task_from_the_same_spec(alice, argus_as, make_task
     new = Task.objects.exclude(pk=old.pk).get()
     assert result.stdout == f"{new.task_id}\n"
     assert new.spec_raw == old.spec_raw and new.priority == "high" and new.state == TaskState.QUEUED
+
+
+def test_resubmit_of_a_high_task_needs_the_grant_too(alice, argus_as, make_task):
+    old = make_task(alice, PPO_SPEC + "priority: high\n", state=TaskState.CANCELED)  # e.g. the grant withdrawn since
+    result = argus_as(alice).run("resubmit", old.task_id)
+    assert result.returncode == 3
+    no_traceback(result)
+    assert result.stderr == HIGH_REFUSED
+    assert Task.objects.get() == old
 
 
 def test_queue_gives_positions_and_reasons(alice, bob, argus_as, make_task):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tasks.models import AdmissionControl, EventKind, FailureKind, TaskState, Usage
-from tests.conftest import PPO_SPEC
+from tests.conftest import PPO_SPEC, grant_high_priority
 from tests.scheduler.conftest import standin_spec, state_of, tick_until
 from tests.scheduler.test_durable import steps_in
 
@@ -29,7 +29,7 @@ def test_a_high_task_preempts_a_preemptible_one_which_resumes_and_finishes(
     first = low.attempts.get()
     tick_until(lambda: len(steps_in(Path(first.log_path))) >= 7, timeout=60)
 
-    high = submit(bob, standin_spec(gpus=4, steps=3) + "priority: high\n")
+    high = submit(grant_high_priority(bob), standin_spec(gpus=4, steps=3) + "priority: high\n")
     tick_until(lambda: state_of(high) == S.SUCCEEDED, timeout=120)
     first.refresh_from_db()
     assert first.failure_kind == FailureKind.PREEMPTED
@@ -52,7 +52,7 @@ def test_a_task_that_is_not_preemptible_is_never_stopped(alice, bob, submit, on_
     settings.ARGUS_PREEMPT_GRACE_S = 0
     low = submit(alice, standin_spec(nnodes=2, gpus=4, steps=15, step_s=0.2))
     tick_until(lambda: state_of(low) == S.RUNNING)
-    high = submit(bob, standin_spec(gpus=4, steps=2) + "priority: high\n")
+    high = submit(grant_high_priority(bob), standin_spec(gpus=4, steps=2) + "priority: high\n")
     tick_until(lambda: state_of(low) == S.SUCCEEDED, timeout=90)
     assert low.attempts.get().failure_kind == ""
     assert not low.events.filter(kind=EventKind.PREEMPTED).exists()

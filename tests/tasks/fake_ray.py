@@ -6,6 +6,7 @@ real cluster in tests/scheduler."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 from ray.dashboard.modules.job.pydantic_models import JobDetails, JobType
@@ -36,7 +37,7 @@ class FakeRay:
 
     def cluster(self) -> ClusterView:
         self._hook("cluster")
-        return ClusterView(self.nodes)
+        return ClusterView([replace(node) for node in self.nodes])  # a snapshot, as Ray's answer is
 
     def add(self, submission_id: str, status: str = "PENDING", **fields: object) -> JobDetails:
         task_id = submission_id.rpartition("--")[0]

@@ -9,11 +9,11 @@ import itertools
 import pytest
 from django.db import IntegrityError
 
-from tasks.models import Attempt, EventKind, FailureKind, Task, TaskState
+from tasks.models import Attempt, EventKind, FailureKind, LeaseLost, Task, TaskState
 from tasks.scheduler import launch
 from tasks.scheduler.launch import promised_gpus
 from tasks.scheduler.rayjobs import RayUnavailable, SubmitRejected
-from tasks.scheduler.steps import Budget, LeaseLost
+from tasks.scheduler.steps import Budget
 from tasks.scheduler.tick import tick
 
 pytestmark = pytest.mark.django_db

@@ -8,6 +8,7 @@ from django.test import Client
 
 from accounts.models import ApiToken, hash_token
 from tests.accounts.helpers import assert_stored_nowhere
+from tests.conftest import grant_high_priority
 
 pytestmark = pytest.mark.django_db
 
@@ -52,6 +53,16 @@ def test_the_new_token_cookie_is_useless_to_another_user(as_alice: Client, alice
     as_alice.post("/account/", {"name": "laptop"})
     as_alice.force_login(bob)
     assert "data-token>" not in as_alice.get("/account/").content.decode()
+
+
+def test_it_says_whether_the_user_may_use_high_priority(as_alice: Client, alice: User, admin: User) -> None:
+    page = as_alice.get("/account/").content.decode()
+    assert "an administrator can grant you" in page and "can_use_high_priority" in page
+    grant_high_priority(alice)
+    page = as_alice.get("/account/").content.decode()
+    assert "You may submit tasks with" in page and "can grant you" not in page
+    as_alice.force_login(admin)
+    assert "You may submit tasks with" in as_alice.get("/account/").content.decode()
 
 
 def test_it_wants_a_name(as_alice: Client, alice: User) -> None:

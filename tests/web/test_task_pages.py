@@ -21,6 +21,7 @@ from tasks.models import EventKind, FailureKind, Task, TaskState, Usage
 from tasks.queue_notes import about
 from tasks.specs import parse_spec
 from tasks.web_views import SPEC_TEMPLATES, TASKS_PER_PAGE, _span
+from tests.conftest import grant_high_priority
 from tests.web.task_data import ray_down, ray_up, resumed_task, run_attempt, running_task
 
 pytestmark = pytest.mark.django_db
@@ -280,6 +281,22 @@ def test_a_user_at_max_queued_tasks_gets_the_refusal_on_the_form(
     assert "The task was not queued:</strong> alice has 1 task waiting; max_queued_tasks is 1." in page
     assert escape(spec) + "</textarea>" in page  # kept, to send once a task has started
     assert Task.objects.count() == 1
+
+
+def test_priority_high_without_the_grant_is_refused_on_the_form(as_alice: Client, alice: User, datasets: Path) -> None:
+    spec = render_to_string("tasks/specs/ppo.yaml").replace("priority: normal", "priority: high")
+    response = as_alice.post("/tasks/new/", {"spec": spec})
+    page = text_of(response)
+    assert response.status_code == 403
+    assert (
+        "The task was not queued:</strong> priority: high is not allowed for alice; an administrator can grant it "
+        "(can_use_high_priority, in the admin site or PATCH /api/v2/users/alice)"
+    ) in page
+    assert escape(spec) + "</textarea>" in page  # kept, to send at normal priority
+    assert not Task.objects.exists()
+    grant_high_priority(alice)
+    assert as_alice.post("/tasks/new/", {"spec": spec}).status_code == 302
+    assert Task.objects.get().priority == "high"
 
 
 def test_a_task_can_be_copied_to_a_new_one(as_alice: Client, alice: User, bob: User, make_task: MakeTask) -> None:

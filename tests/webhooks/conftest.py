@@ -15,14 +15,6 @@ def allow_loopback(settings) -> None:
 
 
 @pytest.fixture
-def sync_queue(monkeypatch) -> None:
-    """django-q2 runs async_task in-process (its Conf is read at import: settings do not reach it)."""
-    from django_q.conf import Conf
-
-    monkeypatch.setattr(Conf, "SYNC", True)
-
-
-@pytest.fixture
 def running_task(make_task) -> Callable[[User], Task]:
     """A task moved to RUNNING the way the scheduler moves it (no webhook fires on the way)."""
 

@@ -1,7 +1,8 @@
-"""A real HTTP receiver on 127.0.0.1 that answers a scripted series of status codes."""
+"""Real HTTP receivers on 127.0.0.1: one answering a scripted series of status codes, one dripping its answer."""
 
 from __future__ import annotations
 
+import socketserver
 import ssl
 import threading
 from collections.abc import Iterator
@@ -55,5 +56,52 @@ def receiver(*codes: int, tls: tuple[Path, Path] | None = None, host: str = "127
     try:
         yield state
     finally:
+        server.shutdown()
+        server.server_close()
+
+
+@dataclass
+class Dripping:
+    url: str
+    requests: int = 0  # requests read in full, each answered a byte at a time
+    arrived: threading.Event = field(default_factory=threading.Event)
+
+
+@contextmanager
+def dripping_receiver(every: float = 0.5) -> Iterator[Dripping]:
+    """A receiver on 127.0.0.1 that reads the request, then answers its status line and headers
+    one byte every ``every`` seconds: each read finds a byte, so no per-read timeout ever fires."""
+    state = Dripping(url="")
+    stop = threading.Event()
+    # About 100 bytes: 50 s at 0.5 s a byte, far past any deadline a test sets.
+    answer = b"HTTP/1.1 200 OK\r\nX-Padding: " + b"." * 64 + b"\r\nContent-Length: 2\r\n\r\nok"
+
+    class Handler(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            stream = self.request.makefile("rb")
+            length = 0
+            while (line := stream.readline()) not in (b"\r\n", b""):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":", 1)[1])
+            stream.read(length)
+            state.requests += 1
+            state.arrived.set()
+            for byte in answer:
+                if stop.wait(every):
+                    return
+                try:
+                    self.request.sendall(bytes([byte]))
+                except OSError:
+                    return  # the client gave up
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    state.url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        stop.set()
         server.shutdown()
         server.server_close()

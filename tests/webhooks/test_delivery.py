@@ -1,4 +1,4 @@
-"""Deliveries end to end: a task's move, django-q2, a real receiver on 127.0.0.1, retries."""
+"""Deliveries end to end: a task's move, the webhook worker's pass, a real receiver on 127.0.0.1, retries."""
 
 from __future__ import annotations
 
@@ -7,38 +7,46 @@ import hmac
 import json
 import socket
 import subprocess
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from typing import TypeVar
 
 import pytest
+from django.db import connection as db_connection
+from django.db import transaction
 
 from tasks.models import EventKind, Role, TaskState
 from tests.webhooks.receiver import receiver
 from webhooks.delivery import deliver, send_due
 from webhooks.models import Delivery, DeliveryStatus, Webhook
+from webhooks.worker import Worker
 
 pytestmark = pytest.mark.django_db
+
+T = TypeVar("T")
 
 
 def expected_signature(secret: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
-def test_a_receiver_gets_a_signed_delivery_after_refusing_two(
-    alice, running_task, sync_queue, django_capture_on_commit_callbacks
-):
+def test_a_receiver_gets_a_signed_delivery_after_refusing_two(alice, running_task):
     with receiver(500, 503) as hook_server:
         hook = Webhook.create(user=alice, url=hook_server.url, events=["FAILED"])
         task = running_task(alice)
-        with django_capture_on_commit_callbacks(execute=True):
-            task.transition(
-                TaskState.FAILED,
-                role=Role.SCHEDULER,
-                actor="scheduler",
-                message="exit 1",
-                error_summary="CUDA out of memory",
-            )
-        # The first try ran at once, through django-q2, after the commit.
+        task.transition(
+            TaskState.FAILED,
+            role=Role.SCHEDULER,
+            actor="scheduler",
+            message="exit 1",
+            error_summary="CUDA out of memory",
+        )
+        # Due at once: the worker's next pass sends it.
         delivery = Delivery.objects.get(webhook=hook)
+        assert delivery.next_try_at == delivery.created_at
+        assert send_due(now=delivery.next_try_at) == 1
+        delivery.refresh_from_db()
         assert len(hook_server.received) == 1
         assert (delivery.status, delivery.attempts, delivery.response_code) == (DeliveryStatus.PENDING, 1, 500)
         first_retry = delivery.next_try_at
@@ -76,27 +84,22 @@ def test_a_receiver_gets_a_signed_delivery_after_refusing_two(
     assert task.task_id in payload["text"] and "CUDA out of memory" in payload["text"]
 
 
-def test_a_wrong_secret_does_not_match_the_signature(
-    alice, running_task, sync_queue, django_capture_on_commit_callbacks
-):
+def test_a_wrong_secret_does_not_match_the_signature(alice, running_task):
     with receiver() as hook_server:
         hook = Webhook.create(user=alice, url=hook_server.url, events=["SUCCEEDED"])
-        task = running_task(alice)
-        with django_capture_on_commit_callbacks(execute=True):
-            task.transition(TaskState.SUCCEEDED, role=Role.SCHEDULER, actor="scheduler")
+        running_task(alice).transition(TaskState.SUCCEEDED, role=Role.SCHEDULER, actor="scheduler")
+        assert send_due() == 1
     got = hook_server.received[0]
     assert got.headers["x-argus-signature"] == expected_signature(hook.secret, got.body)
     assert got.headers["x-argus-signature"] != expected_signature("0" * 64, got.body)
     assert got.headers["x-argus-signature"] != expected_signature(hook.secret, got.body + b" ")
 
 
-def test_it_gives_up_after_the_last_try(alice, running_task, settings, sync_queue, django_capture_on_commit_callbacks):
+def test_it_gives_up_after_the_last_try(alice, running_task, settings):
     settings.ARGUS_WEBHOOK_MAX_ATTEMPTS = 3
     with receiver(*[500] * 10) as hook_server:
         hook = Webhook.create(user=alice, url=hook_server.url, events=["CANCELED"])
-        task = running_task(alice)
-        with django_capture_on_commit_callbacks(execute=True):
-            task.transition(TaskState.CANCELED, role=Role.SCHEDULER, actor="scheduler")
+        running_task(alice).transition(TaskState.CANCELED, role=Role.SCHEDULER, actor="scheduler")
         delivery = Delivery.objects.get(webhook=hook)
         while delivery.status == DeliveryStatus.PENDING:
             assert send_due(now=delivery.next_try_at) == 1
@@ -110,15 +113,13 @@ def test_it_gives_up_after_the_last_try(alice, running_task, settings, sync_queu
     assert len(hook_server.received) == 3
 
 
-def test_a_host_no_longer_allowed_is_refused_at_delivery(
-    alice, running_task, settings, sync_queue, django_capture_on_commit_callbacks
-):
+def test_a_host_no_longer_allowed_is_refused_at_delivery(alice, running_task, settings):
     with receiver() as hook_server:
         hook = Webhook.create(user=alice, url=hook_server.url, events=["SUCCEEDED"])
         settings.ARGUS_WEBHOOK_ALLOWED_HOSTS = []
-        task = running_task(alice)
-        with django_capture_on_commit_callbacks(execute=True):
-            task.transition(TaskState.SUCCEEDED, role=Role.SCHEDULER, actor="scheduler")
+        running_task(alice).transition(TaskState.SUCCEEDED, role=Role.SCHEDULER, actor="scheduler")
+        assert send_due() == 1
+        assert send_due() == 0  # refused for good: not tried again
     delivery = Delivery.objects.get(webhook=hook)
     assert hook_server.received == []
     assert delivery.status == DeliveryStatus.FAILED and delivery.attempts == 1
@@ -137,16 +138,39 @@ def test_only_the_owners_wanted_events_are_delivered(alice, bob, running_task, m
     assert json.loads(Delivery.objects.get().body)["state"] == "PENDING_RESOURCES"
 
 
-def test_the_first_try_waits_for_the_commit(alice, running_task, sync_queue, django_capture_on_commit_callbacks):
-    with receiver() as hook_server:
-        Webhook.create(user=alice, url=hook_server.url, events=["SUCCEEDED"])
-        task = running_task(alice)
-        with django_capture_on_commit_callbacks(execute=False) as callbacks:
-            task.transition(TaskState.SUCCEEDED, role=Role.SCHEDULER, actor="scheduler")
-            assert hook_server.received == []  # nothing sent inside the transaction
-        assert len(callbacks) == 1
-        callbacks[0]()
-        assert len(hook_server.received) == 1
+def elsewhere(function: Callable[[], T]) -> T:
+    """``function()`` in a thread of its own, with its own database connection."""
+
+    def run() -> T:
+        try:
+            return function()
+        finally:
+            db_connection.close()
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(run).result()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_first_try_waits_for_the_commit(alice, running_task):
+    """The worker, in another thread with its own connection as in its own process, sees the
+    delivery only once the task's move commits, and sends it at its first pass after."""
+    worker = Worker(threads=2)
+    try:
+        with receiver() as hook_server:
+            Webhook.create(user=alice, url=hook_server.url, events=["SUCCEEDED"])
+            task = running_task(alice)
+            assert elsewhere(worker.send_due) == 0  # (its first pass also prunes: a write)
+            with transaction.atomic():
+                task.transition(TaskState.SUCCEEDED, role=Role.SCHEDULER, actor="scheduler")
+                assert Delivery.objects.count() == 1  # written in the move's own transaction
+                assert elsewhere(worker.send_due) == 0  # nothing sent inside the transaction
+            assert elsewhere(worker.send_due) == 1
+            worker.wait()
+            assert len(hook_server.received) == 1
+    finally:
+        worker.stop()
+    assert Delivery.objects.get().status == DeliveryStatus.DELIVERED
 
 
 def test_a_delivered_delivery_is_not_sent_again(alice, running_task):

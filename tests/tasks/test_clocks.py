@@ -1,0 +1,76 @@
+"""Clocks: time limits and fair-share usage count from when an attempt's job really runs (Ray's
+own start_time is its submission), and an attempt lost in a head outage is charged until it was
+last seen alive, not until Ray came back."""
+
+from __future__ import annotations
+
+import pytest
+
+from tasks.models import Attempt, FailureKind, TaskState, Usage
+from tasks.scheduler.rayjobs import RayUnavailable
+from tasks.scheduler.tick import tick
+
+pytestmark = pytest.mark.django_db
+S = TaskState
+
+
+def test_the_time_limit_and_usage_count_from_running_not_from_submission(alice, make_task, fake_ray, clock):
+    ray = fake_ray([4])
+    task = make_task(alice, time_limit_s=600, stall_timeout_s=None)
+    tick()
+    attempt = task.attempts.get()
+    submitted_ms = int(clock.now.timestamp() * 1000)
+    clock.advance(300)  # PENDING on Ray for five minutes: waiting for its driver's node
+    ray.set_status(attempt.ray_submission_id, "PENDING", start_time=submitted_ms)
+    tick()
+    clock.advance(1)
+    ray.set_status(attempt.ray_submission_id, "RUNNING", start_time=submitted_ms)
+    tick()
+    attempt.refresh_from_db()
+    assert attempt.start_time == clock.now  # not Ray's start_time, five minutes earlier
+    clock.advance(599)
+    tick()
+    assert ray.stopped == []  # 599 s of running: within its 600 s
+    assert Usage.objects.get(user=alice).gpu_seconds == pytest.approx(4 * 599)
+    clock.advance(2)
+    tick()
+    assert ray.stopped == [attempt.ray_submission_id]
+
+
+def test_a_job_seen_only_once_it_ended_is_charged_from_rays_times(alice, make_task, fake_ray, clock):
+    ray = fake_ray([4])
+    task = make_task(alice, stall_timeout_s=None)
+    tick()
+    attempt = task.attempts.get()
+    start = int(clock.now.timestamp() * 1000)
+    clock.advance(120)
+    ray.set_status(attempt.ray_submission_id, "SUCCEEDED", start_time=start, end_time=start + 100_000)
+    tick()
+    assert Usage.objects.get(user=alice).gpu_seconds == pytest.approx(4 * 100)
+
+
+def test_an_attempt_lost_in_a_head_outage_is_charged_until_last_seen(alice, make_task, fake_ray, clock):
+    ray = fake_ray([4])
+    task = make_task(alice, stall_timeout_s=None)
+    tick()
+    attempt = task.attempts.get()
+    ray.set_status(attempt.ray_submission_id, "RUNNING")
+    tick()
+    clock.advance(60)
+    tick()
+    seen = Attempt.objects.get(pk=attempt.pk).last_seen_at
+    assert seen == clock.now
+
+    def down() -> None:
+        raise RayUnavailable("GCS unreachable")
+
+    ray.hooks["cluster"] = down
+    clock.advance(3600)  # an hour without a head
+    tick()
+    del ray.hooks["cluster"]
+    ray.known.clear()  # the new head forgot every job
+    tick()
+    attempt.refresh_from_db()
+    assert attempt.failure_kind == FailureKind.LOST
+    assert attempt.end_time == seen
+    assert Usage.objects.get(user=alice).gpu_seconds == pytest.approx(4 * 60)

@@ -1,0 +1,211 @@
+"""A node that dies under a task, with a fake Ray and time moved by hand: Ray's own account
+decides NODE_FAILURE (its error_type, its node-died exceptions, a node it lists dead), the task
+goes back to the queue in its place without spending max_retries, ARGUS_NODE_FAILURE_RETRIES
+bounds it, and the dead node leaves the plan at once."""
+
+from __future__ import annotations
+
+import pytest
+
+from tasks.models import Attempt, EventKind, FailureKind, TaskState
+from tasks.scheduler.admission import Running, decide
+from tasks.scheduler.failures import node_death
+from tasks.scheduler.launch import promised_gpus
+from tasks.scheduler.plan import Profile, Release
+from tasks.scheduler.rooms import Request, Room
+from tasks.scheduler.tick import tick
+from tests.tasks.test_watch import log, running
+
+pytestmark = pytest.mark.django_db
+S = TaskState
+
+# What Ray 2.60's job manager writes when a job's supervisor actor dies with its node
+# (ray/dashboard/modules/job/job_manager.py: "Job supervisor actor died: {e}").
+SUPERVISOR_DIED = (
+    "Job supervisor actor died: The actor died because its node has died. Node Id: "
+    "5f3c1a9be0d84c2f8e1b7a6d5c4b3a2918f7e6d5c4b3a29180f7e6d5\n"
+    "\tthe actor's node was terminated unexpectedly: health check failed due to missing too many heartbeats"
+)
+# verl's TaskRunner when one of its WorkerDict actors went with its node, as Hydra prints it.
+ACTOR_NODE_DIED = """\
+Error executing job with overrides: ['trainer.nnodes=2']
+Traceback (most recent call last):
+  File "/opt/verl/verl/trainer/main_ppo.py", line 42, in main
+    run_ppo(config)
+ray.exceptions.RayTaskError(ActorDiedError): \x1b[36mray::TaskRunner.run()\x1b[39m (pid=8812, ip=10.0.0.2)
+ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.
+\tclass_name: WorkerDict
+\tactor_id: 9a1b2c3d
+\tip: 10.0.0.3
+The actor died because its node has died. Node Id: 77aa55cc33ee11ff77aa55cc33ee11ff77aa55cc33ee11ff77aa55cc
+\tthe actor's node was terminated unexpectedly: health check failed due to missing too many heartbeats
+
+Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.
+"""
+# The same exception from a crash (the actor's process called os._exit: no node died).
+ACTOR_CRASHED = """\
+ray.exceptions.RayTaskError(ActorDiedError): \x1b[36mray::TaskRunner.run()\x1b[39m (pid=8812)
+ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.
+\tclass_name: TaskRunner
+\tthe actor's worker process exited with code 1: os._exit(1)
+"""
+
+
+def test_ray_error_type_decides_a_supervisor_death():
+    death = node_death("JOB_SUPERVISOR_ACTOR_DIED", SUPERVISOR_DIED, "", {})
+    assert death is not None and death.nodes == ("5f3c1a9b",)
+    assert death.line.startswith("its Ray job supervisor died (5f3c1a9b)")
+    timeout = node_death(
+        "JOB_SUPERVISOR_ACTOR_START_TIMEOUT", "Job supervisor actor failed to start within 900s", "", {}
+    )
+    assert timeout is not None and "never started" in timeout.line
+
+
+def test_an_actor_lost_with_its_node_is_a_node_death_and_a_crash_is_not():
+    death = node_death("JOB_ENTRYPOINT_COMMAND_ERROR", "", ACTOR_NODE_DIED, {})
+    assert death is not None and death.nodes == ("77aa55cc",)
+    assert death.line.startswith("node 77aa55cc died: ray.exceptions.ActorDiedError")
+    assert node_death("JOB_ENTRYPOINT_COMMAND_ERROR", "", ACTOR_CRASHED, {}) is None
+
+
+def test_a_dead_node_of_the_attempt_names_the_end_unless_the_user_erred():
+    nccl = "RuntimeError: NCCL communicator was aborted on rank 3\n"
+    death = node_death("JOB_ENTRYPOINT_COMMAND_ERROR", "", nccl, {"abcdef0123456789": "10.0.0.3"})
+    assert death is not None and death.nodes == ("10.0.0.3 (abcdef01)",)
+    user = "FileNotFoundError: [Errno 2] No such file or directory: '/data/train.parquet'\n"
+    assert node_death("JOB_ENTRYPOINT_COMMAND_ERROR", "", user, {"abcdef0123456789": "10.0.0.3"}) is None
+    assert node_death("JOB_ENTRYPOINT_COMMAND_ERROR", "", nccl, {}) is None
+
+
+def failed_with_node(ray, task, attempt, **fields):
+    ray.set_status(attempt.ray_submission_id, "FAILED", **fields)
+    tick()
+    task.refresh_from_db()
+    attempt.refresh_from_db()
+
+
+def test_a_task_whose_driver_node_died_goes_back_in_its_place_without_spending_max_retries(
+    alice, make_task, fake_ray, clock
+):
+    ray = fake_ray([4, 4])
+    task = make_task(alice, max_retries=0, stall_timeout_s=None)
+    attempt = running(ray, task, clock)
+    driver_node = attempt.placement and next(iter(attempt.placement))
+    ray.kill_node(driver_node)
+    failed_with_node(
+        ray,
+        task,
+        attempt,
+        error_type="JOB_SUPERVISOR_ACTOR_DIED",
+        message=SUPERVISOR_DIED,
+        driver_node_id=driver_node,
+    )
+    assert attempt.failure_kind == FailureKind.NODE_FAILURE
+    back = task.events.get(kind=EventKind.RETRY_SCHEDULED)
+    assert (back.from_state, back.to_state) == (S.RUNNING, S.QUEUED)
+    assert back.data["failure_kind"] == FailureKind.NODE_FAILURE
+    assert "10.0.0.1 (n" in back.message or "5f3c1a9b" in back.message
+    # The same tick admitted it again, on the node that is left.
+    assert task.state == S.SUBMITTED
+    second = task.attempts.get(attempt_no=2)
+    assert driver_node not in second.placement
+
+
+def test_node_deaths_are_bounded_and_the_summary_names_the_nodes(alice, make_task, fake_ray, clock, settings):
+    settings.ARGUS_NODE_FAILURE_RETRIES = 2
+    ray = fake_ray([4, 4, 4, 4])
+    task = make_task(alice, max_retries=5, stall_timeout_s=None)
+    killed = []
+    for number in (1, 2, 3):
+        attempt = running(ray, task, clock) if number == 1 else _start_again(ray, task, clock)
+        node = next(iter(attempt.placement))
+        assert node not in killed  # the dead ones are out of the plan
+        killed.append(node)
+        ray.kill_node(node)
+        failed_with_node(ray, task, attempt, error_type="JOB_ENTRYPOINT_COMMAND_ERROR", message="exit 1")
+        assert attempt.failure_kind == FailureKind.NODE_FAILURE
+    assert task.state == S.FAILED
+    assert task.error_summary.startswith("Nodes died under 3 of its attempts (")
+    for node in killed:
+        assert f"10.0.0.1 ({node})" in task.error_summary
+    assert "giving up after ARGUS_NODE_FAILURE_RETRIES (2)" in task.error_summary
+
+
+def _start_again(ray, task, clock) -> Attempt:
+    task.refresh_from_db()
+    if task.state in (S.QUEUED, S.PENDING_RESOURCES):
+        tick()
+    attempt = task.attempts.order_by("-attempt_no").first()
+    assert attempt is not None
+    ray.set_status(attempt.ray_submission_id, "RUNNING")
+    tick()
+    attempt.refresh_from_db()
+    return attempt
+
+
+def test_an_actor_crash_with_no_node_dead_is_still_a_runtime_error(alice, make_task, fake_ray, clock):
+    ray = fake_ray([4])
+    task = make_task(alice, max_retries=0, stall_timeout_s=None)
+    attempt = running(ray, task, clock)
+    log(task, attempt, ACTOR_CRASHED)
+    failed_with_node(ray, task, attempt, error_type="JOB_ENTRYPOINT_COMMAND_ERROR", message="exit 1")
+    assert attempt.failure_kind == FailureKind.RUNTIME_ERROR
+    assert task.state == S.FAILED
+
+
+def test_a_training_actor_lost_with_its_node_counts_the_node_ray_placed_it_on(alice, make_task, fake_ray, clock):
+    """Admission promised n0, Ray placed the groups on n1: the death of n1 is the task's."""
+    ray = fake_ray([4, 4, 4])
+    task = make_task(alice, max_retries=0, stall_timeout_s=None)
+    attempt = running(ray, task, clock)
+    promised = next(iter(attempt.placement))
+    elsewhere = next(node.node_id for node in ray.nodes if node.node_id != promised)
+    ray.set_status(attempt.ray_submission_id, "RUNNING", job_id="03000000")
+    ray.placed = {"03000000": {elsewhere: 4}}
+    tick()
+    attempt.refresh_from_db()
+    assert attempt.nodes == {elsewhere: 4}
+    assert promised_gpus() == {elsewhere: 4}  # planning follows where Ray put it, not the promise
+    ray.kill_node(elsewhere)
+    failed_with_node(
+        ray, task, attempt, error_type="JOB_ENTRYPOINT_COMMAND_ERROR", message="RuntimeError: NCCL timeout"
+    )
+    assert attempt.failure_kind == FailureKind.NODE_FAILURE
+
+
+def test_the_dead_node_leaves_the_plan_at_once():
+    """A running task on a node that died: its room never "comes back" there, not in a
+    reservation, a backfill or an estimate."""
+    totals = {"n1": Room(4, 12)}  # n0 died: Ray lists only n1 alive
+    free = {"n1": Room(0, 0)}
+    on_dead = Running(1, {"n0": 4}, 12.0, ends_at=100.0, user="alice")
+    on_live = Running(2, {"n1": 4}, 12.0, ends_at=500.0, user="alice")
+    profile = Profile(0.0, free, [Release(100.0, {"n0": 4}, 12.0), Release(500.0, {"n1": 4}, 12.0)], totals)
+    assert "n0" not in profile.room_at(200.0)
+    request = Request(3, 1, 4, 12.0, "bob", 60.0)
+    assert profile.earliest(request, 60.0) == (500.0, {"n1": 4})
+    decision = decide([request], free, totals, policy="backfill", now=0.0, running=[on_dead, on_live], estimate=5)
+    assert decision.estimates[3] == 500.0
+    assert decision.reservations[3] == (500.0, {"n1": 4})
+
+
+def test_the_api_and_the_task_page_show_where_ray_placed_it(alice, make_task, fake_ray, clock, client_for):
+    ray = fake_ray([4, 4])
+    ray.nodes[1].ip = "10.0.0.2"
+    task = make_task(alice, stall_timeout_s=None)
+    attempt = running(ray, task, clock)
+    ray.set_status(attempt.ray_submission_id, "RUNNING", job_id="05000000", driver_node_id="n0")
+    ray.placed = {"05000000": {"n1": 4}}
+    tick()
+    tick()
+    body = client_for(alice).get(f"/api/v2/tasks/{task.task_id}").json()
+    assert body["attempts"][0]["nodes"] == [
+        {"node_id": "n1", "ip": "10.0.0.2", "gpus": 4, "driver": False},
+        {"node_id": "n0", "ip": "10.0.0.1", "gpus": 0, "driver": True},
+    ]
+    assert body["attempts"][0]["node_ip"] == "10.0.0.1"
+    web = client_for(None)
+    web.force_login(alice)
+    page = web.get(f"/tasks/{task.task_id}/").content.decode()
+    assert 'title="n1">10.0.0.2 ×4</code>' in page
+    assert "(its driver ran here)" in page
