@@ -163,7 +163,8 @@ def test_chaos(alice, submit, own_cluster, start_qcluster, settings):
 
     context = f"seed {seed}; chaos: {', '.join(log)}"
     states = Counter(Task.objects.values_list("state", flat=True))
-    assert all(_settled(task) for task in tasks), f"{states} ({context})"
+    waiting = [f"{t.task_id} {t.state}: {t.pending_reason}" for t in tasks if not _settled(t)]
+    assert not waiting, f"{states}; {waiting} ({context})"
     # Every task ended in exactly one terminal state, or waits with a reason.
     for task in Task.objects.all():
         ends = task.events.filter(to_state__in=TERMINAL_STATES).count()
