@@ -265,11 +265,21 @@ class LocalRayCluster:
         wait_for(lambda: client.get_job_status(job) == JobStatus.SUCCEEDED, timeout, "the warm-up job")
 
     def stop_node(self, node: Node, timeout: float = 30) -> None:
-        # SIGTERM to the `ray start --block` process alone: it drains and stops its node.
-        if node.process.poll() is None:
-            node.process.send_signal(signal.SIGTERM)
+        self.stop_nodes([node], timeout)
+
+    @staticmethod
+    def stop_nodes(nodes: list[Node], timeout: float = 30) -> None:
+        # SIGTERM to each `ray start --block` process alone: it drains and stops its node. All at
+        # once, then one wait: a worker still running a job's processes takes the whole 30 s here
+        # (Ray 2.60, measured with and without the stand-in's actors), and one after the other
+        # that was a minute for a two-worker cluster.
+        for node in nodes:
+            if node.process.poll() is None:
+                node.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for node in nodes:
             try:
-                node.process.wait(timeout)
+                node.process.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 os.killpg(node.process.pid, signal.SIGKILL)
                 node.process.wait(10)
@@ -277,8 +287,7 @@ class LocalRayCluster:
     def stop(self) -> None:
         for node in self.killed:
             node.process.wait(10)  # reaped already: nothing of it is left to stop
-        for node in reversed(self.workers):
-            self.stop_node(node)
+        self.stop_nodes(self.workers[::-1])
         self.workers.clear()
         if self.head is not None:
             self.stop_node(self.head)
