@@ -1,10 +1,13 @@
 """A real local Ray cluster for tests: a head with no CPUs or GPUs for work, and workers that
 declare GPUs they do not have (RAY_NOTES.md). Each cluster has its own temp dir and ports and is
-stopped by process id: never `ray stop`, which would stop every Ray on the machine."""
+stopped by process id: never `ray stop`, which would stop every Ray on the machine. A worker can
+also die as a power cut would take it (``kill_node``) and a new one of its shape join in its place
+(``rejoin``)."""
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
 import random
 import re
@@ -61,6 +64,22 @@ def node_port() -> int:
     return spare_port(NODE_PORTS, _handed_out)
 
 
+# How soon the head's GCS declares a node dead that stopped answering (Ray 2.60's
+# ray_config_def.h: a check every 3 s, a 10 s timeout, 5 failures in a row: 15 s at the least).
+# A killed raylet refuses the check at once, so the period times the threshold is what counts:
+# measured here (3 runs), a kill_node'd worker is DEAD in Ray's node table 2.1-2.8 s after the
+# kill; a job whose driver was on it ends FAILED (JOB_SUPERVISOR_ACTOR_DIED) ~3.8 s after, one
+# with a training actor on it ~3 s after (the driver's ActorUnavailableError). The timeout stays
+# long, so that a raylet slowed down by a busy 2-core machine is not declared dead: it would have
+# to miss 3 checks of 5 s each.
+HEALTH_CHECK_ENV = {
+    "RAY_health_check_initial_delay_ms": "1000",
+    "RAY_health_check_period_ms": "1000",
+    "RAY_health_check_timeout_ms": "5000",
+    "RAY_health_check_failure_threshold": "3",
+}
+
+
 def cluster_env() -> dict[str, str]:
     """What job drivers on this cluster see: the venv's python3 first on PATH, the project and
     the stand-in `verl` importable."""
@@ -77,6 +96,19 @@ class Node:
     name: str
     process: subprocess.Popen
     gpus: int
+    cpus: int = 0
+    _node_id: str = ""
+
+    @property
+    def node_id(self) -> str:
+        """Ray's id for this node, read from its raylet's command line (``--node_id=``), which
+        `ray start` chooses; "" until the raylet has started."""
+        if not self._node_id:
+            for pid in process_tree(self.process.pid):
+                for arg in _cmdline(pid):
+                    if arg.startswith("--node_id="):
+                        self._node_id = arg.removeprefix("--node_id=")
+        return self._node_id
 
 
 @dataclass
@@ -86,6 +118,7 @@ class LocalRayCluster:
     dashboard_port: int = field(default_factory=node_port)
     head: Node | None = None
     workers: list[Node] = field(default_factory=list)
+    killed: list[Node] = field(default_factory=list)  # by kill_node, no longer in workers
 
     @property
     def gcs_address(self) -> str:
@@ -95,11 +128,11 @@ class LocalRayCluster:
     def job_server_url(self) -> str:
         return f"http://127.0.0.1:{self.dashboard_port}"
 
-    def _ray(self, *args: str, log: str) -> subprocess.Popen:
+    def _ray(self, *args: str, log: str, env: dict[str, str] | None = None) -> subprocess.Popen:
         logfile = open(Path(self.temp_dir) / f"{log}.log", "ab")  # noqa: SIM115 - lives with the node
         return subprocess.Popen(
             [str(VENV_BIN / "ray"), "start", *args, "--block", "--disable-usage-stats"],
-            env=cluster_env(),
+            env={**cluster_env(), **(env or {})},
             stdout=logfile,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -130,6 +163,7 @@ class LocalRayCluster:
                 f"--temp-dir={self.temp_dir}",
                 *self._agent_ports(),
                 log="head",
+                env=HEALTH_CHECK_ENV,  # the GCS, on the head, runs the health checks
             ),
             0,
         )
@@ -139,7 +173,7 @@ class LocalRayCluster:
         """A worker with ``gpus`` declared GPUs and, unless told otherwise, the CPUs verl asks
         beside them: 3 per GPU (its bundles), plus 2 for its TaskRunner actor and the driver."""
         cpus = 3 * gpus + 2 if cpus is None else cpus
-        name = f"worker{len(self.workers) + 1}"
+        name = f"worker{len(self.workers) + len(self.killed) + 1}"  # a log file of its own
         node = Node(
             name,
             self._ray(
@@ -151,9 +185,54 @@ class LocalRayCluster:
                 log=name,
             ),
             gpus,
+            cpus,
         )
         self.workers.append(node)
         return node
+
+    def worker(self, node_id: str) -> Node:
+        """The live worker Ray knows as ``node_id``."""
+        (node,) = [node for node in self.workers if node.node_id == node_id]
+        return node
+
+    def kill_node(self, node: Node) -> str:
+        """Kill a worker as a power cut would: SIGKILL to its `ray start` process and every
+        process of the node (raylet, agents, log monitor, and the workers the raylet started: job
+        supervisors, drivers, actors), with no chance to drain or say goodbye to the GCS. Only
+        this node's process tree is touched. Returns its Ray node id."""
+        node_id = node.node_id
+        assert node_id, f"{node.name} has not started"
+        frozen = freeze_tree(node.process.pid)
+        for pid in frozen:
+            with contextlib.suppress(ProcessLookupError):  # reaped already
+                os.kill(pid, signal.SIGKILL)
+        node.process.wait(10)
+        self.workers.remove(node)
+        self.killed.append(node)
+        return node_id
+
+    def node_state(self, node_id: str) -> str:
+        """ALIVE or DEAD as the GCS says ("" when it does not know the node, or cannot say)."""
+        from ray.util.state import list_nodes
+
+        try:  # all of them: a filter makes Ray raise over the nodes it left out ("data truncation")
+            nodes = list_nodes(address=self.job_server_url, timeout=5)
+        except Exception:
+            return ""
+        return next((str(node.state) for node in nodes if node.node_id == node_id), "")
+
+    def wait_until_dead(self, node_id: str, timeout: float = 60) -> float:
+        """Wait until the GCS has declared the node dead; the seconds it took."""
+        started = time.monotonic()
+        wait_for(lambda: self.node_state(node_id) == "DEAD", timeout, f"node {node_id[:8]} DEAD", interval=0.2)
+        return time.monotonic() - started
+
+    def rejoin(self, node: Node, timeout: float = 120) -> Node:
+        """A new worker of ``node``'s shape in its place (a new Ray node id: Ray never revives a
+        dead node), once the GCS lists it ALIVE."""
+        new = self.add_worker(gpus=node.gpus, cpus=node.cpus)
+        wait_for(lambda: new.node_id and self.node_state(new.node_id) == "ALIVE", timeout, f"{new.name} ALIVE", 0.3)
+        return new
 
     def wait_for_gpus(self, total: int, timeout: float = 60) -> None:
         wait_for(lambda: self.total_gpus() == total, timeout, f"{total} GPUs in the cluster")
@@ -186,18 +265,29 @@ class LocalRayCluster:
         wait_for(lambda: client.get_job_status(job) == JobStatus.SUCCEEDED, timeout, "the warm-up job")
 
     def stop_node(self, node: Node, timeout: float = 30) -> None:
-        # SIGTERM to the `ray start --block` process alone: it drains and stops its node.
-        if node.process.poll() is None:
-            node.process.send_signal(signal.SIGTERM)
+        self.stop_nodes([node], timeout)
+
+    @staticmethod
+    def stop_nodes(nodes: list[Node], timeout: float = 30) -> None:
+        # SIGTERM to each `ray start --block` process alone: it drains and stops its node. All at
+        # once, then one wait: a worker still running a job's processes takes the whole 30 s here
+        # (Ray 2.60, measured with and without the stand-in's actors), and one after the other
+        # that was a minute for a two-worker cluster.
+        for node in nodes:
+            if node.process.poll() is None:
+                node.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for node in nodes:
             try:
-                node.process.wait(timeout)
+                node.process.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 os.killpg(node.process.pid, signal.SIGKILL)
                 node.process.wait(10)
 
     def stop(self) -> None:
-        for node in reversed(self.workers):
-            self.stop_node(node)
+        for node in self.killed:
+            node.process.wait(10)  # reaped already: nothing of it is left to stop
+        self.stop_nodes(self.workers[::-1])
         self.workers.clear()
         if self.head is not None:
             self.stop_node(self.head)
@@ -216,6 +306,59 @@ class LocalRayCluster:
             ttl_s=ttl,
         )
         write_head(path, record)
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []  # gone
+
+
+def _parents() -> dict[int, int]:
+    """Every process's parent, from /proc (Linux; psutil comes only inside Ray's own folder)."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # gone
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after its last ")".
+        parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    return parents
+
+
+def process_tree(root: int) -> list[int]:
+    """``root`` and its descendants (processes started in a session of their own included: a
+    child keeps its parent whatever its session)."""
+    children: dict[int, list[int]] = {}
+    for pid, parent in _parents().items():
+        children.setdefault(parent, []).append(pid)
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo.extend(children.get(pid, []))
+    return tree
+
+
+def freeze_tree(root: int) -> set[int]:
+    """SIGSTOP ``root``'s whole tree, again until no new process appears (one forked between the
+    look and the stop is caught by the next look), and return it: a stopped tree cannot fork, so
+    SIGKILLing it next leaves nothing behind, and no orphan escapes to init beforehand."""
+    frozen: set[int] = set()
+    while True:
+        new = [pid for pid in process_tree(root) if pid not in frozen]
+        if not new:
+            return frozen
+        for pid in new:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                continue
+            frozen.add(pid)
 
 
 def http_ok(url: str) -> bool:

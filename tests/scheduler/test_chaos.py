@@ -1,10 +1,14 @@
 """Chaos, bounded in time: tasks of mixed shapes, priorities and time limits, some preemptible,
 flow through real qcluster processes on a real Ray cluster (backfill, preemption) while the
-scheduler is SIGKILLed at random moments, random tasks are canceled and the Ray head is replaced
-once (a new cluster published in head.json, as the node pool does when a head restarts). Then the
-invariants: every task ends in exactly one terminal state (or waits with a reason), no attempt
-ever had two Ray jobs, no Argus job is live without a live attempt, promised GPUs never exceeded a
-node's total, and only preemptible tasks were ever preempted.
+scheduler is SIGKILLed at random moments, random tasks are canceled, the Ray head is replaced
+once (a new cluster published in head.json, as the node pool does when a head restarts) and a
+worker node under a running task dies whole, twice (a power cut: its driver's node or a node of
+its training actors), a new node of its shape joining a few seconds later. Then the invariants:
+every task ends in exactly one terminal state (or waits with a reason), no attempt ever had two
+Ray jobs and no task two live jobs at once, no Argus job is live without a live attempt, promised
+GPUs never exceeded a node's total, only preemptible tasks were ever preempted, no node death was
+charged to a task (none FAILED by one, as ARGUS_NODE_FAILURE_RETRIES is not used up here), and
+every run a node death interrupted after a checkpoint resumed from one.
 
 ARGUS_CHAOS_SEED picks the run (printed on failure); the default seed is fixed so CI is
 repeatable.
@@ -14,18 +18,32 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 from django_q.models import Schedule
 from ray.job_submission import JobSubmissionClient
 
-from tasks.models import ACTIVE_STATES, TERMINAL_STATES, WAITING_STATES, Attempt, ClusterState, Task, TaskState
+from tasks.models import (
+    ACTIVE_STATES,
+    TERMINAL_STATES,
+    WAITING_STATES,
+    Attempt,
+    ClusterState,
+    FailureKind,
+    Task,
+    TaskState,
+)
+from tasks.scheduler.driverlog import clean_lines
 from tasks.scheduler.launch import promised_gpus
+from tasks.scheduler.settle import AFTER_FAILURE
 from tests.conftest import grant_high_priority
+from tests.ray_cluster import LocalRayCluster, Node
 from tests.scheduler.conftest import standin_spec
 
 pytestmark = [pytest.mark.ray, pytest.mark.django_db(transaction=True)]
@@ -35,6 +53,14 @@ TASKS = 30
 SHAPES = [(1, 1), (1, 2), (1, 4), (2, 2), (2, 4)]
 CHAOS_WINDOW_S = 70  # kills, cancels and the head's replacement happen within this window
 DEADLINE_S = 420
+NODE_KILLS = 2  # fewer than ARGUS_NODE_FAILURE_RETRIES (3): no task may run out of them
+REJOIN_AFTER_S = 5  # a killed node's replacement joins this long after (a reboot, shortened)
+# Every task checkpoints into its own folder (a node death resumes it), every few steps.
+DURABLE = "trainer.default_local_dir=$ARGUS_CHECKPOINT_DIR trainer.save_freq=3"
+# The task's own failures: counted against max_retries, or final (tasks.scheduler.settle).
+OWN_FAILURES = {kind for kind, rule in AFTER_FAILURE.items() if rule.limit == "max_retries" or rule.retry_to is None}
+SAVED = re.compile(r"^local_global_step_folder: .*/global_step_(\d+)$")
+STEP = re.compile(r"^step:(\d+) - ")
 
 
 @dataclass
@@ -43,13 +69,19 @@ class Seen:
 
     jobs: dict[str, dict[str, str]] = field(default_factory=dict)  # submission id -> metadata
     overcommits: list[str] = field(default_factory=list)
+    doubled: list[str] = field(default_factory=list)  # a task with two live Ray jobs at once
 
     def look(self, client: JobSubmissionClient | None) -> None:
         if client is not None:
             try:
+                live: dict[str, list[str]] = {}
                 for job in client.list_jobs():
-                    if job.submission_id and (job.metadata or {}).get("argus_task_id"):
+                    task_id = (job.metadata or {}).get("argus_task_id")
+                    if job.submission_id and task_id:
                         self.jobs[job.submission_id] = dict(job.metadata or {})
+                        if not job.status.is_terminal():
+                            live.setdefault(task_id, []).append(job.submission_id)
+                self.doubled += [f"{task}: {sids}" for task, sids in live.items() if len(sids) > 1]
             except Exception:
                 pass  # the head is being replaced
         state = ClusterState.objects.filter(name="default").first()
@@ -78,16 +110,31 @@ def test_chaos(alice, submit, own_cluster, start_qcluster, settings):
         + [(rng.uniform(2, CHAOS_WINDOW_S), "cancel") for _ in range(6)]
         + [(rng.uniform(25, 45), "replace_head")]
         + [(rng.uniform(0, CHAOS_WINDOW_S), "submit") for _ in range(TASKS - 12)]
+        + [(rng.uniform(8, CHAOS_WINDOW_S - 10), "kill_node") for _ in range(NODE_KILLS)]
     )
     tasks = [_submit_one(rng, alice, submit) for _ in range(12)]
     seen = Seen()
     client: JobSubmissionClient | None = JobSubmissionClient(cluster.job_server_url)
     started = time.monotonic()
     log: list[str] = []
+    killed: list[tuple[Node, Attempt]] = []  # each node killed, with the attempt it was under
     while time.monotonic() - started < DEADLINE_S:
         now = time.monotonic() - started
         while plan and plan[0][0] <= now:
             _, action = plan.pop(0)
+            if action == "kill_node":
+                under = _kill_a_node(rng, cluster)
+                if under is None:  # no task running on a worker just now: a little later
+                    plan = sorted([*plan, (now + 2, "kill_node")])
+                    continue
+                killed.append(under)
+                plan = sorted([*plan, (now + REJOIN_AFTER_S, f"rejoin {len(killed) - 1}")])
+                action = f"kill_node {under[0].name} under {under[1].ray_submission_id}"
+            elif action.startswith("rejoin"):
+                node = killed[int(action.split()[1])][0]
+                if node not in cluster.killed:
+                    continue  # its cluster was replaced meanwhile: the new one is whole
+                action = f"rejoin as {cluster.add_worker(gpus=node.gpus, cpus=node.cpus).name}"
             log.append(f"{now:.0f}s {action}")
             if action == "kill":
                 os.killpg(scheduler.pid, signal.SIGKILL)  # the whole group: a crashed container
@@ -116,7 +163,8 @@ def test_chaos(alice, submit, own_cluster, start_qcluster, settings):
 
     context = f"seed {seed}; chaos: {', '.join(log)}"
     states = Counter(Task.objects.values_list("state", flat=True))
-    assert all(_settled(task) for task in tasks), f"{states} ({context})"
+    waiting = [f"{t.task_id} {t.state}: {t.pending_reason}" for t in tasks if not _settled(t)]
+    assert not waiting, f"{states}; {waiting} ({context})"
     # Every task ended in exactly one terminal state, or waits with a reason.
     for task in Task.objects.all():
         ends = task.events.filter(to_state__in=TERMINAL_STATES).count()
@@ -142,6 +190,8 @@ def test_chaos(alice, submit, own_cluster, start_qcluster, settings):
     assert not seen.overcommits, f"{seen.overcommits[:3]} ({context})"
     preempted = Attempt.objects.filter(failure_kind="PREEMPTED")
     assert not preempted.filter(task__preemptible=False).exists(), context
+    assert not seen.doubled, f"two live Ray jobs of one task: {seen.doubled[:3]} ({context})"
+    _check_node_deaths(killed, context)
     print(f"preempted attempts: {preempted.count()}; {states}", flush=True)
     for failed in Task.objects.filter(state=S.FAILED):  # why, for whoever reads the run
         kinds = list(failed.attempts.values_list("failure_kind", flat=True))
@@ -159,9 +209,64 @@ def _submit_one(rng: random.Random, user, submit) -> Task:
     elif roll < 0.5:
         extra += "preemptible: true\n"
         steps = rng.randint(20, 40)  # long enough for a high task to come and need its room
-    return submit(user, standin_spec(nnodes=nnodes, gpus=gpus, steps=steps, step_s=0.2) + extra)
+    return submit(user, standin_spec(nnodes=nnodes, gpus=gpus, steps=steps, step_s=0.2, extra=DURABLE) + extra)
 
 
 def _settled(task: Task) -> bool:
     task.refresh_from_db()
     return task.state in TERMINAL_STATES
+
+
+def _kill_a_node(rng: random.Random, cluster: LocalRayCluster) -> tuple[Node, Attempt] | None:
+    """Kill a worker under a running attempt: its driver's node or one of its training nodes."""
+    workers = {node.node_id: node for node in cluster.workers}
+    running = Attempt.objects.filter(task__state=S.RUNNING, end_time=None).order_by("pk")
+    candidates = [
+        (workers[node_id], attempt)
+        for attempt in running
+        for node_id in sorted({attempt.node_id, *attempt.nodes})
+        if node_id in workers
+    ]
+    if not candidates:
+        return None
+    node, attempt = rng.choice(candidates)
+    cluster.kill_node(node)
+    return node, attempt
+
+
+def _checkpoints(attempt: Attempt) -> list[int]:
+    """The steps whose checkpoint the attempt's log shows complete (PPO saves before the
+    step's metrics line, so a step's line after its save means the save is whole)."""
+    log = Path(attempt.log_path)
+    saved, done = set(), set()
+    for line in clean_lines(log.read_text() if log.exists() else ""):
+        if match := SAVED.match(line):
+            saved.add(int(match[1]))
+        elif match := STEP.match(line):
+            done.add(int(match[1]))
+    return sorted(saved & done)
+
+
+def _check_node_deaths(killed: list[tuple[Node, Attempt]], context: str) -> None:
+    assert len(killed) == NODE_KILLS, context
+    deaths = Attempt.objects.filter(failure_kind=FailureKind.NODE_FAILURE)
+    kinds = {a.ray_submission_id: Attempt.objects.get(pk=a.pk).failure_kind for _, a in killed}
+    print(f"node kills: {kinds}; NODE_FAILURE attempts: {deaths.count()}", flush=True)
+    assert deaths.exists(), f"no node death seen as one: {kinds} ({context})"
+    # A death is never taken for the task's own failure (a victim may also have ended otherwise:
+    # preempted or canceled as it died, LOST with the head, done just before).
+    for sid, kind in kinds.items():
+        assert kind not in OWN_FAILURES, f"{sid} ended {kind} under a node death ({context})"
+    # None FAILED by a node death: ARGUS_NODE_FAILURE_RETRIES (3) is more than the kills.
+    for task in Task.objects.filter(state=S.FAILED):
+        last = task.attempts.order_by("attempt_no").last()
+        assert last is None or last.failure_kind != FailureKind.NODE_FAILURE, f"{task.task_id} ({context})"
+    # Every run a node death interrupted after a checkpoint resumed from one.
+    for death in deaths:
+        following = Attempt.objects.filter(task=death.task, attempt_no=death.attempt_no + 1, resume_known=True).first()
+        saved = _checkpoints(death)
+        if following is not None and saved:
+            resumed = following.resumed_from_step
+            assert resumed is not None and resumed >= saved[-1], (
+                f"{following.ray_submission_id} resumed from {resumed}; {saved} saved before ({context})"
+            )

@@ -29,7 +29,9 @@ def overrides(argv: list[str]) -> dict[str, str]:
 
 
 class WorkerDict:
-    """verl's per-GPU worker: on a machine without CUDA it dies setting up torch.distributed."""
+    """verl's per-GPU worker, one in each GPU's bundle, called by the TaskRunner at every step: on
+    a machine without CUDA it dies setting up torch.distributed; when its node dies, the
+    TaskRunner's call raises ActorDiedError ("The actor died because its node has died")."""
 
     def __init__(self) -> None:
         importlib.import_module("verl.workers.engine")  # warns as verl's does, with this actor's prefix
@@ -37,6 +39,10 @@ class WorkerDict:
     def init_model(self) -> None:
         # verl/utils/distributed.py -> torch.distributed.init_process_group(backend="nccl") on CPU torch.
         raise RuntimeError("Distributed package doesn't have NCCL built in")
+
+    def update_actor(self, step: int) -> int:
+        # verl's trainer calls its workers (generate, compute log-probs, update) at every step.
+        return step
 
 
 def checkpoint_dir(config: dict[str, str], project: str, experiment: str) -> str:
@@ -180,21 +186,23 @@ class TaskRunner:
         if total_available < total_required:
             raise ValueError(f"Total available GPUs {total_available} is less than total desired GPUs {total_required}")
         groups = self.place(nnodes, per_node, float(config.get("standin.cpus_per_gpu", MAX_COLOCATE_COUNT)))
+        # As verl: one worker per GPU in its bundle (Any: Ray types an actor's methods as plain
+        # callables, without .remote).
+        workers: list[Any] = [
+            ray.remote(WorkerDict)
+            .options(
+                num_cpus=0,
+                num_gpus=1,
+                scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=i),
+            )
+            .remote()
+            for group in groups
+            for i in range(per_node)
+        ]
         if config.get("standin.fail") == "runtime":
-            # As verl: one worker per GPU in its bundle; their error reaches the driver wrapped twice.
-            workers: list[Any] = [  # Any: Ray types an actor's methods as plain callables, without .remote
-                ray.remote(WorkerDict)
-                .options(
-                    num_cpus=0,
-                    num_gpus=1,
-                    scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=i),
-                )
-                .remote()
-                for group in groups
-                for i in range(per_node)
-            ]
+            # Their error reaches the driver wrapped twice.
             ray.get([worker.init_model.remote() for worker in workers])
-        return self.fit(config, trainer)
+        return self.fit(config, trainer, workers)
 
     @staticmethod
     def place(nnodes: int, per_node: int, cpus_per_gpu: float) -> list[PlacementGroup]:
@@ -206,7 +214,7 @@ class TaskRunner:
         return groups
 
     @staticmethod
-    def fit(config: dict[str, str], trainer: str) -> int:
+    def fit(config: dict[str, str], trainer: str, workers: list[Any]) -> int:
         steps = int(config.get("standin.steps", config.get("trainer.total_training_steps", 3)))
         step_s = float(config.get("standin.step_s", 0.2))
         stall_after = int(config.get("standin.stall_after", 0))
@@ -217,6 +225,8 @@ class TaskRunner:
         rng = random.Random(start)
         for step in range(start + 1, steps + 1):
             time.sleep(step_s)
+            # Every worker takes part in every step: a worker whose node died fails the step.
+            ray.get([worker.update_actor.remote(step) for worker in workers])
             save = checkpoints.due(step, steps)
             if save and checkpoints.before_metrics:
                 checkpoints.save(step)
