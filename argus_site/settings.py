@@ -261,6 +261,10 @@ ARGUS_LOST_RETRIES = envint("ARGUS_LOST_RETRIES", 3)
 # A task whose attempt ended because a node died goes back to the queue in its place, this many
 # times (not counted against its max_retries); then it fails, naming the node(s).
 ARGUS_NODE_FAILURE_RETRIES = envint("ARGUS_NODE_FAILURE_RETRIES", 3)
+# A job that failed on Ray's lost-work exceptions (ActorUnavailableError, ActorDiedError…) with no
+# node of it dead yet is judged only this long after its end: Ray's health checks may still be
+# about to declare the node dead (Ray's defaults take tens of seconds).
+ARGUS_NODE_DEATH_WAIT_S = envint("ARGUS_NODE_DEATH_WAIT_S", 45)
 # A stop Ray was asked for but did not accept (a timeout) is sent again after this long.
 ARGUS_STOP_RESEND_S = envint("ARGUS_STOP_RESEND_S", 30)
 # Every file call the tick makes on shared storage is bounded by this (a slow NFS must not hold

@@ -186,6 +186,14 @@ def node_death(error_type: str, message: str, log_tail: str, dead: Mapping[str, 
     return None
 
 
+def lost_work(message: str, log_tail: str) -> bool:
+    """The run ended on one of Ray's lost-work exceptions: a node may have died, though Ray may
+    not have said so yet (its health checks take seconds to tens of seconds; a caller whose peer
+    vanished hears "Connection refused" at once, tests/standin/logs/node_died.log)."""
+    final = final_error(message, log_tail)
+    return final is not None and final.name in NODE_EXCEPTIONS
+
+
 def key_error_line(message: str, log_tail: str) -> str:
     """The error that ended the run, the line a person should read first (the one ``classify``
     judged by); without one, the last line of Ray's message or else of the log."""

@@ -10,16 +10,17 @@ saw it alive: a job Ray forgets in a head outage is charged until then, not unti
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import partial
 
+from django.conf import settings
 from django.db.models import QuerySet
 from django.utils import timezone
 from ray.job_submission import JobDetails, JobStatus
 
 from tasks.jobfiles import attempt_log
 from tasks.models import ACTIVE_STATES, Attempt, EventKind, FailureKind, Role, Task, TaskState
-from tasks.scheduler.failures import classify, key_error_line, node_death, trim
+from tasks.scheduler.failures import classify, key_error_line, lost_work, node_death, trim
 from tasks.scheduler.launch import mark_submitted, submit_attempt
 from tasks.scheduler.rayjobs import ClusterView, JobNotFound, RayJobs, RayUnavailable, is_live, status_of
 from tasks.scheduler.settle import ACTOR, Outcome, settle
@@ -169,20 +170,31 @@ def apply_status(task: Task, attempt: Attempt, job: JobDetails, cluster: Cluster
     elif status == JobStatus.STOPPED:
         outcome = Outcome(stopped=True, ended_at=ended_at)
     elif status == JobStatus.FAILED:
-        outcome = _failed(task, attempt, job, cluster.dead(), ended_at)
+        failed = _failed(task, attempt, job, cluster.dead(), ended_at)
+        if failed is None:
+            return False  # a node may be dying: Ray has not said yet
+        outcome = failed
     else:
         return False  # PENDING
     settle(task, attempt, outcome)
     return True
 
 
-def _failed(task: Task, attempt: Attempt, job: JobDetails, dead: dict[str, str], ended_at: datetime | None) -> Outcome:
+def _failed(
+    task: Task, attempt: Attempt, job: JobDetails, dead: dict[str, str], ended_at: datetime | None
+) -> Outcome | None:
+    """How a FAILED job ended; None while it may yet turn out to be a node's death."""
     tail = _log_tail(task, attempt)
     message = job.message or ""
     ran_on = {attempt.node_id, *attempt.nodes, *attempt.placement}
     death = node_death(str(job.error_type or ""), message, tail, {n: ip for n, ip in dead.items() if n in ran_on})
     if death is not None:
         return Outcome(failure=FailureKind.NODE_FAILURE, line=death.line, nodes=death.nodes, ended_at=ended_at)
+    wait = timedelta(seconds=settings.ARGUS_NODE_DEATH_WAIT_S)
+    if lost_work(message, tail) and ended_at is not None and timezone.now() - ended_at < wait:
+        # The run lost a peer, and Ray's health checks may not have declared its node dead yet:
+        # the verdict waits (a node death is not the task's failure; a crash is).
+        return None
     return Outcome(failure=classify(message, tail), line=key_error_line(message, tail), ended_at=ended_at)
 
 

@@ -5,6 +5,8 @@ bounds it, and the dead node leaves the plan at once."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tasks.models import Attempt, EventKind, FailureKind, TaskState
@@ -209,3 +211,48 @@ def test_the_api_and_the_task_page_show_where_ray_placed_it(alice, make_task, fa
     page = web.get(f"/tasks/{task.task_id}/").content.decode()
     assert 'title="n1">10.0.0.2 ×4</code>' in page
     assert "(its driver ran here)" in page
+
+
+NODE_DIED_LOG = (Path(__file__).resolve().parent.parent / "standin" / "logs" / "node_died.log").read_text()
+
+
+def test_a_peer_lost_before_ray_names_the_dead_node_waits_for_ray(alice, make_task, fake_ray, clock, settings):
+    """The stand-in's real log of a node killed under its training actor: the caller hears
+    "Connection refused" (ActorUnavailableError) seconds before Ray's health checks declare the
+    node dead. The verdict waits for Ray, up to ARGUS_NODE_DEATH_WAIT_S."""
+    settings.ARGUS_NODE_DEATH_WAIT_S = 45
+    ray = fake_ray([4, 4])
+    task = make_task(alice, max_retries=0, stall_timeout_s=None)
+    attempt = running(ray, task, clock)
+    log(task, attempt, NODE_DIED_LOG)
+    ended = int(clock.now.timestamp() * 1000)
+    ray.set_status(attempt.ray_submission_id, "FAILED", error_type="JOB_ENTRYPOINT_COMMAND_ERROR", end_time=ended)
+    tick()
+    attempt.refresh_from_db()
+    assert attempt.end_time is None  # not judged yet
+    clock.advance(10)
+    ray.kill_node(next(iter(attempt.placement)))  # Ray declares it dead
+    tick()
+    attempt.refresh_from_db()
+    assert attempt.failure_kind == FailureKind.NODE_FAILURE
+
+
+def test_a_lost_peer_with_no_node_dead_is_the_runs_own_failure_after_the_wait(
+    alice, make_task, fake_ray, clock, settings
+):
+    settings.ARGUS_NODE_DEATH_WAIT_S = 45
+    ray = fake_ray([4])
+    task = make_task(alice, max_retries=0, stall_timeout_s=None)
+    attempt = running(ray, task, clock)
+    log(task, attempt, NODE_DIED_LOG)
+    ended = int(clock.now.timestamp() * 1000)
+    ray.set_status(attempt.ray_submission_id, "FAILED", error_type="JOB_ENTRYPOINT_COMMAND_ERROR", end_time=ended)
+    clock.advance(44)
+    tick()
+    assert Attempt.objects.get(pk=attempt.pk).end_time is None
+    clock.advance(2)
+    tick()
+    attempt.refresh_from_db()
+    task.refresh_from_db()
+    assert attempt.failure_kind == FailureKind.RUNTIME_ERROR
+    assert task.state == S.FAILED

@@ -186,8 +186,11 @@ class TaskRunner:
         if total_available < total_required:
             raise ValueError(f"Total available GPUs {total_available} is less than total desired GPUs {total_required}")
         groups = self.place(nnodes, per_node, float(config.get("standin.cpus_per_gpu", MAX_COLOCATE_COUNT)))
-        # As verl: one worker per GPU in its bundle (Any: Ray types an actor's methods as plain
-        # callables, without .remote).
+        # verl runs one worker per GPU bundle. The NCCL failure needs them all, as verl's; a run
+        # that trains keeps one per node's group, which dies with its node just the same and
+        # costs a 2-core test machine a process per node instead of per GPU (Any: Ray types an
+        # actor's methods as plain callables, without .remote).
+        per_group = per_node if config.get("standin.fail") == "runtime" else 1
         workers: list[Any] = [
             ray.remote(WorkerDict)
             .options(
@@ -197,7 +200,7 @@ class TaskRunner:
             )
             .remote()
             for group in groups
-            for i in range(per_node)
+            for i in range(per_group)
         ]
         if config.get("standin.fail") == "runtime":
             # Their error reaches the driver wrapped twice.
