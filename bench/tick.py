@@ -2,11 +2,10 @@
 
     .venv/bin/python bench/tick.py [--lengths 100,1000,10000] [--nodes 100] [--steady 5]
 
-Ray is replaced by a fake (``RayJobs.connect`` patched): 100 worker nodes of 8 GPUs, every GPU
-busy at first, ``jobs()`` answering RUNNING for whatever was submitted, ``submit()`` recording the
-id. Everything else is the real tick (tasks.scheduler.tick.tick) on a real SQLite database of its own:
-sync, stop, admission, the reasons written on waiting tasks, attempts and job files for the
-admitted ones.
+Ray is replaced by the tests' fake (``RayJobs.connect`` patched): 100 worker nodes of 8 GPUs,
+every GPU busy at first; what was submitted runs once its tick is over. Everything else is the
+real tick (tasks.scheduler.tick.tick) on a real SQLite database of its own: sync, stop,
+admission, the reasons written on waiting tasks, attempts and job files for the admitted ones.
 
 For each policy (backfill, strict_fifo, best_effort_fifo) and each queue length, with the queue all QUEUED
 (mixed shapes: 1x1, 1x4, 1x8, 2x8, 4x8 GPUs; a tenth of them high priority):
@@ -32,7 +31,6 @@ import sys
 import time
 from datetime import timedelta
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 from unittest import mock
 
@@ -44,72 +42,28 @@ GOAL_MS = 100.0
 SHAPES = [((1, 1), 0.10), ((1, 4), 0.25), ((1, 8), 0.35), ((2, 8), 0.20), ((4, 8), 0.10)]
 
 
-class FakeRay:
-    """What the tick asks of Ray, answered from memory: a cluster of ``nodes`` workers."""
+def busy_cluster(nodes: int, gpus: int = 8) -> Any:
+    """The tests' fake Ray (tests/tasks/fake_ray.py: the one fake, held to the scheduler's
+    interface by mypy) with ``nodes`` workers of ``gpus`` GPUs, every GPU busy at first."""
+    from tests.tasks.fake_ray import FakeRay
 
-    def __init__(self, nodes: int, gpus: int = 8) -> None:
-        from tasks.scheduler.rayjobs import RayAddress
+    fake = FakeRay([gpus] * nodes)
+    set_free(fake, {})
+    return fake
 
-        self.address = RayAddress("http://fake-ray:8265", "fake-ray:6379", "settings")
-        self.nodes = nodes
-        self.gpus = gpus
-        self.free: dict[str, float] = {}
-        self.submitted: dict[str, float] = {}
 
-    def node_ids(self) -> list[str]:
-        return [f"node{i:03d}" for i in range(self.nodes)]
+def set_free(fake: Any, free: dict[int, float]) -> None:
+    """Ray's count of free GPUs per worker (by index; the rest busy), CPUs following as verl's."""
+    for index, node in enumerate(fake.nodes):
+        gpus = free.get(index, 0.0)
+        node.gpus_free, node.cpus_free = gpus, 3.0 * gpus + 2
 
-    def cluster(self) -> Any:
-        from tasks.scheduler.rayjobs import ClusterView, NodeView
 
-        views = [NodeView("head", "10.0.0.1", True, True, False, 0.0, 0.0, 0.0, 0.0)]
-        for i, node in enumerate(self.node_ids()):
-            views.append(
-                NodeView(
-                    node,
-                    f"10.0.{i // 250}.{i % 250 + 2}",
-                    True,
-                    False,
-                    True,
-                    self.gpus,
-                    self.free.get(node, 0),
-                    3.0 * self.gpus + 2,
-                    3.0 * self.free.get(node, 0) + 2,
-                )
-            )
-        return ClusterView(views)
-
-    def _job(self, submission_id: str) -> Any:
-        from ray.job_submission import JobStatus
-
-        return SimpleNamespace(
-            submission_id=submission_id,
-            status=JobStatus.RUNNING,
-            start_time=int(self.submitted[submission_id] * 1000),
-            end_time=None,
-            driver_exit_code=None,
-            driver_node_id="node000",
-            message="Job is currently running.",
-            metadata={"argus_task_id": submission_id.rpartition("--")[0]},
-            job_id=None,
-            entrypoint="python3 -m raypool.driver",
-        )
-
-    def jobs(self) -> list[Any]:
-        return [self._job(sid) for sid in self.submitted]
-
-    def job(self, submission_id: str) -> Any:
-        from tasks.scheduler.rayjobs import JobNotFound
-
-        if submission_id not in self.submitted:
-            raise JobNotFound(submission_id)
-        return self._job(submission_id)
-
-    def submit(self, payload: dict[str, Any]) -> None:
-        self.submitted[payload["submission_id"]] = time.time()
-
-    def stop(self, submission_id: str) -> None:
-        pass
+def run_all(fake: Any) -> None:
+    """Ray starts every submitted job: the steady phase follows N running attempts."""
+    for submission_id in fake.submitted:
+        if str(fake.known[submission_id].status) in ("PENDING", "JobStatus.PENDING"):
+            fake.set_status(submission_id, "RUNNING", start_time=int(time.time() * 1000))
 
 
 def reset() -> None:
@@ -188,7 +142,7 @@ def run_case(policy: str, length: int, users: list[Any], steady: int, nodes: int
 
     reset()
     fill_queue(length, users)
-    fake = FakeRay(nodes)
+    fake = busy_cluster(nodes)
     rows: list[list[object]] = []
 
     def row(phase: str, samples: list[tuple[float, float]], queries: list[int], admitted: int) -> None:
@@ -222,12 +176,12 @@ def run_case(policy: str, length: int, users: list[Any], steady: int, nodes: int
         row("steady, nothing admitted", times, counts, 0)
 
         # GPUs free up: 4 whole nodes and 6 nodes with 2 GPUs each.
-        ids = fake.node_ids()
-        fake.free = {**dict.fromkeys(ids[:4], 8.0), **dict.fromkeys(ids[4:10], 2.0)}
+        set_free(fake, {**dict.fromkeys(range(4), 8.0), **dict.fromkeys(range(4, 10), 2.0)})
         seconds, queries, report = timed_tick()
         row("GPUs freed: tick admitting N", [seconds], [queries], len(report.submitted))
         # Ray now counts those GPUs as used by the jobs that got them.
-        fake.free = {}
+        set_free(fake, {})
+        run_all(fake)
         times, counts = [], []
         for _ in range(steady):
             seconds, queries, report = timed_tick()

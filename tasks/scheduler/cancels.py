@@ -8,7 +8,7 @@ from functools import partial
 from django.utils import timezone
 
 from tasks.models import ACTIVE_STATES, WAITING_STATES, Role, Task, TaskState
-from tasks.scheduler.rayjobs import RayJobs
+from tasks.scheduler.rayjobs import RayClient
 from tasks.scheduler.settle import ACTOR
 from tasks.scheduler.steps import Budget, guarded
 from tasks.scheduler.stops import request_stop, resend_due, send_stop
@@ -17,7 +17,7 @@ from tasks.scheduler.sync import latest_attempts
 S = TaskState
 
 
-def stop_canceled(ray: RayJobs, budget: Budget) -> None:
+def stop_canceled(ray: RayClient, budget: Budget) -> None:
     # Read afresh, not from the tick's first look: a cancel may have landed since.
     canceling = Task.objects.filter(state__in=ACTIVE_STATES, cancel_requested_at__isnull=False)
     now = timezone.now()

@@ -39,7 +39,14 @@ from tasks.models import (
 from tasks.scheduler import admission, preempt
 from tasks.scheduler.fairshare import Waiting
 from tasks.scheduler.queue_order import EpochSeconds, order_waiting, usernames
-from tasks.scheduler.rayjobs import ClusterView, JobExists, RayJobs, RayUnavailable, Submission, SubmitRejected
+from tasks.scheduler.rayjobs import (
+    ClusterView,
+    JobExists,
+    RayClient,
+    RayUnavailable,
+    Submission,
+    SubmitRejected,
+)
 from tasks.scheduler.rooms import Request, Room, effective_free
 from tasks.scheduler.settle import ACTOR, Outcome, settle
 from tasks.scheduler.steps import Budget, guarded
@@ -85,7 +92,7 @@ def free_room(cluster: ClusterView) -> tuple[dict[str, Room], dict[str, Room]]:
     return totals, effective_free(totals, ray_free, promised)
 
 
-def admit(ray: RayJobs, cluster: ClusterView, budget: Budget, submitted: list[str]) -> None:
+def admit(ray: RayClient, cluster: ClusterView, budget: Budget, submitted: list[str]) -> None:
     """Start what the policy lets start, in queue order, appending each started task's id to
     ``submitted``; mark the preemptible tasks that must make room; write each waiting task's
     reason and estimated start.
@@ -336,7 +343,7 @@ def _write_reasons(reasons: dict[int, str], to_pending: set[int]) -> None:
             )
 
 
-def start_attempt(ray: RayJobs, task: Task, placement: dict[str, int]) -> bool:
+def start_attempt(ray: RayClient, task: Task, placement: dict[str, int]) -> bool:
     """A new attempt for a waiting task: the row first (SUBMITTING), then Ray. True when Ray
     has it; False when the task moved meanwhile (canceled, or taken by another scheduler) or
     the attempt ended before reaching Ray."""
@@ -394,7 +401,7 @@ def _write_job_files(task: Task, attempt: Attempt, payload: Submission) -> None:
     (root / "submission.json").write_text(json.dumps(payload, indent=2) + "\n")
 
 
-def submit_attempt(ray: RayJobs, task: Task, attempt: Attempt) -> bool:
+def submit_attempt(ray: RayClient, task: Task, attempt: Attempt) -> bool:
     """Send a SUBMITTING attempt to Ray (again, after a crash: the same id); True when Ray
     has it."""
     payload = submission_payload(task, attempt)

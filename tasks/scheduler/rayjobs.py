@@ -12,7 +12,7 @@ import logging
 import re
 import socket
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any, Protocol, TypedDict
 
 from django.conf import settings
 from ray.job_submission import JobDetails, JobSubmissionClient
@@ -140,6 +140,22 @@ def _classify(error: Exception, submitting: bool = False) -> Exception:
     if submitting and code and int(code.group(1)) in FINAL_STATUSES:
         return SubmitRejected(text[:2000])
     return RayUnavailable(f"{type(error).__name__}: {text}"[:500])
+
+
+class RayClient(Protocol):
+    """What the scheduler asks of Ray: ``RayJobs`` talks to a real cluster; the tests' fake
+    (tests/tasks/fake_ray.py) and the tick benchmark's (bench/tick.py) answer from memory, and
+    mypy holds all three to this."""
+
+    address: RayAddress
+
+    def submit(self, payload: Submission) -> None: ...
+    def jobs(self) -> list[JobDetails]: ...
+    def job(self, submission_id: str) -> JobDetails: ...
+    def stop(self, submission_id: str) -> None: ...
+    def delete(self, submission_id: str) -> None: ...
+    def cluster(self) -> ClusterView: ...
+    def placements(self) -> dict[str, dict[str, int]]: ...
 
 
 class RayJobs:

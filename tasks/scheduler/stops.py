@@ -14,11 +14,11 @@ from django.conf import settings
 from django.utils import timezone
 
 from tasks.models import Attempt, EventKind, Task, TaskState
-from tasks.scheduler.rayjobs import JobNotFound, RayJobs
+from tasks.scheduler.rayjobs import JobNotFound, RayClient
 from tasks.scheduler.settle import ACTOR, Outcome, settle
 
 
-def request_stop(ray: RayJobs, task: Task, attempt: Attempt, reason: str = "", line: str = "") -> bool:
+def request_stop(ray: RayClient, task: Task, attempt: Attempt, reason: str = "", line: str = "") -> bool:
     """Stop the attempt's job for ``reason`` (a FailureKind; "" for a cancel). False when a stop
     was decided already (by this scheduler or another)."""
     now = timezone.now()
@@ -49,7 +49,7 @@ def resend_due(attempt: Attempt, now: datetime) -> bool:
     return last is None or now - last >= timedelta(seconds=settings.ARGUS_STOP_RESEND_S)
 
 
-def send_stop(ray: RayJobs, task: Task, attempt: Attempt) -> None:
+def send_stop(ray: RayClient, task: Task, attempt: Attempt) -> None:
     """Ask Ray to stop the job. RayUnavailable propagates: the reason is on record, and the next
     tick sends it again."""
     try:

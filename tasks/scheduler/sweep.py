@@ -22,7 +22,7 @@ from ray.job_submission import JobDetails
 
 from tasks.jobfiles import attempt_log
 from tasks.models import ACTIVE_STATES, Attempt, ClusterState, EventKind, Task
-from tasks.scheduler.rayjobs import JobNotFound, RayJobs, is_live, status_of
+from tasks.scheduler.rayjobs import JobNotFound, RayClient, is_live, status_of
 from tasks.scheduler.settle import ACTOR
 from tasks.scheduler.steps import Budget
 from tasks.scheduler.storage import bounded
@@ -39,7 +39,7 @@ def sweep_due(now: datetime | None = None) -> bool:
     return swept is None or now - swept >= timedelta(seconds=settings.ARGUS_RAY_SWEEP_S)
 
 
-def sweep(ray: RayJobs, budget: Budget) -> None:
+def sweep(ray: RayClient, budget: Budget) -> None:
     jobs = ray.jobs()
     now = timezone.now()
     ours = {job.submission_id: job for job in jobs if job.submission_id and (job.metadata or {}).get("argus_task_id")}
@@ -91,7 +91,7 @@ def _forgettable(job: JobDetails, attempt: Attempt | None, before: datetime) -> 
         return False  # storage does not answer: keep Ray's copy until it does
 
 
-def _stop_orphan(ray: RayJobs, job: JobDetails, attempt: Attempt | None) -> None:
+def _stop_orphan(ray: RayClient, job: JobDetails, attempt: Attempt | None) -> None:
     sid = str(job.submission_id)
     try:
         ray.stop(sid)

@@ -22,7 +22,7 @@ from tasks.jobfiles import attempt_log
 from tasks.models import ACTIVE_STATES, Attempt, EventKind, FailureKind, Role, Task, TaskState
 from tasks.scheduler.failures import classify, key_error_line, lost_work, node_death, trim
 from tasks.scheduler.launch import mark_submitted, submit_attempt
-from tasks.scheduler.rayjobs import ClusterView, JobNotFound, RayJobs, RayUnavailable, is_live, status_of
+from tasks.scheduler.rayjobs import ClusterView, JobNotFound, RayClient, RayUnavailable, is_live, status_of
 from tasks.scheduler.settle import ACTOR, Outcome, settle
 from tasks.scheduler.steps import Budget, guarded
 from tasks.scheduler.storage import bounded
@@ -44,7 +44,7 @@ def latest_attempts(tasks: QuerySet[Task] | None = None) -> list[tuple[Task, Att
     return [(by_pk[pk], attempt) for pk, attempt in latest.items()]
 
 
-def sync(ray: RayJobs, cluster: ClusterView, budget: Budget, ended: list[str]) -> None:
+def sync(ray: RayClient, cluster: ClusterView, budget: Budget, ended: list[str]) -> None:
     """Bring every live attempt up to date with Ray, appending the ids of tasks that ended.
 
     RayUnavailable propagates: Ray being unwell is a condition of the whole tick.
@@ -63,7 +63,7 @@ def sync(ray: RayJobs, cluster: ClusterView, budget: Budget, ended: list[str]) -
     record_nodes(ray, [attempt for _, attempt in pairs if attempt.pk in alive])
 
 
-def record_nodes(ray: RayJobs, attempts: list[Attempt]) -> None:
+def record_nodes(ray: RayClient, attempts: list[Attempt]) -> None:
     """Where Ray placed each running attempt whose nodes are not known yet (all of its GPUs)."""
     waiting = [a for a in attempts if a.ray_status == JobStatus.RUNNING and a.ray_job_id and not _placed(a)]
     if not waiting:
@@ -85,7 +85,7 @@ def _placed(attempt: Attempt) -> bool:
     return sum(attempt.nodes.values()) >= attempt.gpus > 0
 
 
-def follow(ray: RayJobs, task: Task, attempt: Attempt, cluster: ClusterView | None = None) -> bool:
+def follow(ray: RayClient, task: Task, attempt: Attempt, cluster: ClusterView | None = None) -> bool:
     """One attempt's step: True when it ended."""
     try:
         job = ray.job(attempt.ray_submission_id)

@@ -22,7 +22,7 @@ from tasks.logs.curves import parse_text
 from tasks.logs.driverlog import placement_stuck, read_new, resumed_from
 from tasks.models import Attempt, EventKind, FailureKind, Task
 from tasks.scheduler.preempt import served, withdraw
-from tasks.scheduler.rayjobs import RayJobs
+from tasks.scheduler.rayjobs import RayClient
 from tasks.scheduler.settle import ACTOR
 from tasks.scheduler.stops import request_stop, resend_due, send_stop
 from tasks.scheduler.storage import bounded
@@ -36,7 +36,7 @@ CATCH_UP_BYTES = 16 << 20
 logger = logging.getLogger(__name__)
 
 
-def watch(ray: RayJobs, task: Task, attempt: Attempt, now: datetime | None = None) -> None:
+def watch(ray: RayClient, task: Task, attempt: Attempt, now: datetime | None = None) -> None:
     """One look at a RUNNING attempt; stops it when it must stop."""
     now = now or timezone.now()
     if attempt.stop_requested_at is not None:

@@ -12,7 +12,7 @@ import pytest
 from ray.dashboard.modules.job.pydantic_models import JobDetails, JobType
 from ray.job_submission import JobStatus
 
-from tasks.scheduler.rayjobs import ClusterView, JobNotFound, NodeView, RayAddress, RayJobs
+from tasks.scheduler.rayjobs import ClusterView, JobNotFound, NodeView, RayAddress, RayClient, RayJobs, Submission
 
 
 class FakeRay:
@@ -62,11 +62,11 @@ class FakeRay:
         self._hook("jobs")
         return list(self.known.values())
 
-    def submit(self, payload: dict[str, object]) -> None:
+    def submit(self, payload: Submission) -> None:
         self._hook("submit", payload)
-        submission_id = str(payload["submission_id"])
+        submission_id = payload["submission_id"]
         self.submitted.append(submission_id)
-        self.add(submission_id, metadata=dict(payload["metadata"]))  # type: ignore[call-overload]
+        self.add(submission_id, metadata=dict(payload["metadata"]))
 
     def stop(self, submission_id: str) -> None:
         self._hook("stop", submission_id)
@@ -91,11 +91,16 @@ class FakeRay:
         self.deleted.append(submission_id)
 
 
+def as_client(fake: FakeRay) -> RayClient:
+    """mypy holds the fake to the scheduler's interface here."""
+    return fake
+
+
 @pytest.fixture
 def fake_ray(monkeypatch) -> Callable[[list[int]], FakeRay]:
     def install(gpus_per_node: list[int]) -> FakeRay:
         ray = FakeRay(gpus_per_node)
-        monkeypatch.setattr(RayJobs, "connect", classmethod(lambda cls: ray))
+        monkeypatch.setattr(RayJobs, "connect", classmethod(lambda cls: as_client(ray)))
         return ray
 
     return install
