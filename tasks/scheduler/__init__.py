@@ -1,19 +1,28 @@
 """The scheduler: admit what fits, follow it on Ray, settle how it ended.
 
-Read it in the order an attempt lives:
+Read it in the order a tick runs it:
 
-1. ``loop.run`` is what django-q2 runs: it holds the tick lease (``lease``) and ticks.
-2. ``tick.tick`` is one pass, with a time budget; each task's step in it is isolated
-   (``steps``): one bad task costs that task, never the tick.
-3. ``launch.admit`` walks the queue through ``admission``'s pure functions and starts an
-   attempt: the row first (SUBMITTING, deterministic submission id), then Ray (``rayjobs``).
-4. ``sync.sync`` follows each live attempt with one cheap call to Ray.
-5. ``cancels`` stops what a person canceled.
-6. ``settle.settle`` is an attempt's end, in one place: how it failed (``failures``), whether
-   the task retries, waits, fails or is canceled.
-7. ``sweep.sweep`` looks at Ray's whole job table now and then: it stops orphans, deletes
-   finished jobs after their retention and notes jobs that Argus did not submit.
+1. ``loop.run`` is what django-q2 runs: it holds the tick lease (tasks.lease, which also fences
+   every move a scheduler makes) and ticks; ``steps`` isolates each task's step and keeps the
+   tick's time budget.
+2. ``tick.tick`` is one pass, in this order: Ray's cluster (``rayjobs``, behind the ``RayClient``
+   interface), then
+3. ``sync.sync``: each live attempt with one cheap call to Ray; ``watch`` looks at a running one
+   for what Ray cannot see (time limit, silence, a placement never given, a preemption due);
+   ``stops`` stops a job, the why written first;
+4. ``cancels``: what a person canceled;
+5. ``usage.charge``: fair-share usage, what ran since the last tick;
+6. ``launch.admit``: the queue in order (``queue_order``), free room (``launch.free_room``),
+   the decision of the pure core below, then each attempt started, the row first (SUBMITTING,
+   deterministic submission id), then Ray; ``preempt`` marks and withdraws victims;
+7. ``sweep.sweep``, now and then: Ray's whole job table (orphans, retention, foreign jobs).
 
-This package's ``__init__`` imports nothing: the web side asks for ticks through ``lease``
-without loading Ray.
+An attempt's end is decided in one place, ``settle.settle``: how it failed (``failures``, read
+from Ray's status and the driver log) and what follows, a table (``settle.AFTER_FAILURE``).
+
+The pure policy core, plain numbers and no Django, which bench/policy_sim.py drives too:
+``admission`` (who starts, who waits and why, whom to preempt), ``plan`` (free room over time:
+reservations, estimates), ``rooms`` (free room per node, where a gang fits), ``fairshare``.
+
+``storage`` bounds every file call of the tick. This package's ``__init__`` imports nothing.
 """
