@@ -26,6 +26,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from accounts.homes import home_dir, shared_root
+from common.durations import format_seconds
 from tasks.api.cluster import cluster_summary
 from tasks.api.filters import TaskFilter
 from tasks.jobfiles import resolved_spec
@@ -166,14 +167,6 @@ def _spec_as_run(task: Task) -> dict[str, str]:
     return {"command": command, "resolved": yaml.safe_dump(resolved, sort_keys=False, allow_unicode=True, width=120)}
 
 
-def _span(seconds: int) -> str:
-    """A time limit or what is left of it, in words: ``2 h``, ``1 h 12 min``, ``10 min``, ``45 s``."""
-    if seconds < 60:
-        return f"{seconds} s"
-    hours, minutes = divmod(seconds // 60, 60)
-    return " ".join(part for part in (f"{hours} h" if hours else "", f"{minutes} min" if minutes else "") if part)
-
-
 def _time_left(task: Task, latest: Attempt | None) -> dict[str, Any] | None:
     """What the status says of the running attempt's time limit; None when nothing counts down."""
     left = task.time_left_s(latest, timezone.now())
@@ -181,7 +174,7 @@ def _time_left(task: Task, latest: Attempt | None) -> dict[str, Any] | None:
         return None
     # Minutes only: the status is polled every few seconds and should read the same until a
     # minute has passed (static/js/live.js then leaves it alone).
-    words = "under a minute" if left < 60 else _span(left - left % 60)
+    words = "under a minute" if left < 60 else format_seconds(left - left % 60)
     return {"words": words, "low": left < TIME_LEFT_LOW}
 
 
@@ -198,7 +191,7 @@ def task_detail_view(request: HttpRequest, task_id: str) -> HttpResponse:
         "attempts": attempts,
         # (attempt, how it started) for the attempts table.
         "attempt_rows": [(attempt, attempt.resume_words, attempt.where(ips)) for attempt in attempts],
-        "time_limit": _span(task.time_limit_s) if task.time_limit_s else "",
+        "time_limit": format_seconds(task.time_limit_s) if task.time_limit_s else "",
         "time_left": _time_left(task, attempts[-1] if attempts else None),
         "events": events,
         "event_count": task.events.count() if len(events) == EVENTS_SHOWN else len(events),
@@ -245,8 +238,8 @@ def queue_view(request: HttpRequest) -> HttpResponse:
         "on_ray": queue.on_ray,
         "shares": share_rows(queue),
         "fair_share": {
-            "window": _span(settings.ARGUS_FAIR_SHARE_WINDOW) if settings.ARGUS_FAIR_SHARE_WINDOW else "",
-            "half_life": _span(int(settings.ARGUS_FAIR_SHARE_HALF_LIFE_H * 3600)),
+            "window": format_seconds(settings.ARGUS_FAIR_SHARE_WINDOW) if settings.ARGUS_FAIR_SHARE_WINDOW else "",
+            "half_life": format_seconds(int(settings.ARGUS_FAIR_SHARE_HALF_LIFE_H * 3600)),
         },
         "ray": _ray(),
     }

@@ -17,10 +17,11 @@ from django.utils.html import escape
 
 from accounts.homes import home_dir
 from accounts.models import UserLimits
+from common.durations import format_seconds
 from tasks.models import EventKind, FailureKind, Task, TaskState, Usage
 from tasks.queue.notes import about
 from tasks.specs.parse import parse_spec
-from tasks.web.views import SPEC_TEMPLATES, TASKS_PER_PAGE, _span
+from tasks.web.views import SPEC_TEMPLATES, TASKS_PER_PAGE
 from tests.conftest import grant_high_priority
 from tests.web.task_data import ray_down, ray_up, resumed_task, run_attempt, running_task
 
@@ -632,4 +633,4 @@ def test_no_time_left_without_a_limit_or_once_finished(
     ("seconds", "words"), [(45, "45 s"), (600, "10 min"), (5400, "1 h 30 min"), (7200, "2 h"), (93600, "26 h")]
 )
 def test_a_time_limit_in_words(seconds: int, words: str) -> None:
-    assert _span(seconds) == words
+    assert format_seconds(seconds) == words  # the one way Argus says a duration
