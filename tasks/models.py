@@ -157,6 +157,21 @@ class Task(models.Model):
     def is_terminal(self) -> bool:
         return self.state in TERMINAL_STATES
 
+    @property
+    def is_waiting(self) -> bool:
+        return self.state in WAITING_STATES
+
+    @property
+    def can_cancel(self) -> bool:
+        """What a person may do now (the pages, the API and the admin ask here): cancel what has
+        not ended and has no cancel pending."""
+        return not self.is_terminal and self.cancel_requested_at is None
+
+    @property
+    def can_requeue(self) -> bool:
+        """An operator's requeue: only what MOVES lets a person send back to the queue."""
+        return TaskState.QUEUED in MOVES[Role.PERSON].get(self.state, frozenset())
+
     def time_left_s(self, attempt: Attempt | None, now: datetime) -> int | None:
         """Seconds the running ``attempt`` has left under the time limit, which counts from the
         attempt's start on Ray (a retry gets the whole limit again); None when there is no limit
