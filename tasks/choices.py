@@ -17,10 +17,9 @@ class TaskState(models.TextChoices):
     CANCELED = "CANCELED"
 
 
-S = TaskState  # the table below reads better short
-WAITING_STATES = (S.QUEUED, S.PENDING_RESOURCES)
-ACTIVE_STATES = (S.SUBMITTING, S.SUBMITTED, S.RUNNING)
-TERMINAL_STATES = (S.SUCCEEDED, S.FAILED, S.CANCELED)
+WAITING_STATES = (TaskState.QUEUED, TaskState.PENDING_RESOURCES)
+ACTIVE_STATES = (TaskState.SUBMITTING, TaskState.SUBMITTED, TaskState.RUNNING)
+TERMINAL_STATES = (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELED)
 
 
 class Role(models.TextChoices):
@@ -37,30 +36,75 @@ class Role(models.TextChoices):
 MOVES: dict[str, dict[str, frozenset[str]]] = {
     Role.SCHEDULER: {
         # FAILED from a waiting state: a task the scheduler cannot handle at all (see tick.py).
-        S.QUEUED: frozenset({S.PENDING_RESOURCES, S.SUBMITTING, S.CANCELED, S.FAILED}),
-        S.PENDING_RESOURCES: frozenset({S.QUEUED, S.SUBMITTING, S.CANCELED, S.FAILED}),
-        # Back to QUEUED / PENDING_RESOURCES: a retry, a lost job, a storage hiccup.
-        S.SUBMITTING: frozenset(
-            {S.SUBMITTED, S.QUEUED, S.PENDING_RESOURCES, S.FAILED, S.CANCELED, S.RUNNING, S.SUCCEEDED}
+        TaskState.QUEUED: frozenset(
+            {TaskState.PENDING_RESOURCES, TaskState.SUBMITTING, TaskState.CANCELED, TaskState.FAILED}
         ),
-        S.SUBMITTED: frozenset({S.RUNNING, S.SUCCEEDED, S.FAILED, S.CANCELED, S.PENDING_RESOURCES, S.QUEUED}),
-        S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.CANCELED, S.PENDING_RESOURCES, S.QUEUED}),
-        S.SUCCEEDED: frozenset(),
-        S.FAILED: frozenset(),
-        S.CANCELED: frozenset(),
+        TaskState.PENDING_RESOURCES: frozenset(
+            {TaskState.QUEUED, TaskState.SUBMITTING, TaskState.CANCELED, TaskState.FAILED}
+        ),
+        # Back to QUEUED / PENDING_RESOURCES: a retry, a lost job, a storage hiccup.
+        TaskState.SUBMITTING: frozenset(
+            {
+                TaskState.SUBMITTED,
+                TaskState.QUEUED,
+                TaskState.PENDING_RESOURCES,
+                TaskState.FAILED,
+                TaskState.CANCELED,
+                TaskState.RUNNING,
+                TaskState.SUCCEEDED,
+            }
+        ),
+        TaskState.SUBMITTED: frozenset(
+            {
+                TaskState.RUNNING,
+                TaskState.SUCCEEDED,
+                TaskState.FAILED,
+                TaskState.CANCELED,
+                TaskState.PENDING_RESOURCES,
+                TaskState.QUEUED,
+            }
+        ),
+        TaskState.RUNNING: frozenset(
+            {TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELED, TaskState.PENDING_RESOURCES, TaskState.QUEUED}
+        ),
+        TaskState.SUCCEEDED: frozenset(),
+        TaskState.FAILED: frozenset(),
+        TaskState.CANCELED: frozenset(),
     },
     Role.PERSON: {
         # Cancel what has not reached Ray; an active task is stopped through cancel_requested_at.
-        S.QUEUED: frozenset({S.CANCELED}),
-        S.PENDING_RESOURCES: frozenset({S.CANCELED}),
+        TaskState.QUEUED: frozenset(
+            {
+                TaskState.CANCELED,
+            }
+        ),
+        TaskState.PENDING_RESOURCES: frozenset(
+            {
+                TaskState.CANCELED,
+            }
+        ),
         # Requeue what has ended (not SUCCEEDED: submit it again instead).
-        S.FAILED: frozenset({S.QUEUED}),
-        S.CANCELED: frozenset({S.QUEUED}),
+        TaskState.FAILED: frozenset(
+            {
+                TaskState.QUEUED,
+            }
+        ),
+        TaskState.CANCELED: frozenset(
+            {
+                TaskState.QUEUED,
+            }
+        ),
     },
 }
 # The scheduler's moves that start or schedule more work: refused while a cancel is pending,
 # in the same conditional UPDATE, so that a cancel landing mid-tick is never lost.
-NOT_WHILE_CANCELING = frozenset({S.QUEUED, S.PENDING_RESOURCES, S.SUBMITTING})
+NOT_WHILE_CANCELING = frozenset(
+    {
+        TaskState.QUEUED,
+        TaskState.PENDING_RESOURCES,
+        TaskState.SUBMITTING,
+    }
+)
 
 
 class Workload(models.TextChoices):

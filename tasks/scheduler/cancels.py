@@ -14,8 +14,6 @@ from tasks.scheduler.steps import Budget, guarded
 from tasks.scheduler.stops import request_stop, resend_due, send_stop
 from tasks.scheduler.sync import latest_attempts
 
-S = TaskState
-
 
 def stop_canceled(ray: RayClient, budget: Budget) -> None:
     # Read afresh, not from the tick's first look: a cancel may have landed since.
@@ -35,4 +33,4 @@ def stop_canceled(ray: RayClient, budget: Budget) -> None:
 
 
 def _cancel_waiting(task: Task) -> None:
-    task.transition(S.CANCELED, role=Role.SCHEDULER, actor=ACTOR, message="Canceled before it reached Ray.")
+    task.transition(TaskState.CANCELED, role=Role.SCHEDULER, actor=ACTOR, message="Canceled before it reached Ray.")

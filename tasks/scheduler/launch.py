@@ -53,7 +53,6 @@ from tasks.scheduler.steps import Budget, guarded
 from tasks.scheduler.storage import bounded
 from tasks.specs.builders import build_argv
 
-S = TaskState
 logger = logging.getLogger(__name__)
 
 
@@ -144,7 +143,7 @@ def admit(ray: RayClient, cluster: ClusterView, budget: Budget, submitted: list[
     # Only the reasons and estimates that changed: in a steady queue that is none, and no UPDATE
     # naming every waiting task runs each tick (bench/tick.py).
     changed = {pk: reason for pk, reason in decision.waiting.items() if rows[pk].pending_reason != reason[:500]}
-    _write_reasons(changed, {pk for pk in decision.short if rows[pk].state == S.QUEUED})
+    _write_reasons(changed, {pk for pk in decision.short if rows[pk].state == TaskState.QUEUED})
     _write_estimates(rows, decision.estimates)
     _withdraw_unserved(rows, users, free, holders, caps, now)
     for victim, beneficiary in decision.preempt.items():
@@ -269,7 +268,10 @@ def running_now(now: datetime) -> list[admission.Running]:
                 task.priority_rank,
                 # Only a task that runs has anything to resume from; one still on its way to
                 # Ray is not worth stopping.
-                task.preemptible and task.state == S.RUNNING and task.cancel_requested_at is None and not settling_in,
+                task.preemptible
+                and task.state == TaskState.RUNNING
+                and task.cancel_requested_at is None
+                and not settling_in,
                 started.timestamp(),
                 stopping,
             )
@@ -323,18 +325,18 @@ def _write_reasons(reasons: dict[int, str], to_pending: set[int]) -> None:
             check_fence()
             moving = list(
                 Task.objects.select_for_update()
-                .filter(pk__in=batch, state=S.QUEUED)
+                .filter(pk__in=batch, state=TaskState.QUEUED)
                 .values_list("pk", "pending_reason")
             )
-            Task.objects.filter(pk__in=[pk for pk, _ in moving], state=S.QUEUED).update(
-                state=S.PENDING_RESOURCES, updated_at=now
+            Task.objects.filter(pk__in=[pk for pk, _ in moving], state=TaskState.QUEUED).update(
+                state=TaskState.PENDING_RESOURCES, updated_at=now
             )
             Event.objects.bulk_create(
                 Event(
                     task_id=pk,
                     kind=EventKind.STATE_TRANSITION,
-                    from_state=S.QUEUED,
-                    to_state=S.PENDING_RESOURCES,
+                    from_state=TaskState.QUEUED,
+                    to_state=TaskState.PENDING_RESOURCES,
                     actor=ACTOR,
                     message=f"Waiting for resources: {reason}",
                     created_at=now,
@@ -361,7 +363,7 @@ def start_attempt(ray: RayClient, task: Task, placement: dict[str, int]) -> bool
                 log_path=str(driver_log_path(task.user.username, submission_id)),
             )
             task.transition(
-                S.SUBMITTING,
+                TaskState.SUBMITTING,
                 role=Role.SCHEDULER,
                 actor=ACTOR,
                 attempt=attempt,
@@ -434,7 +436,7 @@ def mark_submitted(task: Task, attempt: Attempt, note: str) -> None:
     Attempt.objects.filter(pk=attempt.pk, submitted_at=None).update(submitted_at=now)
     attempt.submitted_at = attempt.submitted_at or now
     task.transition(
-        S.SUBMITTED,
+        TaskState.SUBMITTED,
         role=Role.SCHEDULER,
         kind=EventKind.SUBMIT,
         actor=ACTOR,

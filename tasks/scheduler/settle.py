@@ -22,8 +22,6 @@ from django.utils import timezone
 from tasks.models import ACTIVE_STATES, Attempt, EventKind, FailureKind, Role, StaleState, Task, TaskState
 from tasks.scheduler.failures import INSUFFICIENT, trim
 
-S = TaskState
-F = FailureKind
 ACTOR = Role.SCHEDULER.value
 STOPPED_OUTSIDE = "the Ray job was stopped outside Argus"
 
@@ -71,9 +69,9 @@ def settle(task: Task, attempt: Attempt, outcome: Outcome) -> Task:
             raise StaleState(f"{fresh.task_id} is {fresh.state}, not on Ray")
         if outcome.stopped and not outcome.failure and fresh.cancel_requested_at is None:
             # Nobody asked Argus to stop it: a failure, recorded so that max_retries counts it.
-            outcome = replace(outcome, failure=F.UNKNOWN, line=outcome.line or STOPPED_OUTSIDE)
+            outcome = replace(outcome, failure=FailureKind.UNKNOWN, line=outcome.line or STOPPED_OUTSIDE)
         _end_attempt(attempt, outcome)
-        if outcome.failure == F.NODE_FAILURE:
+        if outcome.failure == FailureKind.NODE_FAILURE:
             outcome = replace(outcome, nodes=tuple(sorted({*_dead_nodes(fresh), *outcome.nodes})))
         move = next_move(fresh, attempt, outcome, _failure_counts(fresh))
         data = {**move.data, **({"failure_kind": outcome.failure} if outcome.failure else {})}
@@ -140,29 +138,29 @@ class AfterFailure:
 FAILS = AfterFailure(None)
 # Failures of the program itself: retried up to the spec's max_retries.
 COUNTED = AfterFailure(
-    S.QUEUED,
+    TaskState.QUEUED,
     limit="max_retries",
     message="Attempt {number} failed ({kind}); retry {count} of {limit}.",
     reason="retrying after a failure: {line}",
 )
 AFTER_FAILURE: dict[str, AfterFailure] = {
     # What the user asked for is wrong, or its time is up: a retry would only repeat it.
-    F.USER_ERROR: FAILS,
-    F.TIME_LIMIT: FAILS,
-    F.RUNTIME_ERROR: COUNTED,
-    F.UNKNOWN: COUNTED,
-    F.STALLED: COUNTED,
-    F.INCOMPLETE: COUNTED,
+    FailureKind.USER_ERROR: FAILS,
+    FailureKind.TIME_LIMIT: FAILS,
+    FailureKind.RUNTIME_ERROR: COUNTED,
+    FailureKind.UNKNOWN: COUNTED,
+    FailureKind.STALLED: COUNTED,
+    FailureKind.INCOMPLETE: COUNTED,
     # Its place in the queue is its submission time: it goes back where it was.
-    F.PREEMPTED: AfterFailure(
-        S.QUEUED,
+    FailureKind.PREEMPTED: AfterFailure(
+        TaskState.QUEUED,
         message="Attempt {number} was preempted ({line}); back in the queue in its place.",
         reason="preempted for a task of higher priority; it resumes from its checkpoint when room frees",
     ),
     # In its place, at once: the task did nothing wrong, and the dead node is out of the plan
     # already (Ray lists it dead; a rejoining node comes back as a new one).
-    F.NODE_FAILURE: AfterFailure(
-        S.QUEUED,
+    FailureKind.NODE_FAILURE: AfterFailure(
+        TaskState.QUEUED,
         limit="ARGUS_NODE_FAILURE_RETRIES",
         message="Attempt {number} ended with its node ({line}); back in the queue in its place ({count} of {limit}).",
         reason="requeued after a node it ran on died; it resumes from its checkpoint",
@@ -171,22 +169,22 @@ AFTER_FAILURE: dict[str, AfterFailure] = {
             "({limit}). The last: {line}."
         ),
     ),
-    F.LOST: AfterFailure(
-        S.QUEUED,
+    FailureKind.LOST: AfterFailure(
+        TaskState.QUEUED,
         limit="ARGUS_LOST_RETRIES",
         message="Ray lost attempt {number}; requeued ({count} of {limit}).",
         reason="requeued after Ray lost the job",
         gave_up="Ray lost the job {count} times (the head restarted?); giving up after ARGUS_LOST_RETRIES.",
     ),
     # Conditions of the cluster or its storage: wait, and try again, for as long as it takes.
-    F.INSUFFICIENT_RESOURCES: AfterFailure(
-        S.PENDING_RESOURCES,
+    FailureKind.INSUFFICIENT_RESOURCES: AfterFailure(
+        TaskState.PENDING_RESOURCES,
         backoff=True,
         message="Attempt {number} hit a resource shortage",
         reason="{shortage} ({line})",
     ),
-    F.STORAGE_ERROR: AfterFailure(
-        S.QUEUED,
+    FailureKind.STORAGE_ERROR: AfterFailure(
+        TaskState.QUEUED,
         backoff=True,
         message="Attempt {number} could not be prepared ({line})",
         reason="the job folder could not be written ({line})",
@@ -199,11 +197,11 @@ def next_move(task: Task, attempt: Attempt, outcome: Outcome, counts: Counter[st
     failures so far (this one included): success, a pending cancel, then ``AFTER_FAILURE``."""
     number = attempt.attempt_no
     if outcome.succeeded:
-        return Move(S.SUCCEEDED, "The Ray job succeeded.")
+        return Move(TaskState.SUCCEEDED, "The Ray job succeeded.")
     if task.cancel_requested_at is not None:
         why = outcome.line if outcome.stopped else f"attempt {number} ended ({outcome.failure})"
-        return Move(S.CANCELED, f"Canceled: {why or 'stopped on Ray as requested'}.")
-    kind = outcome.failure or F.UNKNOWN
+        return Move(TaskState.CANCELED, f"Canceled: {why or 'stopped on Ray as requested'}.")
+    kind = outcome.failure or FailureKind.UNKNOWN
     line = outcome.line or (STOPPED_OUTSIDE if outcome.stopped else "")
     rule = AFTER_FAILURE.get(kind, COUNTED)
     own = f"Attempt {number} failed ({kind}): {line or 'no error message'}. See the log."
@@ -237,7 +235,7 @@ def _repeats(rule: AfterFailure, kind: str, counts: Counter[str], task: Task) ->
 
 
 def _failed(summary: str) -> Move:
-    return Move(S.FAILED, summary, changes={"error_summary": summary[:2000]})
+    return Move(TaskState.FAILED, summary, changes={"error_summary": summary[:2000]})
 
 
 def _backoff(to: str, repeats: int, what: str, why: str) -> Move:

@@ -28,7 +28,6 @@ from tasks.scheduler.steps import Budget, guarded
 from tasks.scheduler.storage import bounded
 from tasks.scheduler.watch import catch_up, read_tail, watch
 
-S = TaskState
 LOG_TAIL_BYTES = 64 * 1024
 logger = logging.getLogger(__name__)
 
@@ -95,7 +94,7 @@ def follow(ray: RayClient, task: Task, attempt: Attempt, cluster: ClusterView | 
             # it ended as Argus meant it to.
             settle(task, attempt, Outcome(failure=attempt.stop_reason, line=attempt.stop_line, stopped=True))
             return True
-        if task.state != S.SUBMITTING:
+        if task.state != TaskState.SUBMITTING:
             # Charged until it was last seen alive, not until Ray came back.
             ended_at = attempt.last_seen_at or attempt.start_time
             settle(task, attempt, Outcome(failure=FailureKind.LOST, message=LOST_MESSAGE, ended_at=ended_at))
@@ -105,11 +104,11 @@ def follow(ray: RayClient, task: Task, attempt: Attempt, cluster: ClusterView | 
             return True
         submit_attempt(ray, task, attempt)  # an interrupted submission: send it (same id)
         return False
-    if task.state == S.SUBMITTING:
+    if task.state == TaskState.SUBMITTING:
         mark_submitted(task, attempt, note="Found on Ray after an interrupted submission.")
     if apply_status(task, attempt, job, cluster):
         return True
-    if task.state == S.RUNNING:
+    if task.state == TaskState.RUNNING:
         watch(ray, task, attempt)  # what Ray cannot see: a time limit, a hang, a placement never given
     return False
 
@@ -157,8 +156,10 @@ def apply_status(task: Task, attempt: Attempt, job: JobDetails, cluster: Cluster
         )
 
     if status == JobStatus.RUNNING:
-        if task.state == S.SUBMITTED:
-            task.transition(S.RUNNING, role=Role.SCHEDULER, actor=ACTOR, attempt=attempt, message="Running on Ray.")
+        if task.state == TaskState.SUBMITTED:
+            task.transition(
+                TaskState.RUNNING, role=Role.SCHEDULER, actor=ACTOR, attempt=attempt, message="Running on Ray."
+            )
         return False
     ended_at = _ms(job.end_time)
     if status in (JobStatus.STOPPED, JobStatus.FAILED) and attempt.stop_reason:
