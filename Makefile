@@ -8,13 +8,11 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test test-fast test-ray test-browser test-postgres lint venv clean-venv
 
-# pytest-xdist workers: one per core, at most 4. Each worker has its own test database; beyond
-# 4 the workers' start-up (Django, the migrations) costs more than it saves, and each one that
-# runs Ray tests starts its own cluster (~1.2 GB). XDIST=0 runs in this process, serially.
-XDIST ?= $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 )))
-# loadgroup: the tests sharing the session's Ray cluster stay on one worker (one cluster), each
-# node-pool module on one (its pool is module-scoped), the chaos run alone; the rest spread
-# (tests/conftest.py sets the groups).
+# pytest-xdist workers: one per core, at most 4 (each has its own test database; beyond 4 their
+# start-up costs more than it saves). XDIST=0 runs in this process. Real Ray gets fewer
+# (RAY_XDIST, one per 2 cores): scripts/pytest-tiers.sh says why.
+export XDIST ?= $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 )))
+export RAY_XDIST ?= $(shell n=$$(( $$(nproc) / 2 )); echo $$(( n < 2 ? 0 : n < 4 ? n : 4 )))
 PARALLEL := -n $(XDIST) --dist loadgroup
 
 $(PY):
@@ -38,11 +36,12 @@ lint: venv
 	@mkdir -p var  # the default SQLite file lives there; makemigrations opens it
 	ARGUS_DEBUG=1 $(PY) manage.py makemigrations --check --dry-run >/dev/null
 
-# Every tier (pytest.ini lists them; tests/conftest.py puts each test in one).
+# Every tier (pytest.ini lists them; tests/conftest.py puts each test in one), in two parallel
+# runs: what needs no real Ray, then what does.
 test: venv
 	bash scripts/ensure-test-deps.sh
 	$(MAKE) lint
-	$(VENV)/bin/pytest $(PARALLEL) $(PYTEST_ARGS)
+	bash scripts/pytest-tiers.sh $(PYTEST_ARGS)
 
 # The unit tier: no real Ray, no browser, no node pool.
 test-fast: venv
@@ -50,7 +49,7 @@ test-fast: venv
 
 # Real Ray: the scheduler on a cluster, the node pool, the chaos run.
 test-ray: venv
-	$(VENV)/bin/pytest $(PARALLEL) -m ray $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(RAY_XDIST) --dist loadgroup -m ray $(PYTEST_ARGS)
 
 test-browser: venv
 	bash scripts/ensure-test-deps.sh
@@ -63,7 +62,7 @@ test-browser: venv
 # the same code paths test_qcluster covers on both). Each xdist worker gets its own database on
 # the one server (pytest-django suffixes its name with the worker's id).
 test-postgres: venv
-	bash scripts/with-postgres.sh $(VENV)/bin/pytest $(PARALLEL) --ignore=tests/raypool --ignore=tests/web \
+	bash scripts/with-postgres.sh bash scripts/pytest-tiers.sh --ignore=tests/raypool --ignore=tests/web \
 		--ignore=tests/cli --ignore=tests/scheduler/test_chaos.py --ignore=tests/test_schemathesis.py $(PYTEST_ARGS)
 
 run: venv
