@@ -1,11 +1,19 @@
-# Two commands matter: `make run` (the whole system locally) and `make test`.
+# Two commands matter: `make run` (the whole system locally) and `make test` (every tier).
+# `make test-fast` runs the unit tier alone, in parallel: a minute or two, for while you work.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-postgres lint venv clean-venv
+.PHONY: run test test-fast test-ray test-browser test-postgres lint venv clean-venv
+
+# pytest-xdist workers: one per core, at most 4 (each has its own test database; beyond 4 their
+# start-up costs more than it saves). XDIST=0 runs in this process. Real Ray gets fewer
+# (RAY_XDIST, one per 2 cores): scripts/pytest-tiers.sh says why.
+export XDIST ?= $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 )))
+export RAY_XDIST ?= $(shell n=$$(( $$(nproc) / 2 )); echo $$(( n < 2 ? 0 : n < 4 ? n : 4 )))
+PARALLEL := -n $(XDIST) --dist loadgroup
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -28,18 +36,33 @@ lint: venv
 	@mkdir -p var  # the default SQLite file lives there; makemigrations opens it
 	ARGUS_DEBUG=1 $(PY) manage.py makemigrations --check --dry-run >/dev/null
 
+# Every tier (pytest.ini lists them; tests/conftest.py puts each test in one), in two parallel
+# runs: what needs no real Ray, then what does.
 test: venv
 	bash scripts/ensure-test-deps.sh
 	$(MAKE) lint
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	bash scripts/pytest-tiers.sh $(PYTEST_ARGS)
+
+# The unit tier: no real Ray, no browser, no node pool.
+test-fast: venv
+	$(VENV)/bin/pytest $(PARALLEL) -m unit $(PYTEST_ARGS)
+
+# Real Ray: the scheduler on a cluster, the node pool, the chaos run.
+test-ray: venv
+	$(VENV)/bin/pytest -n $(RAY_XDIST) --dist loadgroup -m ray $(PYTEST_ARGS)
+
+test-browser: venv
+	bash scripts/ensure-test-deps.sh
+	$(VENV)/bin/pytest $(PARALLEL) -m browser $(PYTEST_ARGS)
 
 # The suite again on a throwaway PostgreSQL (installed when missing), for what the database
 # decides: queries, locks, constraints, the scheduler on real Ray. What runs once, in `make test`:
 # the node pool (no database), the browser, the CLI and the schema fuzzing (they drive the same
 # API through HTTP; the API's own tests run on both), and the chaos run (4 minutes; its locks are
-# the same code paths test_qcluster covers on both). CI runs both targets in about 30 minutes.
+# the same code paths test_qcluster covers on both). Each xdist worker gets its own database on
+# the one server (pytest-django suffixes its name with the worker's id).
 test-postgres: venv
-	bash scripts/with-postgres.sh $(VENV)/bin/pytest --ignore=tests/raypool --ignore=tests/web \
+	bash scripts/with-postgres.sh bash scripts/pytest-tiers.sh --ignore=tests/raypool --ignore=tests/web \
 		--ignore=tests/cli --ignore=tests/scheduler/test_chaos.py --ignore=tests/test_schemathesis.py $(PYTEST_ARGS)
 
 run: venv

@@ -1,4 +1,5 @@
-"""Named users built in Python (alice, bob, an admin) and API clients that act as them."""
+"""Named users built in Python (alice, bob, an admin) and API clients that act as them; and the
+test tiers, applied here so that nobody has to remember a marker."""
 
 from __future__ import annotations
 
@@ -14,6 +15,52 @@ from accounts.limits import set_limits
 from accounts.models import ApiToken
 from tasks.models import Task
 from tasks.submit import create_task
+
+# --- Tiers ---------------------------------------------------------------------------------------
+# Each test is in exactly one tier, by its directory or the fixtures it uses (pytest.ini says
+# what each costs; `make test-fast` runs `unit`, `make test` all of them):
+#   unit     no real Ray, no browser, no node pool: the test database, fake Ray, live_server and
+#            short-lived processes (manage.py, the argus CLI)
+#   ray      a real local Ray cluster (tests/scheduler/, or a cluster fixture)
+#   pool     tests/raypool's real supervisord node pool, on real Ray (also marked ray)
+#   chaos    the 4-minute chaos run (also marked ray)
+#   browser  Chromium through Playwright
+#   fuzz     schemathesis against the API's own schema (about 2 minutes, one test)
+RAY_FIXTURES = {"ray_cluster", "on_ray", "own_cluster"}
+BROWSER_FIXTURES = {"browser", "page", "signed_in_page"}
+CHAOS_MODULES = {"tests/scheduler/test_chaos.py"}
+FUZZ_MODULES = {"tests/test_schemathesis.py"}
+
+
+def tier_of(item: pytest.Item) -> str:
+    path = Path(str(item.path)).relative_to(Path(__file__).resolve().parent.parent).as_posix()
+    fixtures = set(getattr(item, "fixturenames", ()))
+    if path in CHAOS_MODULES:
+        return "chaos"
+    if path in FUZZ_MODULES:
+        return "fuzz"
+    if path.startswith("tests/raypool/") and item.get_closest_marker("ray"):
+        return "pool"
+    if fixtures & BROWSER_FIXTURES or item.get_closest_marker("browser"):
+        return "browser"
+    if path.startswith("tests/scheduler/") or fixtures & RAY_FIXTURES or item.get_closest_marker("ray"):
+        return "ray"
+    return "unit"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = tier_of(item)
+        item.add_marker(tier)
+        if tier in ("pool", "chaos"):
+            item.add_marker("ray")
+        # Under pytest-xdist's --dist loadgroup: the tests sharing the session's Ray cluster run
+        # on one worker (a cluster per worker would cost ~1.2 GB and its start-up each), a node
+        # pool module on one worker (its pool is module-scoped), the chaos run alone.
+        if "ray_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("ray_cluster"))
+        elif tier in ("pool", "chaos"):
+            item.add_marker(pytest.mark.xdist_group(f"{tier}:{item.path.name}"))
 
 
 @pytest.fixture(autouse=True)

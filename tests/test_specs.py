@@ -614,7 +614,8 @@ def test_it_refuses_tilde_paths(data: Path, argument: str) -> None:
 
 
 def test_it_allows_hydra_deletions_with_tilde(data: Path) -> None:
-    parse_spec(advanced(f"{ENTRY} ~trainer.val_before_train"), username="alice")
+    spec = parse_spec(advanced(f"{ENTRY} ~trainer.val_before_train"), username="alice")
+    assert spec.resolved["command"].endswith(" ~trainer.val_before_train")  # passed on to Hydra as written
 
 
 @pytest.mark.parametrize(
@@ -636,7 +637,11 @@ def test_it_checks_input_overrides_like_basic_paths(data: Path) -> None:
 
 def test_it_accepts_hydra_lists_of_allowed_inputs(data: Path) -> None:
     files = f"{data}/datasets/gsm8k/train.parquet,'$HOME/common/datasets/gsm8k/test.parquet'"
-    parse_spec(advanced(f"{ENTRY} data.train_files=[{files}] model.path=$HOME/models/tiny"), username="alice")
+    spec = parse_spec(advanced(f"{ENTRY} data.train_files=[{files}] model.path=$HOME/models/tiny"), username="alice")
+    # The list passes on as a list, each item resolved ($HOME/common is the shared folder itself).
+    gsm8k = data / "datasets" / "gsm8k"
+    assert f"data.train_files=[{gsm8k}/train.parquet,'{gsm8k}/test.parquet']" in spec.resolved["command"]
+    assert f"model.path={data}/users/alice/models/tiny" in spec.resolved["command"]
 
 
 @pytest.mark.parametrize(
@@ -796,7 +801,9 @@ def test_it_accepts_a_config_name_and_a_readable_config_dir(data: Path) -> None:
     command = (
         f"python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer --config-dir=$HOME/code/conf {ENTRY[32:]}"
     )
-    parse_spec(advanced(command), username="alice")
+    spec = parse_spec(advanced(command), username="alice")
+    conf = data / "users" / "alice" / "code" / "conf"
+    assert f"--config-name=ppo_megatron_trainer --config-dir={conf} " in spec.resolved["command"]
 
 
 @pytest.mark.parametrize(
@@ -827,7 +834,11 @@ def test_it_refuses_an_output_folder_that_leaves_jobs_through_a_symlink(data: Pa
 
 def test_it_accepts_output_folders_in_the_jobs_folder(data: Path) -> None:
     command = f"{ENTRY} trainer.default_local_dir=$HOME/jobs/run1/ckpt hydra.run.dir=$HOME/jobs/run1/hydra"
-    parse_spec(advanced(command + " hydra.output_subdir=.hydra"), username="alice")
+    spec = parse_spec(advanced(command + " hydra.output_subdir=.hydra"), username="alice")
+    jobs = data / "users" / "alice" / "jobs"
+    assert spec.resolved["command"].endswith(
+        f"trainer.default_local_dir={jobs}/run1/ckpt hydra.run.dir={jobs}/run1/hydra hydra.output_subdir=.hydra"
+    )
 
 
 @pytest.mark.parametrize(

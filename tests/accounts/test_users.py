@@ -31,8 +31,13 @@ INVALID_NAMES = [
 
 
 @pytest.mark.parametrize("username", VALID_NAMES)
-def test_it_accepts_safe_usernames(username):
+def test_it_accepts_safe_usernames(username, shared_root, db):
     users.validate_username(username)
+    # Safe as a directory name: the user is created with a home of that very name, inside the root.
+    users.create_user(username)
+    home = shared_root / "users" / username
+    assert home.is_dir() and home.resolve().parent == (shared_root / "users").resolve()
+    assert User.objects.filter(username=username).exists()
 
 
 @pytest.mark.parametrize("username", INVALID_NAMES)

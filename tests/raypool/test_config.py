@@ -88,4 +88,7 @@ def test_resources_keep_whole_numbers_whole() -> None:
 
 
 def test_the_node_ip_is_detected_as_an_address() -> None:
-    ipaddress.ip_address(detect_node_ip())
+    address = ipaddress.ip_address(detect_node_ip())
+    # An IPv4 address other hosts could reach, or loopback when the host has no route at all.
+    assert address.version == 4
+    assert not address.is_unspecified and not address.is_multicast

@@ -31,6 +31,8 @@ pytestmark = pytest.mark.ray
 
 # Fast loops for the tests; bench/raypool_times.py measures with the defaults (5 s / 10 s).
 SETTINGS = {"ARGUS_REFRESH_S": "1", "ARGUS_TTL_S": "10", "ARGUS_POLL_S": "1"}
+# What a watchdog logs when it starts waiting for a head (raypool/watchdog.py).
+WAITING = "no fresh record of a live head in"
 
 
 @pytest.fixture(scope="module")
@@ -180,11 +182,19 @@ def test_workers_follow_the_head_to_other_ports(pool: Pool, timings: dict[str, f
     supervisord = old_head.process.pid
 
     stopped_at = time.monotonic()
+    waits_before = [w.log_file.read_text().count(WAITING) for w in workers(pool)]
     old_head.stop()
     assert not alive(supervisord)
     # A head that stops withdraws its record: workers wait instead of rejoining a dead head.
     assert read_head(pool.head_file) is not None and read_fresh_head(pool.head_file) is None
-    time.sleep(3)  # several polls with no fresh head: the watchdogs wait, they do not crash
+
+    # Each watchdog has seen the head gone and chosen to wait (it logs that once, on the change):
+    # they wait, they do not crash.
+    def all_waiting() -> bool:
+        waits = [w.log_file.read_text().count(WAITING) for w in workers(pool)]
+        return all(now > before for now, before in zip(waits, waits_before, strict=True))
+
+    wait_for("each watchdog to wait for a new head", all_waiting, 60, interval=0.2)
     assert [w.program_pid() for w in workers(pool)] == watchdogs
 
     new_head = pool.add_head("h2")

@@ -11,6 +11,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 
 import pytest
 
@@ -20,10 +21,8 @@ from tests.raypool.pool import Pool, wait_for, worker_nodes
 pytestmark = pytest.mark.ray
 
 # Fast loops, as in test_pool.py: a refresh every second, a record fresh for ten.
-SETTINGS = {"ARGUS_REFRESH_S": "1", "ARGUS_TTL_S": "10", "ARGUS_POLL_S": "1"}
-# Longer than the TTL, so that a head that stopped refreshing, or a record flipped even once,
-# would show.
-WATCH_S = 15.0
+REFRESH_S, TTL_S = 1, 10
+SETTINGS = {"ARGUS_REFRESH_S": str(REFRESH_S), "ARGUS_TTL_S": str(TTL_S), "ARGUS_POLL_S": "1"}
 
 
 @pytest.fixture
@@ -79,19 +78,29 @@ def test_a_second_head_with_the_same_cluster_name_stands_by(pool: Pool, timings:
     raynode_second = second.program_pid()
     assert raynode_second
 
+    # Watched until the record the second head saw has expired, by the first head's own refreshes,
+    # and both heads have looked twice more since (each looks every REFRESH_S): by then a head
+    # that stopped refreshing, a record flipped even once, or a standby head taking over an
+    # expired record would show. Bounded by those refreshes, not by a window of wall time.
+    at_standby = read_head(pool.head_file)
+    assert at_standby is not None
+    past = at_standby.expires_at + timedelta(seconds=2 * REFRESH_S)
     seen: list[HeadRecord | None] = []
     stale = 0
-    end = time.monotonic() + WATCH_S
-    while time.monotonic() < end:
+
+    def watched_past_the_ttl() -> bool:
+        nonlocal stale
         record = read_head(pool.head_file)
         seen.append(record)
         stale += record is None or not record.is_fresh()
-        time.sleep(0.2)
+        return record is not None and record.updated_at >= past
+
+    wait_for("the first head's refreshes past the TTL of the record the second saw", watched_past_the_ttl, 60, 0.2)
     assert all(r is not None and r.head_id == published.head_id for r in seen), "head.json names the first head"
     assert all(r is not None and r.gcs_port == published.gcs_port for r in seen)
     assert stale == 0, "and is always fresh"
     refreshes = {r.updated_at for r in seen if r is not None}
-    assert len(refreshes) >= WATCH_S / 2, f"the first head kept refreshing its record: {len(refreshes)} refreshes"
+    assert len(refreshes) >= TTL_S / 2, f"the first head kept refreshing its record: {len(refreshes)} refreshes"
 
     assert second.program_pid() == raynode_second, "the second head waits: no exit, no restart"
     assert second.ray_start_pid() == 0, "and starts no Ray while it waits"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 from django_q.models import Schedule
@@ -26,9 +27,15 @@ def wait(predicate, timeout: float) -> None:
     raise AssertionError(f"timed out after {timeout}s")
 
 
-def test_qcluster_dispatches_on_submit_and_hands_gpus_over(alice, submit, on_ray, qcluster):
+def wait_running(log: Path) -> None:
+    """Until the qcluster writing ``log`` says it runs: what follows measures its reactions,
+    not its start-up."""
+    wait(lambda: log.exists() and "running." in log.read_text(), 60)
+
+
+def test_qcluster_dispatches_on_submit_and_hands_gpus_over(alice, submit, on_ray, qcluster, tmp_path):
     client = JobSubmissionClient(on_ray.job_server_url)
-    time.sleep(3)  # qcluster's start-up
+    wait_running(tmp_path / "qcluster-0.log")
     first = submit(alice, standin_spec(nnodes=2, gpus=4, steps=3, step_s=0.3))
     second = submit(alice, standin_spec(nnodes=2, gpus=4, steps=2, step_s=0.1))
     wait(lambda: state_of(first) in (TaskState.SUBMITTED, TaskState.RUNNING, TaskState.SUCCEEDED), 15)
@@ -43,11 +50,11 @@ def test_qcluster_dispatches_on_submit_and_hands_gpus_over(alice, submit, on_ray
 
 
 def test_a_scheduler_killed_mid_submission_loses_nothing_and_submits_nothing_twice(
-    alice, submit, on_ray, start_qcluster
+    alice, submit, on_ray, start_qcluster, tmp_path
 ):
     client = JobSubmissionClient(on_ray.job_server_url)
     first = start_qcluster()
-    time.sleep(3)
+    wait_running(tmp_path / "qcluster-0.log")
     tasks = [submit(alice, standin_spec(gpus=1, steps=2, step_s=0.1)) for _ in range(6)]
     # The moment the first attempt row exists, the scheduler is in the middle of submitting:
     # kill it whole, as a crashed container would be.

@@ -1,6 +1,6 @@
 """The stand-in trainer's checkpoints, hangs and crashes on a real Ray cluster, submitted as
 tasks/scheduler/launch.py submits (the driver wrapper, a worker node), and read back through
-tasks/scheduler/driverlog.py as the scheduler will read them."""
+tasks/logs/driverlog.py as the scheduler will read them."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from ray.job_submission import JobStatus, JobSubmissionClient
 from raypool.config import WORKER_RESOURCE
 from tasks.logs.driverlog import ResumeInfo, placement_stuck, read_new, resumed_from
 from tasks.logs.lines import clean_lines
-from tests.ray_cluster import LocalRayCluster, infeasible_request
+from tests.ray_cluster import LocalRayCluster, infeasible_request, wait_for
 
 pytestmark = pytest.mark.ray
 
@@ -121,9 +121,17 @@ def test_a_stalled_run_stays_running_and_its_log_stops_growing(on_ray, tmp_path)
     job = submit(on_ray, log, "+standin.steps=8", "+standin.step_s=0.1", "+standin.stall_after=2")
     try:
         follow(log, lambda text: any(line.startswith("step:2 - ") for line in clean_lines(text)))
-        time.sleep(1)  # Ray's log monitor may still be passing the duplicate of step 2's line
+
+        # On one host Ray passes each actor line once per node: step 2's line has come through
+        # every node that passed step 1's, so what the run printed before its stall is all here.
+        def lines(step: int) -> int:
+            return sum(line.startswith(f"step:{step} - ") for line in clean_lines(log.read_text()))
+
+        wait_for(lambda: lines(2) >= lines(1) > 0, 60, "step 2's line from every node")
         offset = log.stat().st_size
-        time.sleep(3)
+        # Unstalled, the run prints steps 3 to 8 one step_s apart; ten steps' time for them to show
+        # (well under the 2 s no test sleeps: the condition is the run's own pace, not a window).
+        time.sleep(10 * 0.1)
         assert read_new(log, offset, 4096) == ("", offset, False)
         assert JobSubmissionClient(on_ray.job_server_url).get_job_status(job) == JobStatus.RUNNING
         assert steps_in(log) == [1, 2]

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from webhooks.ssrf import RefusedURL, check_url
+from webhooks.ssrf import RefusedURL, check_url, checked_addresses
 
 
 @pytest.fixture(autouse=True)
@@ -37,8 +37,11 @@ def test_it_refuses(url, why):
 
 
 def test_it_accepts_a_public_address():
-    check_url("https://93.184.215.14/hooks/argus")
+    check_url("https://93.184.215.14/hooks/argus")  # raises RefusedURL on a refusal
     check_url("http://[2606:4700::1111]:8080/x")
+    # What must hold: the delivery connects to exactly the public address checked.
+    assert checked_addresses("93.184.215.14", 443) == ["93.184.215.14"]
+    assert checked_addresses("2606:4700::1111", 8080) == ["2606:4700::1111"]
 
 
 def test_an_allowed_host_may_be_internal(settings):
