@@ -321,11 +321,17 @@ class Task(models.Model):
 SUBMISSION_ID = re.compile(r"--a\d{2,}$")
 
 
+# Ray's words for a job that has ended (JobStatus' terminal statuses).
+ENDED_ON_RAY = ("SUCCEEDED", "FAILED", "STOPPED")
+
+
 class AttemptQuerySet(models.QuerySet["Attempt"]):
     def live(self) -> AttemptQuerySet:
-        """Attempts that hold (or may hold) room on Ray: their task is on Ray or on its way, and
-        Argus has not settled them (a settled attempt always has an end time)."""
-        return self.filter(task__state__in=ACTIVE_STATES, end_time=None)
+        """Attempts that hold (or may hold) room on Ray: their task is on Ray or on its way, Argus
+        has not settled them (a settled attempt always has an end time), and Ray has not said
+        their job ended (a failed job's verdict may wait for Ray to name a dead node, while its
+        room is Ray's to give again)."""
+        return self.filter(task__state__in=ACTIVE_STATES, end_time=None).exclude(ray_status__in=ENDED_ON_RAY)
 
 
 class Attempt(models.Model):

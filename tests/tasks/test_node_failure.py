@@ -256,3 +256,20 @@ def test_a_lost_peer_with_no_node_dead_is_the_runs_own_failure_after_the_wait(
     task.refresh_from_db()
     assert attempt.failure_kind == FailureKind.RUNTIME_ERROR
     assert task.state == S.FAILED
+
+
+def test_a_failed_job_awaiting_its_verdict_holds_no_room(alice, bob, make_task, fake_ray, clock, settings):
+    """Found by the chaos run: while a failed job's verdict waits for Ray to name a dead node, Ray
+    gives its room to the next job; the attempt must not count it too (6 GPUs on a 4-GPU node)."""
+    settings.ARGUS_NODE_DEATH_WAIT_S = 45
+    ray = fake_ray([4])
+    task = make_task(alice, max_retries=0, stall_timeout_s=None)
+    attempt = running(ray, task, clock)
+    log(task, attempt, NODE_DIED_LOG)
+    ray.set_status(attempt.ray_submission_id, "FAILED", end_time=int(clock.now.timestamp() * 1000))
+    waiting = make_task(bob, stall_timeout_s=None)
+    tick()
+    assert Attempt.objects.get(pk=attempt.pk).end_time is None  # the verdict waits
+    waiting.refresh_from_db()
+    assert waiting.state == S.SUBMITTED  # the room went to the next task at once
+    assert promised_gpus() == {"n0": 4}  # the next task's alone, not 8 on a 4-GPU node
