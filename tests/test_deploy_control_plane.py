@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -26,7 +27,9 @@ def _start(tmp_path: Path, role: str, **env: str) -> subprocess.Popen:
         "HOME": str(tmp_path),
         "ARGUS_ROLE": role,
         "ARGUS_PYTHON": str(VENV_BIN / "python"),
-        "ARGUS_RUN_DIR": str(tmp_path / f"run-{role}"),
+        # supervisord's socket lives here: an AF_UNIX path has at most 107 bytes, and an xdist
+        # worker's tmp_path (…/popen-gw1/test_the_scheduler_role_runs_q0) leaves too few.
+        "ARGUS_RUN_DIR": tempfile.mkdtemp(prefix=f"argus-{role}-"),
         "ARGUS_SECRET_KEY": "deploy-test",
         "ARGUS_SHARED_ROOT": str(tmp_path / "private"),
         "DATABASE_URL": f"sqlite:///{tmp_path / 'argus.sqlite3'}",
