@@ -36,9 +36,9 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     # The split view serves its start-up script as a file (?script): the CSP refuses inline scripts.
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="swagger-ui"),
-    path("api/v2/", include("accounts.api.urls")),
-    path("api/v2/", include("tasks.api.urls")),
-    path("api/v2/", include("accounts.api.files_urls")),
-    path("api/v2/", include("webhooks.api.urls")),
-    path("", include("argus_site.web_urls")),
+    path("api/v2/", include("accounts.api.urls", namespace="accounts-api")),
+    path("api/v2/", include("tasks.api.urls", namespace="tasks-api")),
+    path("api/v2/", include("accounts.api.files_urls", namespace="files-api")),
+    path("api/v2/", include("webhooks.api.urls", namespace="webhooks-api")),
+    path("", include("argus_site.web_urls", namespace="web")),
 ]

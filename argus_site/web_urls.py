@@ -8,6 +8,8 @@ from django.views.generic import RedirectView
 from accounts.web import views as account_views
 from tasks.web import views as task_views
 
+app_name = "web"
+
 urlpatterns = [
     path("", RedirectView.as_view(url="/tasks/"), name="home"),
     path("login/", account_views.login_view, name="login"),

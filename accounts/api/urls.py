@@ -13,6 +13,8 @@ router.register("users", views.UserViewSet, basename="user")
 router.register(rf"users/(?P<username>{USERNAME_PATTERN})/tokens", views.UserTokenViewSet, basename="user-token")
 router.register("me/tokens", views.MyTokenViewSet, basename="my-token")
 
+app_name = "accounts-api"
+
 urlpatterns = [
     path("me", views.MeView.as_view(), name="me"),
     *router.urls,

@@ -50,7 +50,7 @@ class UserViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         return Response(
             UserSerializer(user).data,
             status=status.HTTP_201_CREATED,
-            headers={"Location": reverse("user-detail", kwargs={"username": user.username})},
+            headers={"Location": reverse("accounts-api:user-detail", kwargs={"username": user.username})},
         )
 
     @extend_schema(

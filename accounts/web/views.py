@@ -161,7 +161,7 @@ def account_view(request: HttpRequest) -> HttpResponse:
             expires_at = timezone.now() + timedelta(days=days) if days else None
             token, issued = ApiToken.issue(user, form.cleaned_data["name"], expires_at=expires_at)
             messages.success(request, f"Token “{token.name}” created.")
-            created = redirect("account")
+            created = redirect("web:account")
             created.set_signed_cookie(
                 NEW_TOKEN_COOKIE,
                 issued,
@@ -199,7 +199,7 @@ def revoke_token_view(request: HttpRequest, pk: int) -> HttpResponse:
         messages.success(request, f"Token “{token.name}” ({token.prefix}…) is revoked; it no longer works.")
     else:
         messages.info(request, f"Token “{token.name}” was already revoked.")
-    return redirect("account")
+    return redirect("web:account")
 
 
 def _locate(request: HttpRequest, params: QueryDict) -> files.Location:

@@ -10,6 +10,8 @@ from tasks.api.views import TaskViewSet
 router = SimpleRouter(trailing_slash=False)
 router.register("tasks", TaskViewSet, basename="task")
 
+app_name = "tasks-api"
+
 urlpatterns = [
     path("queue", QueueView.as_view(), name="queue"),
     path("queue/shares", SharesView.as_view(), name="queue-shares"),

@@ -126,7 +126,7 @@ def task_new_view(request: HttpRequest) -> HttpResponse:
             messages.success(request, f"Task {task.task_id} is queued.")
             for warning in task.warnings:
                 messages.warning(request, warning)
-            return redirect("task-detail", task_id=task.task_id)
+            return redirect("web:task-detail", task_id=task.task_id)
     elif "from" in request.GET:
         # "Copy to a new task" on a task's page: its spec as it was sent, to edit and submit.
         source = Task.objects.visible_to(request.user).filter(task_id=request.GET["from"]).first()
@@ -223,7 +223,7 @@ def task_cancel_view(request: HttpRequest, task_id: str) -> HttpResponse:
             messages.success(
                 request, f"Stop requested: task {task.task_id} becomes Canceled once Ray reports its job stopped."
             )
-    return redirect("task-detail", task_id=task.task_id)
+    return redirect("web:task-detail", task_id=task.task_id)
 
 
 @never_cache

@@ -7,4 +7,6 @@ from webhooks.api.views import WebhookViewSet
 router = SimpleRouter(trailing_slash=False)
 router.register("me/webhooks", WebhookViewSet, basename="my-webhook")
 
+app_name = "webhooks-api"
+
 urlpatterns = router.urls
