@@ -56,18 +56,35 @@ from tasks.specs.builders import build_argv
 logger = logging.getLogger(__name__)
 
 
-def held_nodes(attempt: Attempt | Any) -> dict[str, int]:
+def held_nodes(attempt: Attempt | Any, settling: bool = False) -> dict[str, int]:
     """Where a live attempt holds GPUs, {node: gpus}: where Ray placed it once that is known
-    (Attempt.nodes, read back from Ray), else the room admission promised it."""
-    return {node: int(gpus) for node, gpus in (attempt.nodes or attempt.placement or {}).items()}
+    (Attempt.nodes, read back from Ray), else the room admission promised it.
+
+    ``settling``: some live attempt is not placed yet. Its promise was planned around this one's
+    promise, and Ray may put it in the room this one was promised: until every attempt is
+    placed, a placed one holds both its promise and its real room, so that no third attempt is
+    admitted into room that is about to be taken (seconds, while verl creates its groups)."""
+    real = {node: int(gpus) for node, gpus in (attempt.nodes or {}).items()}
+    promise = {node: int(gpus) for node, gpus in (attempt.placement or {}).items()}
+    if not real:
+        return promise
+    if not settling:
+        return real
+    return {node: max(real.get(node, 0), promise.get(node, 0)) for node in real.keys() | promise.keys()}
+
+
+def live_holdings() -> list[tuple[Attempt, dict[str, int]]]:
+    """Each live attempt with the room it holds (held_nodes), in one query."""
+    attempts = list(Attempt.objects.live().select_related("task__user"))
+    settling = any(not a.nodes for a in attempts)
+    return [(attempt, held_nodes(attempt, settling)) for attempt in attempts]
 
 
 def promised_gpus() -> dict[str, int]:
     """GPUs Argus counts as taken per node by live attempts (settled attempts have an end time)."""
     promised: dict[str, int] = {}
-    rows = Attempt.objects.live().only("nodes", "placement")
-    for attempt in rows:
-        for node, gpus in held_nodes(attempt).items():
+    for _, held in live_holdings():
+        for node, gpus in held.items():
             promised[node] = promised.get(node, 0) + gpus
     return promised
 
@@ -243,8 +260,7 @@ def running_now(now: datetime) -> list[admission.Running]:
     min_run = settings.ARGUS_PREEMPT_MIN_RUN_S
     resumed = preempt.resumed_after_preemption()
     holders = []
-    rows = Attempt.objects.live().select_related("task__user")
-    for attempt in rows:
+    for attempt, held in live_holdings():
         task = attempt.task
         started = attempt.start_time or attempt.created_at
         run_s = planned_run_s(task.time_limit_s)
@@ -261,7 +277,7 @@ def running_now(now: datetime) -> list[admission.Running]:
         holders.append(
             admission.Running(
                 task.pk,
-                held_nodes(attempt),
+                held,
                 cpus_for(gpus),
                 ends,
                 task.user.username,

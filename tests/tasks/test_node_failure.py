@@ -273,3 +273,32 @@ def test_a_failed_job_awaiting_its_verdict_holds_no_room(alice, bob, make_task, 
     waiting.refresh_from_db()
     assert waiting.state == S.SUBMITTED  # the room went to the next task at once
     assert promised_gpus() == {"n0": 4}  # the next task's alone, not 8 on a 4-GPU node
+
+
+def test_a_placement_ray_chose_elsewhere_frees_no_room_before_everything_is_placed(alice, make_task, fake_ray, clock):
+    """Found on real Ray (four 4-GPU tasks on two 4-GPU nodes, three ran at once): admission
+    promised A n0 and B n1; Ray put A's groups on n1, and will put B's on n0. Until B is placed,
+    A holds its promise too: n0 is not free for a third task."""
+    ray = fake_ray([4, 4])
+    for node in ray.nodes:
+        node.gpus_free, node.cpus_free = 4.0, 14.0
+    a = make_task(alice, stall_timeout_s=None)
+    b = make_task(alice, stall_timeout_s=None)
+    tick()
+    first, second = a.attempts.get(), b.attempts.get()
+    promised_a = next(iter(first.placement))
+    other = next(node.node_id for node in ray.nodes if node.node_id != promised_a)
+    assert second.placement == {other: 4}
+    ray.set_status(first.ray_submission_id, "RUNNING", job_id="01000000")
+    ray.set_status(second.ray_submission_id, "RUNNING", job_id="02000000")
+    ray.placed = {"01000000": {other: 4}}  # Ray put A where B was promised
+    for node in ray.nodes:  # Ray counts A's groups on `other`; B's are not created yet
+        node.gpus_free = 0.0 if node.node_id == other else 4.0
+    c = make_task(alice, stall_timeout_s=None)
+    tick()
+    tick()
+    c.refresh_from_db()
+    assert c.state == S.PENDING_RESOURCES and not c.attempts.exists()
+    ray.placed["02000000"] = {promised_a: 4}  # B's groups land where A was promised
+    tick()
+    assert promised_gpus() == {other: 4, promised_a: 4}
