@@ -193,13 +193,22 @@ def test_once_sends_what_is_due_and_exits(alice, running_task, capsys):
     assert Delivery.objects.get().status == DeliveryStatus.DELIVERED
 
 
+def _test_database_url() -> str:
+    """The test database, for a process of its own: SQLite's file, or PostgreSQL's (make
+    test-postgres)."""
+    db = django_settings.DATABASES["default"]
+    if "sqlite" in db["ENGINE"]:
+        return f"sqlite:///{db['NAME']}"
+    return f"postgres://{db['USER']}:{db.get('PASSWORD') or ''}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.timeout(120)
 def test_the_worker_sends_new_deliveries_at_once_and_stops_on_sigterm(alice, running_task, tmp_path):
     """The real command, in its own process against the test database, as make run starts it."""
     env = {
         **os.environ,
-        "DATABASE_URL": f"sqlite:///{django_settings.DATABASES['default']['NAME']}",
+        "DATABASE_URL": _test_database_url(),
         "ARGUS_WEBHOOK_ALLOWED_HOSTS": "127.0.0.1",
         "ARGUS_LOG_FORMAT": "plain",
     }
