@@ -188,17 +188,9 @@ class Gunicorn:
 
 def child_pids(pid: int) -> list[int]:
     """The direct children of ``pid`` (gunicorn's workers, qcluster's processes), from /proc."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            found.append(int(entry.name))
-    return found
+    from tests.ray_cluster import parent_pids  # the one reading of /proc's parents
+
+    return [child for child, parent in parent_pids().items() if parent == pid]
 
 
 def cpu_seconds(pids: Iterable[int]) -> float:

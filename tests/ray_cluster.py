@@ -315,7 +315,7 @@ def _cmdline(pid: int) -> list[str]:
         return []  # gone
 
 
-def _parents() -> dict[int, int]:
+def parent_pids() -> dict[int, int]:
     """Every process's parent, from /proc (Linux; psutil comes only inside Ray's own folder)."""
     parents = {}
     for entry in Path("/proc").iterdir():
@@ -334,7 +334,7 @@ def process_tree(root: int) -> list[int]:
     """``root`` and its descendants (processes started in a session of their own included: a
     child keeps its parent whatever its session)."""
     children: dict[int, list[int]] = {}
-    for pid, parent in _parents().items():
+    for pid, parent in parent_pids().items():
         children.setdefault(parent, []).append(pid)
     tree, todo = [], [root]
     while todo:
