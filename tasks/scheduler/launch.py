@@ -108,7 +108,7 @@ def free_room(cluster: ClusterView) -> tuple[dict[str, Room], dict[str, Room]]:
     return totals, effective_free(totals, ray_free, promised)
 
 
-def admit(ray: RayClient, cluster: ClusterView, budget: Budget, submitted: list[str]) -> None:
+def admit(ray: RayClient, room: tuple[dict[str, Room], dict[str, Room]], budget: Budget, submitted: list[str]) -> None:
     """Start what the policy lets start, in queue order, appending each started task's id to
     ``submitted``; mark the preemptible tasks that must make room; write each waiting task's
     reason and estimated start.
@@ -127,7 +127,7 @@ def admit(ray: RayClient, cluster: ClusterView, budget: Budget, submitted: list[
         for attempt in preempt.pending():
             preempt.withdraw(attempt.task, attempt, "admission is paused")
         return
-    totals, free = free_room(cluster)
+    totals, free = room  # free_room(cluster), once a tick
     users = usernames(row.user_id for row in rows.values())
     queue = [Waiting(pk, users[row.user_id], row.priority_rank, row.submitted) for pk, row in rows.items()]
     ordered, _ = order_waiting(queue, users, now)

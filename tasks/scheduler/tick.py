@@ -17,6 +17,7 @@ from tasks.models import ACTIVE_STATES, WAITING_STATES, ClusterState, Task
 from tasks.scheduler.cancels import stop_canceled
 from tasks.scheduler.launch import admit, free_room
 from tasks.scheduler.rayjobs import ClusterView, RayJobs, RayUnavailable
+from tasks.scheduler.rooms import Room
 from tasks.scheduler.steps import Budget
 from tasks.scheduler.sweep import sweep, sweep_due
 from tasks.scheduler.sync import sync
@@ -49,19 +50,24 @@ def tick(budget: Budget | None = None, *, force_sweep: bool = False) -> TickRepo
         _ray_down(report, str(error))
     else:
         report.reachable = True
-        _record_cluster(cluster, "", ray.address.job_server_url)
+        url = ray.address.job_server_url
+        recorded = False
         try:
             sync(ray, cluster, budget, report.ended)
             stop_canceled(ray, budget)
             charge(timezone.now())  # fair share: what ran since the last tick, before ordering the queue
+            if report.ended:
+                # Admission plans on the cluster as it is after sync: a job that just ended is
+                # no longer counted (nor is a victim chosen to free room that is free).
+                cluster = ray.cluster()
+            # Free room once a tick, as admission counts it: what it plans on is what the pages,
+            # the API and /metrics show.
+            room = free_room(cluster)
+            _record_cluster(cluster, room, "", url)
+            recorded = True
             # Each submission may wait on Ray: none is started once the budget is spent.
             if not budget.spent():
-                if report.ended:
-                    # Admission plans on the cluster as it is after sync: a job that just ended
-                    # is no longer counted (nor is a victim chosen to free room that is free).
-                    cluster = ray.cluster()
-                    _record_cluster(cluster, "", ray.address.job_server_url)
-                admit(ray, cluster, budget, report.submitted)
+                admit(ray, room, budget, report.submitted)
             if (force_sweep or sweep_due()) and not budget.spent():
                 sweep(ray, budget)
                 report.swept = True
@@ -69,6 +75,8 @@ def tick(budget: Budget | None = None, *, force_sweep: bool = False) -> TickRepo
             # Ray went away mid-tick: stop asking it anything; the next tick starts over.
             report.error = str(error)
             logger.warning("tick stopped: %s", error)
+            if not recorded:
+                _record_cluster(cluster, free_room(cluster), "", url)
     report.idle = not Task.objects.filter(state__in=[*ACTIVE_STATES, *WAITING_STATES]).exists()
     report.seconds = time.monotonic() - started
     if report.reachable:
@@ -84,15 +92,16 @@ def tick(budget: Budget | None = None, *, force_sweep: bool = False) -> TickRepo
     return report
 
 
-def _record_cluster(cluster: ClusterView | None, error: str, url: str | None) -> None:
+def _record_cluster(
+    cluster: ClusterView | None, room: tuple[dict[str, Room], dict[str, Room]] | None, error: str, url: str | None
+) -> None:
     """What web requests show of the cluster: each node, its free room as admission counts it."""
     nodes = []
-    if cluster is not None:
-        _, free = free_room(cluster)
+    if cluster is not None and room is not None:
+        _, free = room
         for node in cluster.to_json()["nodes"]:
             if node["node_id"] in free:
-                room = free[node["node_id"]]
-                node["gpus_free"], node["cpus_free"] = room.gpus, room.cpus
+                node["gpus_free"], node["cpus_free"] = free[node["node_id"]].gpus, free[node["node_id"]].cpus
             nodes.append(node)
     ClusterState.objects.update_or_create(
         name="default",
@@ -108,6 +117,6 @@ def _record_cluster(cluster: ClusterView | None, error: str, url: str | None) ->
 
 def _ray_down(report: TickReport, error: str) -> None:
     report.error = error
-    _record_cluster(None, error, None)
+    _record_cluster(None, None, error, None)
     reason = f"Ray is unreachable; the task waits until it is back ({error[:200]})"
     Task.objects.waiting().exclude(pending_reason=reason).update(pending_reason=reason)
