@@ -20,8 +20,8 @@ from tasks.choices import (
     MOVES,
     NOT_WHILE_CANCELING,
     PRIORITY_RANK,
+    QUEUE_STATES,
     TERMINAL_STATES,
-    WAITING_STATES,
     EventKind,
     FailureKind,
     Priority,
@@ -64,7 +64,7 @@ class TaskQuerySet(models.QuerySet["Task"]):
 
     def waiting(self) -> TaskQuerySet:
         """The queue in scheduling order: priority, then first come, first served."""
-        return self.filter(state__in=WAITING_STATES).order_by("-priority_rank", "created_at", "id")
+        return self.filter(state__in=QUEUE_STATES).order_by("-priority_rank", "created_at", "id")
 
 
 class Task(models.Model):
@@ -158,8 +158,8 @@ class Task(models.Model):
         return self.state in TERMINAL_STATES
 
     @property
-    def is_waiting(self) -> bool:
-        return self.state in WAITING_STATES
+    def is_in_queue(self) -> bool:
+        return self.state in QUEUE_STATES
 
     @property
     def can_cancel(self) -> bool:
@@ -280,7 +280,7 @@ class Task(models.Model):
         for _ in range(5):
             if self.is_terminal:
                 raise IllegalTransition(f"{self.task_id} is already {self.state}")
-            if self.state in WAITING_STATES:
+            if self.state in QUEUE_STATES:
                 try:
                     self.transition(TaskState.CANCELED, actor=actor, message="Canceled before it reached Ray.")
                     return True

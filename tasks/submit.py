@@ -9,7 +9,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from accounts.limits import high_priority_refusal, limits_for, queued_limit_error
-from tasks.models import WAITING_STATES, Priority, Task
+from tasks.models import QUEUE_STATES, Priority, Task
 from tasks.specs.parse import ParsedSpec, SpecError, parse_spec
 
 
@@ -52,7 +52,7 @@ def _create_within_quota(user: Any, parsed: ParsedSpec, actor: str, max_queued: 
         # cannot both see room for one more. (SQLite's IMMEDIATE transactions already serialize
         # writers; PostgreSQL needs the lock.)
         User.objects.select_for_update().filter(pk=user.pk).values_list("pk").get()
-        waiting = Task.objects.filter(user=user, state__in=WAITING_STATES).count()
+        waiting = Task.objects.filter(user=user, state__in=QUEUE_STATES).count()
         refusal = queued_limit_error(user.username, max_queued, waiting)
         if refusal:
             raise QuotaError(refusal)

@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from tasks.models import WAITING_STATES, Attempt, ClusterState, FailureKind, Task, TaskState
+from tasks.models import QUEUE_STATES, Attempt, ClusterState, FailureKind, Task, TaskState
 from tasks.scheduler.usage import shares
 
 RECENT_DISPATCHES = 200
@@ -35,7 +35,7 @@ class ArgusCollector:
         yield GaugeMetricFamily(
             "argus_queue_length", "Tasks waiting (QUEUED or PENDING_RESOURCES).", value=_waiting(by_state)
         )
-        oldest = Task.objects.filter(state__in=WAITING_STATES).aggregate(t=Min("created_at"))["t"]
+        oldest = Task.objects.filter(state__in=QUEUE_STATES).aggregate(t=Min("created_at"))["t"]
         age = (timezone.now() - oldest).total_seconds() if oldest else 0.0
         yield GaugeMetricFamily("argus_queue_oldest_wait_seconds", "Age of the oldest waiting task.", value=age)
 
@@ -104,7 +104,7 @@ def _sharing() -> Iterator[Metric]:
         labels=["task"],
     )
     planned = (
-        Task.objects.filter(state__in=WAITING_STATES, estimated_start_at__isnull=False)
+        Task.objects.filter(state__in=QUEUE_STATES, estimated_start_at__isnull=False)
         .order_by("estimated_start_at", "id")
         .values_list("pk", "estimated_start_at")[:ESTIMATES_SHOWN]
     )
@@ -115,7 +115,7 @@ def _sharing() -> Iterator[Metric]:
 
     # The users the queue's order weighs (those waiting, and everyone with usage), as in_order
     # does: the factors depend on who is counted.
-    waiting = dict(Task.objects.filter(state__in=WAITING_STATES).values_list("user_id", "user__username").distinct())
+    waiting = dict(Task.objects.filter(state__in=QUEUE_STATES).values_list("user_id", "user__username").distinct())
     by_user = shares(timezone.now(), waiting).values()
     factor = GaugeMetricFamily(
         "argus_user_fair_share", "Each user's fair-share factor: 1 has used nothing, near 0 heavy.", labels=["user"]
@@ -133,7 +133,7 @@ def _sharing() -> Iterator[Metric]:
 
 
 def _waiting(by_state: dict[str, int]) -> int:
-    return sum(by_state.get(state, 0) for state in WAITING_STATES)
+    return sum(by_state.get(state, 0) for state in QUEUE_STATES)
 
 
 def metrics_view(request: HttpRequest) -> HttpResponse:

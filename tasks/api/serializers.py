@@ -10,7 +10,7 @@ from rest_framework import serializers
 from common.api import JSONBooleanField, JSONStringField, QueryBooleanField
 from common.durations import DURATION_MAX_CHARS
 from tasks.models import (
-    WAITING_STATES,
+    QUEUE_STATES,
     AdmissionControl,
     Attempt,
     ClusterState,
@@ -110,7 +110,7 @@ class TaskSerializer(serializers.ModelSerializer):
     @extend_schema_field(serializers.DateTimeField(allow_null=True))
     def get_estimated_start_at(self, task: Task) -> Any:
         # The scheduler leaves the last estimate in place once the task starts: it is no longer one.
-        if task.state not in WAITING_STATES or task.estimated_start_at is None:
+        if task.state not in QUEUE_STATES or task.estimated_start_at is None:
             return None
         return serializers.DateTimeField().to_representation(task.estimated_start_at)
 

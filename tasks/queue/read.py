@@ -16,7 +16,7 @@ from typing import Any
 from django.utils import timezone
 
 from accounts.limits import limits_by_user
-from tasks.models import ACTIVE_STATES, WAITING_STATES, Task
+from tasks.models import ACTIVE_STATES, QUEUE_STATES, Task
 from tasks.queue.notes import Placed, note
 from tasks.scheduler.queue_order import in_order
 from tasks.scheduler.usage import Share
@@ -64,13 +64,13 @@ class Queue:
 def current_queue(now: datetime | None = None) -> Queue:
     now = now or timezone.now()
     tasks = list(
-        Task.objects.filter(state__in=[*ACTIVE_STATES, *WAITING_STATES])
+        Task.objects.filter(state__in=[*ACTIVE_STATES, *QUEUE_STATES])
         .select_related("user")
         .only(*ROW_FIELDS)
         .order_by("-priority_rank", "created_at", "id")
     )
     on_ray = [task for task in tasks if task.state in ACTIVE_STATES]
-    waiting, shares = in_order([task for task in tasks if task.state in WAITING_STATES], now)
+    waiting, shares = in_order([task for task in tasks if task.state in QUEUE_STATES], now)
     missing = {task.user_id: task.user.username for task in on_ray if task.user.username not in shares}
     if missing:
         # Only tasks on Ray and nothing charged yet: no usage, so a factor of 1 whatever the

@@ -7,7 +7,7 @@ from functools import partial
 
 from django.utils import timezone
 
-from tasks.models import ACTIVE_STATES, WAITING_STATES, Role, Task, TaskState
+from tasks.models import ACTIVE_STATES, QUEUE_STATES, Role, Task, TaskState
 from tasks.scheduler.rayjobs import RayClient
 from tasks.scheduler.settle import ACTOR
 from tasks.scheduler.steps import Budget, guarded
@@ -28,7 +28,7 @@ def stop_canceled(ray: RayClient, budget: Budget) -> None:
             guarded(task, partial(send_stop, ray, task, attempt))
     # Waiting tasks are canceled at once by Task.cancel(); one with a cancel pending can only be
     # left from before moves were guarded. It must never be admitted: cancel it here.
-    for task in Task.objects.filter(state__in=WAITING_STATES, cancel_requested_at__isnull=False):
+    for task in Task.objects.filter(state__in=QUEUE_STATES, cancel_requested_at__isnull=False):
         guarded(task, partial(_cancel_waiting, task))
 
 

@@ -25,7 +25,7 @@ from accounts.limits import limits_by_user
 from raypool.config import WORKER_RESOURCE
 from tasks.jobfiles import checkpoint_dir, driver_log_path, job_root
 from tasks.models import (
-    WAITING_STATES,
+    QUEUE_STATES,
     AdmissionControl,
     Attempt,
     Event,
@@ -299,7 +299,7 @@ def _write_estimates(tasks: Mapping[int, Any], estimates: dict[int, float | None
     """Estimated starts, to the minute (finer would rewrite them every tick for nothing). Only
     the head of the queue is planned: the written ones are read apart, not with every row."""
     written = dict(
-        Task.objects.filter(state__in=WAITING_STATES, estimated_start_at__isnull=False).values_list(
+        Task.objects.filter(state__in=QUEUE_STATES, estimated_start_at__isnull=False).values_list(
             "pk", "estimated_start_at"
         )
     )

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db.models import OuterRef, Q, Subquery
 from django.utils import timezone
 
-from tasks.models import ACTIVE_STATES, WAITING_STATES, Attempt, EventKind, FailureKind, Task
+from tasks.models import ACTIVE_STATES, QUEUE_STATES, Attempt, EventKind, FailureKind, Task
 from tasks.scheduler.settle import ACTOR
 
 logger = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ def served(attempt: Attempt, now: datetime | None = None) -> str:
     if row is None:
         return "the task it made room for is gone"
     state, cancel, next_run_at = row
-    if state not in WAITING_STATES:
+    if state not in QUEUE_STATES:
         return "the task it made room for started or ended"
     if cancel is not None:
         return "the task it made room for was canceled"
@@ -113,8 +113,8 @@ def yielded() -> dict[int, int]:
     # Only a task's latest attempt says whom it yielded to: an older preemption is history.
     latest = Attempt.objects.filter(task=OuterRef("task")).order_by("-attempt_no").values("attempt_no")[:1]
     rows = Attempt.objects.filter(
-        Q(preempted_for__state__in=WAITING_STATES),
-        task__state__in=WAITING_STATES,
+        Q(preempted_for__state__in=QUEUE_STATES),
+        task__state__in=QUEUE_STATES,
         failure_kind=FailureKind.PREEMPTED,
         attempt_no=Subquery(latest),
     )

@@ -18,7 +18,7 @@ from django.db.models import F
 
 from tasks.models import (
     ACTIVE_STATES,
-    WAITING_STATES,
+    QUEUE_STATES,
     EventKind,
     FailureKind,
     IllegalTransition,
@@ -98,7 +98,7 @@ def step_failed(task: Task, error: Exception) -> None:
 def fail(task: Task, summary: str) -> None:
     """End a task the scheduler cannot handle: its live attempt settles, not retried."""
     task.refresh_from_db()
-    if task.state in WAITING_STATES:
+    if task.state in QUEUE_STATES:
         task.transition(
             TaskState.FAILED,
             role=Role.SCHEDULER,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.utils import timezone
 
-from tasks.models import ACTIVE_STATES, WAITING_STATES, ClusterState, Task
+from tasks.models import ACTIVE_STATES, QUEUE_STATES, ClusterState, Task
 from tasks.scheduler.cancels import stop_canceled
 from tasks.scheduler.launch import admit, free_room
 from tasks.scheduler.rayjobs import ClusterView, RayJobs, RayUnavailable
@@ -77,7 +77,7 @@ def tick(budget: Budget | None = None, *, force_sweep: bool = False) -> TickRepo
             logger.warning("tick stopped: %s", error)
             if not recorded:
                 _record_cluster(cluster, free_room(cluster), "", url)
-    report.idle = not Task.objects.filter(state__in=[*ACTIVE_STATES, *WAITING_STATES]).exists()
+    report.idle = not Task.objects.filter(state__in=[*ACTIVE_STATES, *QUEUE_STATES]).exists()
     report.seconds = time.monotonic() - started
     if report.reachable:
         ClusterState.objects.filter(name="default").update(tick_seconds=report.seconds)

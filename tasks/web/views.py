@@ -32,7 +32,7 @@ from tasks.api.filters import TaskFilter
 from tasks.jobfiles import resolved_spec
 from tasks.models import (
     ACTIVE_STATES,
-    WAITING_STATES,
+    QUEUE_STATES,
     Attempt,
     ClusterState,
     IllegalTransition,
@@ -91,7 +91,7 @@ def task_list_view(request: HttpRequest) -> HttpResponse:
     tasks = TaskFilter(request.GET, queryset=visible).qs
     page = Paginator(tasks, TASKS_PER_PAGE).get_page(request.GET.get("page"))
     for task in page:
-        task.reason = waiting_reason(task) if task.state in (*WAITING_STATES, *ACTIVE_STATES) else ""
+        task.reason = waiting_reason(task) if task.state in (*QUEUE_STATES, *ACTIVE_STATES) else ""
     counts = dict(visible.order_by().values_list("state").annotate(n=Count("id")))
     context = {
         "page": page,
@@ -195,7 +195,7 @@ def task_detail_view(request: HttpRequest, task_id: str) -> HttpResponse:
         "time_left": _time_left(task, attempts[-1] if attempts else None),
         "events": events,
         "event_count": task.events.count() if len(events) == EVENTS_SHOWN else len(events),
-        "waiting": task.state in WAITING_STATES,
+        "waiting": task.state in QUEUE_STATES,
         "on_ray": task.state in ACTIVE_STATES,
     }
     if not request.headers.get("HX-Request"):

@@ -32,8 +32,8 @@ from ray.job_submission import JobSubmissionClient
 from tasks.logs.lines import clean_lines
 from tasks.models import (
     ACTIVE_STATES,
+    QUEUE_STATES,
     TERMINAL_STATES,
-    WAITING_STATES,
     Attempt,
     ClusterState,
     FailureKind,
@@ -183,7 +183,7 @@ def test_chaos(alice, submit, own_cluster, start_qcluster, settings):
         if task.state in TERMINAL_STATES:
             assert ends == 1, f"{task.task_id} ended {ends} times ({context})"
         else:
-            assert task.state in WAITING_STATES and task.pending_reason, f"{task.task_id} ({context})"
+            assert task.state in QUEUE_STATES and task.pending_reason, f"{task.task_id} ({context})"
     # No attempt had two Ray jobs: every job Argus submitted is one attempt's own id.
     attempts = set(Attempt.objects.values_list("ray_submission_id", flat=True))
     assert set(seen.jobs) <= attempts, f"jobs no attempt made: {set(seen.jobs) - attempts} ({context})"
