@@ -204,131 +204,194 @@ def decide(
     ``grace``: how long a preempted task may run on before it is stopped. ``yielded``: waiting
     tasks preempted for another that still waits, {victim: beneficiary}: a victim does not take
     back the room it freed until the task it freed it for has started.
+
+    Each task is asked, in turn: is it held back whatever the room (``_Pass.held_back``), where
+    would it start now (``_Pass.placement``), and when it cannot, why and whether preemption
+    helps (``_Pass.cannot_start``), and whether it blocks or reserves (``_Pass.block_or_reserve``).
     """
     pending = list(queue)
-    free = dict(free)
-    caps = caps or {}
-    decision = Decision(admitted=[], waiting={}, short=set())
-    yielded = yielded or {}
-    queued = {request.key for request in pending}
-    started: set[int] = set()
-    releases = [Release(r.ends_at, r.placement, r.cpus_per_node) for r in running if r.ends_at is not None]
-    profile = Profile(now, free, releases, totals) if policy == BACKFILL else None
-    in_use: dict[str, tuple[int, int]] = {}
-    for holder in running:
-        gpus, tasks = in_use.get(holder.user, (0, 0))
-        in_use[holder.user] = (gpus + holder.gpus, tasks + 1)
-    blocked = ""
-    preempt_tried = not preemption
-    failed_shapes: set[tuple[int, int, float]] = set()
-    # A shortfall depends only on the shape and the free room, which changes only when a task
-    # is admitted: computed once per shape in between, a long queue stays cheap.
-    reasons: dict[tuple[int, int, float], str] = {}
-    fits: dict[tuple[int, int, float], bool] = {}
-    no_victims: set[tuple[tuple[int, int, float], int]] = set()
+    state = _Pass(
+        policy=policy,
+        free=dict(free),
+        totals=totals,
+        now=now,
+        running=running,
+        caps=caps or {},
+        max_new=max_new,
+        preempt_tried=not preemption,
+        grace=grace,
+        yielded=yielded or {},
+        queued={request.key for request in pending},
+    )
     index = 0
     while index < len(pending):
         request = pending[index]
         index += 1
-        if blocked:
-            # Not naming the head task: when it starts, every reason behind it would change,
-            # and a long queue would be rewritten on each admission. Its position says where.
-            decision.waiting[request.key] = blocked
+        reason = state.blocked or state.held_back(request)
+        if reason:
+            state.decision.waiting[request.key] = reason
             continue
-        waits_for = yielded.get(request.key)
-        if waits_for is not None and waits_for in queued and waits_for not in started:
-            decision.waiting[request.key] = (
-                "it made room for a task of higher priority that has not started yet; it resumes after"
-            )
+        placement = state.placement(request)
+        if placement is not None:
+            state.admit(request, placement)
             continue
-        over = _over_cap(request, in_use, caps)
+        if state.cannot_start(request) and state.block_or_reserve(request) and shortest_first:
+            rest = pending[index:]
+            rest.sort(key=lambda r: (r.run_s is None, r.run_s or 0.0))
+            pending[index:] = rest
+    if estimate:
+        profile = state.profile or Profile(now, state.free, state.releases, totals)
+        _estimate(state.decision, pending, profile, estimate, strict=policy == STRICT_FIFO)
+    return state.decision
+
+
+Shape = tuple[int, int, float]
+
+
+@dataclass
+class _Pass:
+    """One walk of the queue: the room left, the users' use, and what was decided so far."""
+
+    policy: str
+    free: dict[str, Room]
+    totals: Mapping[str, Room]
+    now: float
+    running: Sequence[Running]
+    caps: Mapping[str, Caps]
+    max_new: int | None
+    preempt_tried: bool  # one round of victims a pass
+    grace: float
+    yielded: Mapping[int, int]
+    queued: set[int]
+    decision: Decision = field(default_factory=lambda: Decision(admitted=[], waiting={}, short=set()))
+    started: set[int] = field(default_factory=set)
+    releases: list[Release] = field(default_factory=list)
+    profile: Profile | None = None
+    in_use: dict[str, tuple[int, int]] = field(default_factory=dict)  # user -> (gpus, tasks)
+    # The reason every later task waits for, once one blocks the queue. Not naming the head
+    # task: when it starts, every reason behind it would change, and a long queue would be
+    # rewritten on each admission. Its position says where.
+    blocked: str = ""
+    # A shortfall depends only on the shape and the free room, which changes only when a task
+    # is admitted: computed once per shape in between, a long queue stays cheap.
+    failed_shapes: set[Shape] = field(default_factory=set)
+    reasons: dict[Shape, str] = field(default_factory=dict)
+    fits: dict[Shape, bool] = field(default_factory=dict)
+    no_victims: set[tuple[Shape, int]] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.releases = [
+            Release(r.ends_at, r.placement, r.cpus_per_node) for r in self.running if r.ends_at is not None
+        ]
+        if self.policy == BACKFILL:
+            self.profile = Profile(self.now, self.free, self.releases, self.totals)
+        for holder in self.running:
+            self._count(holder.user, holder.gpus)
+
+    def _count(self, user: str, gpus: int) -> None:
+        used, tasks = self.in_use.get(user, (0, 0))
+        self.in_use[user] = (used + gpus, tasks + 1)
+
+    def held_back(self, request: Request) -> str | None:
+        """Why ``request`` waits whatever the room: the task it yielded to, its user's limits,
+        the cluster's limit of running tasks."""
+        waits_for = self.yielded.get(request.key)
+        if waits_for is not None and waits_for in self.queued and waits_for not in self.started:
+            return "it made room for a task of higher priority that has not started yet; it resumes after"
+        over = _over_cap(request, self.in_use, self.caps)
         if over is not None:
-            decision.waiting[request.key] = over
-            continue
-        if max_new is not None and len(decision.admitted) >= max_new:
-            decision.waiting[request.key] = "the limit of running tasks is reached (ARGUS_MAX_RUNNING_TASKS)"
-            continue
+            return over
+        if self.max_new is not None and len(self.decision.admitted) >= self.max_new:
+            return "the limit of running tasks is reached (ARGUS_MAX_RUNNING_TASKS)"
+        return None
+
+    def placement(self, request: Request) -> dict[str, int] | None:
+        """Where ``request`` starts now, or None; once a reservation is made, only where it
+        never delays it (then the reason is written here)."""
         # Free room only shrinks during a pass: a shape at least as large as one that failed
         # fails too, which keeps a long best-effort queue cheap.
         doomed = any(
             request.nnodes >= n and request.gpus_per_node >= g and request.cpus_per_node >= c
-            for n, g, c in failed_shapes
+            for n, g, c in self.failed_shapes
         )
-        placement = None if doomed else place(request, free)
-        if placement is not None and profile is not None and decision.reservations:
-            found = profile.earliest(request, request.run_s)
-            placement = found[1] if found is not None and found[0] <= now else None
-            if placement is not None and not _fits(placement, request.cpus_per_node, free):
-                placement = None  # the profile's now is the free room; this keeps it so
-            if placement is None:
-                decision.waiting[request.key] = (
-                    "the room it needs is reserved for an earlier task, and it would still run when that "
-                    "task starts" + ("" if request.run_s is not None else " (it has no time limit)")
-                )
-                decision.short.add(request.key)
-                continue
-        if placement is not None:
-            _subtract(free, placement, request.cpus_per_node)
-            decision.admitted.append((request, placement))
-            started.add(request.key)
-            gpus, tasks = in_use.get(request.user, (0, 0))
-            in_use[request.user] = (gpus + request.gpus, tasks + 1)
-            if profile is not None:
-                profile.take(now, request.run_s, placement, request.cpus_per_node)
-            if request.run_s is not None:
-                releases.append(Release(now + request.run_s, placement, request.cpus_per_node))
-            reasons.clear()
-            continue
+        placement = None if doomed else place(request, self.free)
+        if placement is None or self.profile is None or not self.decision.reservations:
+            return placement
+        found = self.profile.earliest(request, request.run_s)
+        placement = found[1] if found is not None and found[0] <= self.now else None
+        if placement is not None and not _fits(placement, request.cpus_per_node, self.free):
+            placement = None  # the profile's now is the free room; this keeps it so
+        if placement is None:
+            self.decision.waiting[request.key] = (
+                "the room it needs is reserved for an earlier task, and it would still run when that "
+                "task starts" + ("" if request.run_s is not None else " (it has no time limit)")
+            )
+            self.decision.short.add(request.key)
+        return placement
+
+    def admit(self, request: Request, placement: dict[str, int]) -> None:
+        _subtract(self.free, placement, request.cpus_per_node)
+        self.decision.admitted.append((request, placement))
+        self.started.add(request.key)
+        self._count(request.user, request.gpus)
+        if self.profile is not None:
+            self.profile.take(self.now, request.run_s, placement, request.cpus_per_node)
+        if request.run_s is not None:
+            self.releases.append(Release(self.now + request.run_s, placement, request.cpus_per_node))
+        self.reasons.clear()
+
+    def cannot_start(self, request: Request) -> bool:
+        """Record why ``request`` lacks room (and the preemption made for it, if any); whether
+        it could ever fit the cluster as it stands. A task already given its reason (the room
+        is reserved) is not asked again."""
+        if request.key in self.decision.waiting:
+            return False
         shape = request.shape
-        failed_shapes.add(shape)
-        if shape not in reasons:
-            reasons[shape] = shortfall(request, free, totals)
-        reason = reasons[shape]
-        decision.short.add(request.key)
-        if shape not in fits:  # per shape: a long queue has few shapes and many tasks
-            fits[shape] = can_ever_fit(request, totals)
-        fits_ever = fits[shape]
+        self.failed_shapes.add(shape)
+        if shape not in self.reasons:
+            self.reasons[shape] = shortfall(request, self.free, self.totals)
+        reason = self.reasons[shape]
+        self.decision.short.add(request.key)
+        if shape not in self.fits:  # per shape: a long queue has few shapes and many tasks
+            self.fits[shape] = can_ever_fit(request, self.totals)
         if (
-            fits_ever
-            and not preempt_tried
-            and (shape, request.priority) not in no_victims
-            and any(r.priority < request.priority for r in running)
+            self.fits[shape]
+            and not self.preempt_tried
+            and (shape, request.priority) not in self.no_victims
+            and any(r.priority < request.priority for r in self.running)
         ):
-            making_room = _preempt(request, free, running, decision, profile, now + grace)
+            making_room = _preempt(request, self.free, self.running, self.decision, self.profile, self.now + self.grace)
             if making_room is not None:
                 # One round of victims a pass; a task preemption cannot help does not keep the
                 # next high task from its try (free room only shrinks: nor can it help its shape).
-                preempt_tried = True
+                self.preempt_tried = True
                 reason = f"{reason}; {making_room}"
             else:
-                no_victims.add((shape, request.priority))
-        decision.waiting[request.key] = reason
-        if not fits_ever:
-            continue
-        if policy == STRICT_FIFO:
-            blocked = "waiting its turn: the head of the queue goes first (strict FIFO)"
-        elif profile is not None and not decision.reservations:
-            found = profile.earliest(request, request.run_s)
-            if found is None:
-                # Tasks without a time limit hold the room it needs: its start cannot be planned,
-                # so nothing may pass it (it would be delayed by an unknown amount).
-                blocked = (
-                    "waiting behind a task whose start cannot be planned "
-                    "(running tasks without a time limit hold its room)"
-                )
-                continue
-            at, where = found
-            profile.take(at, request.run_s, where, request.cpus_per_node)
-            decision.reservations[request.key] = (at, where)
-            if shortest_first:
-                rest = pending[index:]
-                rest.sort(key=lambda r: (r.run_s is None, r.run_s or 0.0))
-                pending[index:] = rest
-    if estimate:
-        if profile is None:
-            profile = Profile(now, free, releases, totals)
-        _estimate(decision, pending, profile, estimate, strict=policy == STRICT_FIFO)
-    return decision
+                self.no_victims.add((shape, request.priority))
+        self.decision.waiting[request.key] = reason
+        return self.fits[shape]
+
+    def block_or_reserve(self, request: Request) -> bool:
+        """What a task that could fit but cannot start now does to those behind it: strict FIFO
+        blocks them; backfill gives the first such task a reservation (True when it did), or
+        blocks when its start cannot be planned."""
+        if self.policy == STRICT_FIFO:
+            self.blocked = "waiting its turn: the head of the queue goes first (strict FIFO)"
+            return False
+        if self.profile is None or self.decision.reservations:
+            return False
+        found = self.profile.earliest(request, request.run_s)
+        if found is None:
+            # Tasks without a time limit hold the room it needs: its start cannot be planned,
+            # so nothing may pass it (it would be delayed by an unknown amount).
+            self.blocked = (
+                "waiting behind a task whose start cannot be planned (running tasks without a time limit hold its room)"
+            )
+            return False
+        at, where = found
+        self.profile.take(at, request.run_s, where, request.cpus_per_node)
+        self.decision.reservations[request.key] = (at, where)
+        return True
 
 
 def preemption_holds(
