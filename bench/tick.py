@@ -18,7 +18,14 @@ For each policy (backfill, strict_fifo, best_effort_fifo) and each queue length,
 4. steady state again, with those N followed on "Ray".
 
 Each row gives the tick's wall time and its number of SQL queries (CaptureQueriesContext).
-Goal (issue 3): <= 100 ms per tick with 10,000 queued; queries independent of queue length.
+Goal (issue 18): <= 50 ms per steady tick with 10,000 queued; queries independent of queue length.
+
+The scheduler keeps its copy of the queue between ticks and reads only the tasks that changed
+(tasks.scheduler.queue_rows), with an overlap of OVERLAP_S: for that long after a change, its
+rows are read again. A steady state is what the ticks after that see, so before each steady
+phase the bench's clock (django.utils.timezone.now, which the scheduler and the database rows
+both use) moves on by OVERLAP_S + 1 s. The "first tick" rows are a scheduler's first read of
+the whole queue (as after a start, and every queue_rows.FULL_READ_S).
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import PPO_SPEC, isolated_env, machine_note, make_user, migrate, ms, setup_django, table
 
-GOAL_MS = 100.0
+GOAL_MS = 50.0
 SHAPES = [((1, 1), 0.10), ((1, 4), 0.25), ((1, 8), 0.35), ((2, 8), 0.20), ((4, 8), 0.10)]
 
 
@@ -70,7 +77,9 @@ def reset() -> None:
     from django_q.models import OrmQ
 
     from tasks.models import Attempt, Event, Task
+    from tasks.scheduler import queue_rows
 
+    queue_rows.forget()  # a new queue: the scheduler reads it whole, as a new scheduler does
     Event.objects.all().delete()
     Attempt.objects.all().delete()
     Task.objects.all().delete()
@@ -115,6 +124,24 @@ def fill_queue(length: int, users: list[Any], seed: int = 1) -> None:
             )
         )
     Task.objects.bulk_create(tasks, batch_size=2000)
+
+
+class MovingClock:
+    """Real time plus an offset the bench moves on (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        from django.utils import timezone
+
+        self.real = timezone.now
+        self.offset = timedelta()
+
+    def now(self) -> Any:
+        return self.real() + self.offset
+
+    def settle(self) -> None:
+        from tasks.scheduler.queue_rows import OVERLAP_S
+
+        self.offset += timedelta(seconds=OVERLAP_S + 1)
 
 
 def timed_tick() -> tuple[tuple[float, float], int, Any]:
@@ -164,9 +191,12 @@ def run_case(policy: str, length: int, users: list[Any], steady: int, nodes: int
         )
 
     fake_ray = mock.patch("tasks.scheduler.rayjobs.RayJobs.connect", return_value=fake)
-    with override_settings(ARGUS_SCHEDULING_POLICY=policy), fake_ray:
+    clock = MovingClock()
+    moving = mock.patch("django.utils.timezone.now", clock.now)
+    with override_settings(ARGUS_SCHEDULING_POLICY=policy), fake_ray, moving:
         seconds, queries, report = timed_tick()
         row("first tick, nothing fits", [seconds], [queries], len(report.submitted))
+        clock.settle()
         times, counts = [], []
         for _ in range(steady):
             seconds, queries, report = timed_tick()
@@ -182,6 +212,7 @@ def run_case(policy: str, length: int, users: list[Any], steady: int, nodes: int
         # Ray now counts those GPUs as used by the jobs that got them.
         set_free(fake, {})
         run_all(fake)
+        clock.settle()
         times, counts = [], []
         for _ in range(steady):
             seconds, queries, report = timed_tick()
@@ -222,13 +253,13 @@ def main() -> int:
     print(machine_note())
     print(
         table(
-            ["policy", "queued", "phase", "ticks", "median ms", "worst ms", "CPU ms", "queries", "admitted", "<= 100"],
+            ["policy", "queued", "phase", "ticks", "median ms", "worst ms", "CPU ms", "queries", "admitted", f"<= {GOAL_MS:g}"],
             rows,
         )
     )
     print(
         "median/worst ms: wall time of tick(); CPU ms: the median CPU time this process spent in it\n"
-        "(SQLite included), which the machine's load disturbs far less; <= 100: the median wall time.\n"
+        "(SQLite included), which the machine's load disturbs far less; <= 50: the median wall time.\n"
         "queries: the distinct per-tick counts seen in that phase. 'admitted' ticks include N\n"
         "submissions (attempt rows, events, job files). The goal is for the 10,000 rows."
     )

@@ -129,6 +129,9 @@ class Task(models.Model):
                 name="task_estimated",
                 condition=models.Q(estimated_start_at__isnull=False),
             ),
+            # The scheduler's copy of the queue reads what changed since its last tick
+            # (tasks.scheduler.queue_rows).
+            models.Index(fields=["updated_at"], name="task_updated"),
             # The task list: a user's tasks, newest first.
             models.Index(fields=["user", "-created_at", "-id"], name="task_user_recent"),
             models.Index(fields=["-created_at", "-id"], name="task_recent"),
@@ -143,10 +146,14 @@ class Task(models.Model):
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         self.priority_rank = PRIORITY_RANK.get(Priority(self.priority), 0)
+        # Every change says when: the scheduler's copy of the queue reads what changed since
+        # its last tick by updated_at (tasks.scheduler.queue_rows).
+        self.updated_at = timezone.now()
         update_fields = kwargs.get("update_fields")
-        if update_fields is not None and "priority" in update_fields:
+        if update_fields is not None:
             # The rank is derived from the priority: a save of one writes the other.
-            kwargs["update_fields"] = {*update_fields, "priority_rank"}
+            extra = {"updated_at", "priority_rank"} if "priority" in update_fields else {"updated_at"}
+            kwargs["update_fields"] = {*update_fields, *extra}
         super().save(*args, **kwargs)
 
     @property

@@ -74,6 +74,15 @@ def shared_root(settings, tmp_path: Path) -> Path:
 
 
 @pytest.fixture(autouse=True)
+def fresh_queue_copy() -> None:
+    """The scheduler keeps its copy of the queue between ticks (tasks.scheduler.queue_rows); a
+    test's database is rolled back under it, so each test starts with none."""
+    from tasks.scheduler import queue_rows
+
+    queue_rows.forget()
+
+
+@pytest.fixture(autouse=True)
 def fast_passwords(settings) -> None:
     # The real hasher takes ~0.3 s a password by design; tests make hundreds of users.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

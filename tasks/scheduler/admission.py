@@ -221,7 +221,8 @@ def decide(
         preempt_tried=not preemption,
         grace=grace,
         yielded=yielded or {},
-        queued={request.key for request in pending},
+        # Only a task that yielded asks whether the task it yielded to is in the queue.
+        queued={request.key for request in pending} if yielded else set(),
     )
     index = 0
     while index < len(pending):
@@ -275,6 +276,7 @@ class _Pass:
     # A shortfall depends only on the shape and the free room, which changes only when a task
     # is admitted: computed once per shape in between, a long queue stays cheap.
     failed_shapes: set[Shape] = field(default_factory=set)
+    doomed: dict[Shape, bool] = field(default_factory=dict)
     reasons: dict[Shape, str] = field(default_factory=dict)
     fits: dict[Shape, bool] = field(default_factory=dict)
     no_victims: set[tuple[Shape, int]] = field(default_factory=set)
@@ -308,13 +310,7 @@ class _Pass:
     def placement(self, request: Request) -> dict[str, int] | None:
         """Where ``request`` starts now, or None; once a reservation is made, only where it
         never delays it (then the reason is written here)."""
-        # Free room only shrinks during a pass: a shape at least as large as one that failed
-        # fails too, which keeps a long best-effort queue cheap.
-        doomed = any(
-            request.nnodes >= n and request.gpus_per_node >= g and request.cpus_per_node >= c
-            for n, g, c in self.failed_shapes
-        )
-        placement = None if doomed else place(request, self.free)
+        placement = None if self._doomed(request.shape) else place(request, self.free)
         if placement is None or self.profile is None or not self.decision.reservations:
             return placement
         found = self.profile.earliest(request, request.run_s)
@@ -328,6 +324,17 @@ class _Pass:
             )
             self.decision.short.add(request.key)
         return placement
+
+    def _doomed(self, shape: Shape) -> bool:
+        """Free room only shrinks during a pass: a shape at least as large as one that failed
+        fails too, which keeps a long queue cheap (a long queue has few shapes: once per shape
+        until another fails)."""
+        doomed = self.doomed.get(shape)
+        if doomed is None:
+            nnodes, gpus, cpus = shape
+            doomed = any(nnodes >= n and gpus >= g and cpus >= c for n, g, c in self.failed_shapes)
+            self.doomed[shape] = doomed
+        return doomed
 
     def admit(self, request: Request, placement: dict[str, int]) -> None:
         _subtract(self.free, placement, request.cpus_per_node)
@@ -347,7 +354,9 @@ class _Pass:
         if request.key in self.decision.waiting:
             return False
         shape = request.shape
-        self.failed_shapes.add(shape)
+        if shape not in self.failed_shapes:
+            self.failed_shapes.add(shape)
+            self.doomed = {known: True for known, doomed in self.doomed.items() if doomed}
         if shape not in self.reasons:
             self.reasons[shape] = shortfall(request, self.free, self.totals)
         reason = self.reasons[shape]

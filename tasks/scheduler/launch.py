@@ -14,11 +14,10 @@ import shlex
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection, models, transaction
-from django.db.models import Q
+from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
 from accounts.limits import limits_by_user
@@ -36,9 +35,8 @@ from tasks.models import (
     TaskState,
     check_fence,
 )
-from tasks.scheduler import admission, preempt
-from tasks.scheduler.fairshare import Waiting
-from tasks.scheduler.queue_order import EpochSeconds, order_waiting, usernames
+from tasks.scheduler import admission, preempt, queue_rows
+from tasks.scheduler.queue_order import order_waiting, usernames
 from tasks.scheduler.rayjobs import (
     ClusterView,
     JobExists,
@@ -47,7 +45,7 @@ from tasks.scheduler.rayjobs import (
     Submission,
     SubmitRejected,
 )
-from tasks.scheduler.rooms import Request, Room, effective_free
+from tasks.scheduler.rooms import Room, effective_free
 from tasks.scheduler.settle import ACTOR, Outcome, settle
 from tasks.scheduler.steps import Budget, guarded
 from tasks.scheduler.storage import bounded
@@ -117,20 +115,23 @@ def admit(ray: RayClient, room: tuple[dict[str, Room], dict[str, Room]], budget:
     and when the budget is spent; the rest waits for the next tick.
     """
     now = timezone.now()
-    rows = queue_rows(now)
-    if not rows:
+    queue_rows.read(now)
+    users = usernames(queue_rows.user_ids())
+    cpus_per_gpu = settings.ARGUS_CPUS_PER_GPU
+    listed = queue_rows.due(now, users, cpus_per_gpu)
+    if not listed:
         return
+    due = {item.row.pk: item for item in listed}
     control = AdmissionControl.current()
     if control.paused:
         reason = f"admission is paused: {control.reason}; running tasks go on, nothing new starts"
-        _write_reasons({pk: reason for pk, row in rows.items() if row.pending_reason != reason[:500]}, set())
+        _write_reasons({pk: reason for pk, item in due.items() if item.row.pending_reason != reason[:500]}, set())
         for attempt in preempt.pending():
             preempt.withdraw(attempt.task, attempt, "admission is paused")
         return
     totals, free = room  # free_room(cluster), once a tick
-    users = usernames(row.user_id for row in rows.values())
-    queue = [Waiting(pk, users[row.user_id], row.priority_rank, row.submitted) for pk, row in rows.items()]
-    ordered, _ = order_waiting(queue, users, now)
+    ordered, _ = order_waiting([item.waiting for item in listed], users, now)
+    queue_rows.keep_order([due[item.key] for item in ordered])
     holders = running_now(now)
     caps = {
         users[user_id]: admission.Caps(limits.max_running_gpus, limits.max_running_tasks)
@@ -141,9 +142,8 @@ def admit(ray: RayClient, room: tuple[dict[str, Room], dict[str, Room]], budget:
     grace = settings.ARGUS_PREEMPT_GRACE_S
     if settings.ARGUS_MAX_RUNNING_TASKS > 0:
         max_new = max(0, settings.ARGUS_MAX_RUNNING_TASKS - len(holders))
-    cpus_per_gpu = settings.ARGUS_CPUS_PER_GPU
     decision = admission.decide(
-        [request_for(rows[item.key], item.user, cpus_per_gpu) for item in ordered],
+        [due[item.key].request for item in ordered],
         free,
         totals,
         policy=settings.ARGUS_SCHEDULING_POLICY,
@@ -159,10 +159,10 @@ def admit(ray: RayClient, room: tuple[dict[str, Room], dict[str, Room]], budget:
     )
     # Only the reasons and estimates that changed: in a steady queue that is none, and no UPDATE
     # naming every waiting task runs each tick (bench/tick.py).
-    changed = {pk: reason for pk, reason in decision.waiting.items() if rows[pk].pending_reason != reason[:500]}
-    _write_reasons(changed, {pk for pk in decision.short if rows[pk].state == TaskState.QUEUED})
-    _write_estimates(rows, decision.estimates)
-    _withdraw_unserved(rows, users, free, holders, caps, now)
+    changed = {pk: reason for pk, reason in decision.waiting.items() if due[pk].row.pending_reason != reason[:500]}
+    _write_reasons(changed, {pk for pk in decision.short if due[pk].row.state == TaskState.QUEUED})
+    _write_estimates(due, decision.estimates)
+    _withdraw_unserved(due, free, holders, caps, now)
     for victim, beneficiary in decision.preempt.items():
         preempt.mark(victim, beneficiary, now)
     for request, placement in decision.admitted:
@@ -174,8 +174,7 @@ def admit(ray: RayClient, room: tuple[dict[str, Room], dict[str, Room]], budget:
 
 
 def _withdraw_unserved(
-    rows: Mapping[int, Any],
-    users: Mapping[int, str],
+    due: Mapping[int, queue_rows.Queued],
     free: Mapping[str, Room],
     holders: list[admission.Running],
     caps: Mapping[str, admission.Caps],
@@ -188,69 +187,16 @@ def _withdraw_unserved(
     for attempt in preempt.pending():
         by_beneficiary.setdefault(attempt.preempted_for_id, []).append(attempt)
     running = {holder.key: holder for holder in holders}
-    cpus_per_gpu = settings.ARGUS_CPUS_PER_GPU
     for beneficiary, attempts in by_beneficiary.items():
-        row = rows.get(beneficiary) if beneficiary is not None else None
-        if row is None:  # not waiting, not due, or canceled: preempt.served says which
+        item = due.get(beneficiary) if beneficiary is not None else None
+        if item is None:  # not waiting, not due, or canceled: preempt.served says which
             why = preempt.served(attempts[0], now) or "the task it made room for cannot start now"
         else:
             victims = [running[a.task_id] for a in attempts if a.task_id in running]
-            why = admission.preemption_holds(
-                request_for(row, users[row.user_id], cpus_per_gpu), victims, free, holders, caps
-            )
+            why = admission.preemption_holds(item.request, victims, free, holders, caps)
         if why:
             for attempt in attempts:
                 preempt.withdraw(attempt.task, attempt, why)
-
-
-class QueueRow(NamedTuple):
-    """A waiting task as one tick reads it."""
-
-    pk: int
-    user_id: int
-    nnodes: int
-    n_gpus_per_node: int
-    state: str
-    pending_reason: str
-    submitted: float  # seconds since 1970, computed by the database
-    priority_rank: int
-    time_limit_s: int | None
-
-
-def queue_rows(now: datetime) -> dict[int, QueueRow]:
-    """The tasks due to be considered now, as plain rows: a queue of 10,000 is read every tick
-    (bench/tick.py), and Django's per-row machinery (model instances, or even its named rows
-    and converters) cost more than the query. The query is Django's; only the reading is raw."""
-    query = (
-        Task.objects.waiting()
-        .filter(Q(next_run_at=None) | Q(next_run_at__lte=now), cancel_requested_at=None)
-        .annotate(submitted=EpochSeconds("created_at"))
-        .values_list(*QueueRow._fields)
-    )
-    sql, params = query.query.sql_with_params()
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return {row.pk: row for row in map(QueueRow._make, cursor.fetchall())}
-
-
-def planned_run_s(time_limit_s: int | None) -> float | None:
-    """What backfill plans a task to run: its time limit (the site default was applied at
-    submission); None: unknown."""
-    return float(time_limit_s) if time_limit_s else None
-
-
-def request_for(row: QueueRow, user: str, cpus_per_gpu: float) -> Request:
-    """A waiting task's row as admission sees it (``cpus_per_gpu``: see cpus_for;
-    read once per tick, settings are slow to read 10,000 times)."""
-    return Request(
-        row.pk,
-        row.nnodes,
-        row.n_gpus_per_node,
-        row.n_gpus_per_node * cpus_per_gpu,
-        user,
-        planned_run_s(row.time_limit_s),
-        row.priority_rank,
-    )
 
 
 def running_now(now: datetime) -> list[admission.Running]:
@@ -263,7 +209,7 @@ def running_now(now: datetime) -> list[admission.Running]:
     for attempt, held in live_holdings():
         task = attempt.task
         started = attempt.start_time or attempt.created_at
-        run_s = planned_run_s(task.time_limit_s)
+        run_s = queue_rows.planned_run_s(task.time_limit_s)
         ends = started.timestamp() + run_s if run_s is not None else None
         stopping = attempt.stop_requested_at is not None or attempt.preempted_at is not None
         if attempt.preempted_at is not None:
@@ -327,6 +273,7 @@ def _batches(pks: list[int]) -> list[list[int]]:
 def _write_reasons(reasons: dict[int, str], to_pending: set[int]) -> None:
     """Reasons and QUEUED -> PENDING_RESOURCES moves in a few statements, whatever the queue's
     length: one UPDATE per distinct reason, one for the moves, one bulk insert of their events."""
+    queue_rows.note_reasons(reasons)
     by_reason: dict[str, list[int]] = {}
     for pk, reason in reasons.items():
         by_reason.setdefault(reason[:500], []).append(pk)

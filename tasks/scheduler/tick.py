@@ -119,4 +119,5 @@ def _ray_down(report: TickReport, error: str) -> None:
     report.error = error
     _record_cluster(None, None, error, None)
     reason = f"Ray is unreachable; the task waits until it is back ({error[:200]})"
-    Task.objects.waiting().exclude(pending_reason=reason).update(pending_reason=reason)
+    # updated_at too: the scheduler's copy of the queue (queue_rows) reads what changed by it.
+    Task.objects.waiting().exclude(pending_reason=reason).update(pending_reason=reason, updated_at=timezone.now())

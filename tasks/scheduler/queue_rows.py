@@ -1,0 +1,220 @@
+"""The queue as the tick reads it: plain rows, kept in this process between ticks, and each tick
+only the rows that changed read from the database.
+
+A queue of 10,000 read whole every tick costs more than everything else the tick does
+(bench/tick.py). So the scheduler keeps the rows of every task in the queue (QUEUED,
+PENDING_RESOURCES) and reads each tick only the tasks whose ``updated_at`` moved since the last
+read. Every change to a field read here bumps ``updated_at``: the moves (Task.transition), a
+cancel request, the bulk QUEUED -> PENDING_RESOURCES move, a save (the admin's priority). The
+reasons the scheduler writes itself it notes here as it writes them (``note_reasons``).
+
+Why the copy cannot drift: the read overlaps the last one by ``OVERLAP_S`` (a transaction that
+committed late with an earlier ``updated_at``, clocks of other hosts); the number of rows is
+checked against the database's count each tick, which catches a task deleted or a move missed;
+and the whole queue is read again every ``FULL_READ_S`` and whenever the process or the
+database changes (``forget``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import NamedTuple
+
+from django.db import connection
+
+from tasks.models import QUEUE_STATES, Task
+from tasks.scheduler.fairshare import Waiting
+from tasks.scheduler.queue_order import EpochSeconds
+from tasks.scheduler.rooms import Request
+
+OVERLAP_S = 10.0
+FULL_READ_S = 300.0
+
+
+class QueueRow(NamedTuple):
+    """A task in the queue as one tick reads it."""
+
+    pk: int
+    user_id: int
+    nnodes: int
+    n_gpus_per_node: int
+    state: str
+    pending_reason: str
+    submitted: float  # seconds since 1970, computed by the database
+    priority_rank: int
+    time_limit_s: int | None
+    due: float | None  # next_run_at in seconds since 1970 (a retry's backoff); None: now
+    cancel_requested_at: object  # only whether it is set matters
+
+    def is_due(self, now: float) -> bool:
+        return self.cancel_requested_at is None and (self.due is None or self.due <= now)
+
+
+class Queued(NamedTuple):
+    """A due task in the queue, as the order and admission see it."""
+
+    row: QueueRow
+    waiting: Waiting
+    request: Request
+
+
+@dataclass
+class _Copy:
+    rows: dict[int, QueueRow] = field(default_factory=dict)
+    seen_at: datetime | None = None  # when the last read started
+    full_read_at: float = 0.0  # time.monotonic() of the last whole read
+    version: int = 0  # moves on with every change to the rows
+    # What admission sees of each row, made once per row (the user's name and the CPUs per GPU
+    # it was made with, and the row: any change makes it again).
+    made: dict[int, tuple[QueueRow, str, float, Queued]] = field(default_factory=dict)
+    # The last tick's due tasks, in the order it put them: the same list while nothing changed
+    # and no backoff ended; (version, names, CPUs per GPU, valid until, the list).
+    last_due: tuple[int, dict[int, str], float, float, list[Queued]] | None = None
+    user_ids: tuple[int, set[int]] | None = None  # (version, ids)
+
+
+_copy: _Copy | None = None
+
+
+def forget() -> None:
+    """Read the whole queue next time (a new database, as in tests; a new scheduler)."""
+    global _copy
+    _copy = None
+
+
+def _query(since: datetime | None) -> list[QueueRow]:
+    tasks = Task.objects.filter(state__in=QUEUE_STATES) if since is None else Task.objects.filter(updated_at__gte=since)
+    # No order: the model's default (newest first) would make SQLite walk that index, not updated_at's.
+    query = (
+        tasks.order_by()
+        .annotate(submitted=EpochSeconds("created_at"), due=EpochSeconds("next_run_at"))
+        .values_list(*QueueRow._fields)
+    )
+    # The query is Django's; only the reading is raw: Django's per-row machinery costs more
+    # than the query on a long queue.
+    sql, params = query.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return list(map(QueueRow._make, cursor.fetchall()))
+
+
+def _whole() -> _Copy:
+    copy = _Copy(full_read_at=time.monotonic())
+    copy.rows = {row.pk: row for row in _query(None)}
+    return copy
+
+
+def read(now: datetime) -> dict[int, QueueRow]:
+    """Every task in the queue now, {pk: row}: due or not, canceled or not."""
+    global _copy
+    copy = _copy
+    if copy is None or copy.seen_at is None or time.monotonic() - copy.full_read_at > FULL_READ_S:
+        copy = _whole()
+    else:
+        changed = _query(copy.seen_at - timedelta(seconds=OVERLAP_S))
+        for row in changed:
+            if row.state in QUEUE_STATES:
+                if copy.rows.get(row.pk) != row:
+                    copy.rows[row.pk] = row
+                    copy.version += 1
+            elif copy.rows.pop(row.pk, None) is not None:
+                copy.version += 1
+        if len(copy.rows) != Task.objects.filter(state__in=QUEUE_STATES).count():
+            # A task deleted, or a change that did not say so: read it all again.
+            copy = _whole()
+    copy.seen_at = now
+    _copy = copy
+    return copy.rows
+
+
+def user_ids() -> set[int]:
+    """The users with a task in the queue (after read)."""
+    if _copy is None:
+        return set()
+    if _copy.user_ids is None or _copy.user_ids[0] != _copy.version:
+        _copy.user_ids = (_copy.version, {row.user_id for row in _copy.rows.values()})
+    return _copy.user_ids[1]
+
+
+def due(now: datetime, usernames: dict[int, str], cpus_per_gpu: float) -> list[Queued]:
+    """Of the rows read, the tasks to consider now (not in a retry's backoff, no cancel
+    pending), each with what the order and admission read, in the last tick's order;
+    ``usernames``: {user id: name} of every user with a task in the queue."""
+    if _copy is None:
+        return []
+    stamp = now.timestamp()
+    last = _copy.last_due
+    if last is not None and (last[0], last[1], last[2]) == (_copy.version, usernames, cpus_per_gpu) and stamp < last[3]:
+        return last[4]
+    made = _copy.made
+    result = []
+    valid_until = float("inf")  # when a task's backoff ends, the list changes
+    for pk, row in _copy.rows.items():
+        if not row.is_due(stamp):
+            if row.cancel_requested_at is None and row.due is not None:
+                valid_until = min(valid_until, row.due)
+            continue
+        user = usernames[row.user_id]
+        known = made.get(pk)
+        if known is None or known[0] is not row or known[1] != user or known[2] != cpus_per_gpu:
+            queued = Queued(
+                row,
+                Waiting(pk, user, row.priority_rank, row.submitted),
+                request_for(row, user, cpus_per_gpu),
+            )
+            made[pk] = (row, user, cpus_per_gpu, queued)
+        else:
+            queued = known[3]
+        result.append(queued)
+    if len(made) > 2 * len(_copy.rows):  # rows that left the queue
+        _copy.made = {pk: value for pk, value in made.items() if pk in _copy.rows}
+    _copy.last_due = (_copy.version, dict(usernames), cpus_per_gpu, valid_until, result)
+    return result
+
+
+def keep_order(ordered: list[Queued]) -> None:
+    """The queue's order this tick: the next tick's due tasks come in it, and sorting a list
+    that is nearly in order already costs a fraction of sorting it from scratch (the fair-share
+    order of 10,000 tasks, each tick)."""
+    if _copy is None or _copy.last_due is None:
+        return
+    version, names, cpus, valid_until, _ = _copy.last_due
+    _copy.last_due = (version, names, cpus, valid_until, ordered)
+    rows = _copy.rows
+    in_order = {item.row.pk: rows[item.row.pk] for item in ordered if item.row.pk in rows}
+    if len(in_order) < len(rows):
+        in_order.update(rows)  # not due now: after, in the order they were
+    _copy.rows = in_order
+
+
+def note_reasons(reasons: dict[int, str]) -> None:
+    """The scheduler wrote these reasons (truncated as stored): the copy says so too."""
+    if _copy is None:
+        return
+    for pk, reason in reasons.items():
+        row = _copy.rows.get(pk)
+        if row is not None:
+            _copy.rows[pk] = row._replace(pending_reason=reason[:500])
+            _copy.version += 1
+
+
+def planned_run_s(time_limit_s: int | None) -> float | None:
+    """What backfill plans a task to run: its time limit (the site default was applied at
+    submission); None: unknown."""
+    return float(time_limit_s) if time_limit_s else None
+
+
+def request_for(row: QueueRow, user: str, cpus_per_gpu: float) -> Request:
+    """A waiting task's row as admission sees it (``cpus_per_gpu``: see launch.cpus_for;
+    read once per tick, settings are slow to read 10,000 times)."""
+    return Request(
+        row.pk,
+        row.nnodes,
+        row.n_gpus_per_node,
+        row.n_gpus_per_node * cpus_per_gpu,
+        user,
+        planned_run_s(row.time_limit_s),
+        row.priority_rank,
+    )

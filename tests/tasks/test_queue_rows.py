@@ -1,0 +1,117 @@
+"""The scheduler's copy of the queue (tasks.scheduler.queue_rows): kept between ticks, each tick
+reads only what changed, and every way a queued task changes reaches the next tick."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from tasks.models import Task, TaskState
+from tasks.scheduler import queue_rows
+from tasks.scheduler.tick import tick
+
+pytestmark = pytest.mark.django_db
+
+
+def rows() -> dict[int, queue_rows.QueueRow]:
+    return queue_rows.read(timezone.now())
+
+
+def test_the_copy_matches_a_whole_read_after_every_kind_of_change(alice, bob, make_task, fake_ray, admin):
+    fake_ray([1])  # room for nothing that is made here: they all wait
+    tasks = [make_task(alice) for _ in range(3)]
+    tick()
+    assert set(rows()) == {t.pk for t in tasks}
+
+    # A new task, a canceled one (out of the queue), a cancel request left pending on one that
+    # a scheduler has in hand, a priority changed by the admin, a task deleted.
+    new = make_task(bob)
+    tasks[0].cancel("alice")
+    Task.objects.filter(pk=tasks[1].pk).update(state=TaskState.PENDING_RESOURCES, updated_at=timezone.now())
+    edited = Task.objects.get(pk=tasks[2].pk)
+    edited.priority = "high"
+    edited.save(update_fields=["priority"])
+    kept = rows()
+    whole = {row.pk: row for row in queue_rows._query(None)}
+    assert kept == whole
+    assert tasks[0].pk not in kept and new.pk in kept
+    assert kept[tasks[1].pk].state == TaskState.PENDING_RESOURCES
+    assert kept[tasks[2].pk].priority_rank == whole[tasks[2].pk].priority_rank != tasks[2].priority_rank
+
+    Task.objects.filter(pk=new.pk).delete()  # no updated_at tells of it: the count does
+    assert rows() == {row.pk: row for row in queue_rows._query(None)}
+
+
+def test_each_tick_reads_only_what_changed(alice, make_task, fake_ray, monkeypatch):
+    fake_ray([1])
+    tasks = [make_task(alice) for _ in range(30)]
+    tick()
+    reads: list[tuple[bool, int]] = []
+    query = queue_rows._query
+
+    def spy(since):
+        result = query(since)
+        reads.append((since is None, len(result)))
+        return result
+
+    monkeypatch.setattr(queue_rows, "_query", spy)
+    # Past the overlap: the next read asks only for what changed since the last one.
+    later = timezone.now() + timedelta(seconds=queue_rows.OVERLAP_S + 1)
+    monkeypatch.setattr(timezone, "now", lambda: later)
+    tick()
+    tick()
+    assert reads[-1] == (False, 0)
+    tasks[0].cancel("alice")
+    tick()
+    assert reads[-1] == (False, 1)
+    assert not any(whole for whole, _ in reads)
+    assert tasks[0].pk not in rows()
+
+
+def test_a_change_that_commits_late_with_an_earlier_time_is_still_read(alice, make_task, fake_ray):
+    fake_ray([1])
+    task = make_task(alice)
+    rows()
+    # A transaction of another process stamped its change before this process's last read began,
+    # and committed after it: the overlap reads it.
+    earlier = timezone.now() - timedelta(seconds=queue_rows.OVERLAP_S / 2)
+    Task.objects.filter(pk=task.pk).update(priority_rank=7, updated_at=earlier)
+    assert rows()[task.pk].priority_rank == 7
+
+
+def test_reasons_the_scheduler_wrote_are_in_the_copy_and_ray_down_reasons_are_read_back(
+    alice, make_task, fake_ray, monkeypatch
+):
+    from tasks.scheduler.rayjobs import RayJobs, RayUnavailable
+
+    fake_ray([1])
+    task = make_task(alice)
+    tick()
+    task.refresh_from_db()
+    assert rows()[task.pk].pending_reason == task.pending_reason != ""
+
+    def down(cls):
+        raise RayUnavailable("connection refused")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(RayJobs, "connect", classmethod(down))
+        tick()
+    assert rows()[task.pk].pending_reason.startswith("Ray is unreachable")
+    tick()  # Ray is back: the reason it waits for is written again, not kept from before
+    task.refresh_from_db()
+    assert task.pending_reason.startswith("needs 1 node with 4 free GPUs"), task.pending_reason
+
+
+def test_a_task_in_its_retry_backoff_or_with_a_cancel_pending_is_kept_but_not_due(alice, make_task, fake_ray):
+    fake_ray([1])
+    later, canceling, due = (make_task(alice) for _ in range(3))
+    now = timezone.now()
+    Task.objects.filter(pk=later.pk).update(next_run_at=now + timedelta(minutes=5), updated_at=now)
+    Task.objects.filter(pk=canceling.pk).update(cancel_requested_at=now, updated_at=now)
+    kept = rows()
+    assert set(kept) == {later.pk, canceling.pk, due.pk}
+    names = {alice.pk: alice.username}
+    assert [q.row.pk for q in queue_rows.due(now, names, 3.0)] == [due.pk]
+    assert {q.row.pk for q in queue_rows.due(now + timedelta(minutes=6), names, 3.0)} == {later.pk, due.pk}
