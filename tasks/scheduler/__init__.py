@@ -12,7 +12,8 @@ Read it in the order a tick runs it:
    ``stops`` stops a job, the why written first;
 4. ``cancels``: what a person canceled;
 5. ``usage.charge``: fair-share usage, what ran since the last tick;
-6. ``launch.admit``: the queue in order (``queue_order``), free room (``launch.free_room``),
+6. ``launch.admit``: the queue (``queue_rows``, a copy kept between ticks: each tick reads only
+   what changed) in order (``queue_order``), free room (``launch.free_room``),
    the decision of the pure core below, then each attempt started, the row first (SUBMITTING,
    deterministic submission id), then Ray; ``preempt`` marks and withdraws victims;
 7. ``sweep.sweep``, now and then: Ray's whole job table (orphans, retention, foreign jobs).
