@@ -36,8 +36,8 @@ lint: venv
 	@mkdir -p var  # the default SQLite file lives there; makemigrations opens it
 	ARGUS_DEBUG=1 $(PY) manage.py makemigrations --check --dry-run >/dev/null
 
-# Every tier (pytest.ini lists them; tests/conftest.py puts each test in one), in two parallel
-# runs: what needs no real Ray, then what does.
+# Every tier (pytest.ini lists them; tests/conftest.py puts each test in one), in two lanes at
+# once: real Ray, and the rest (scripts/pytest-tiers.sh).
 test: venv
 	bash scripts/ensure-test-deps.sh
 	$(MAKE) lint
@@ -55,15 +55,17 @@ test-browser: venv
 	bash scripts/ensure-test-deps.sh
 	$(VENV)/bin/pytest $(PARALLEL) -m browser $(PYTEST_ARGS)
 
-# The suite again on a throwaway PostgreSQL (installed when missing), for what the database
-# decides: queries, locks, constraints, the scheduler on real Ray. What runs once, in `make test`:
-# the node pool (no database), the browser, the CLI and the schema fuzzing (they drive the same
-# API through HTTP; the API's own tests run on both), and the chaos run (4 minutes; its locks are
-# the same code paths test_qcluster covers on both). Each xdist worker gets its own database on
-# the one server (pytest-django suffixes its name with the worker's id).
+# What the database decides, again on a throwaway PostgreSQL (installed when missing): every
+# test that uses the database (the `database` marker: queries, locks, constraints), and of the
+# real-Ray tests those where several processes share it (`db_processes`: qcluster, crash
+# safety). Not again: what drives the same API through HTTP (the browser, the CLI, the schema
+# fuzzing; the API's own tests run on both), the node pool (no database) and the other Ray tests
+# (what they add is Ray's behaviour, the same on either database). Each xdist worker gets its
+# own database on the one server (pytest-django suffixes its name with the worker's id).
 test-postgres: venv
-	bash scripts/with-postgres.sh bash scripts/pytest-tiers.sh --ignore=tests/raypool --ignore=tests/web \
-		--ignore=tests/cli --ignore=tests/scheduler/test_chaos.py --ignore=tests/test_schemathesis.py $(PYTEST_ARGS)
+	bash scripts/with-postgres.sh env RAY_MARK=db_processes REST_MARK="database and not ray" \
+		bash scripts/pytest-tiers.sh --ignore=tests/raypool --ignore=tests/web --ignore=tests/cli \
+		--ignore=tests/test_schemathesis.py $(PYTEST_ARGS)
 
 run: venv
 	$(PY) scripts/run_local.py

@@ -1,34 +1,52 @@
 #!/usr/bin/env bash
-# The whole suite in two runs, each as parallel as it can safely be (`make test` and
-# `make test-postgres` use it; any pytest arguments are passed on to both runs):
-# 1. every test that needs no real Ray (unit, browser, fuzz) on XDIST workers;
-# 2. the tests on real Ray (ray, pool, chaos) on RAY_XDIST workers, with --dist loadgroup: the
-#    tests sharing the session's cluster stay on one worker, each node-pool module on one, the
-#    chaos run alone (tests/conftest.py sets the groups).
-# A Ray cluster takes ~1.2 GB and a core of its own while it starts: on 2 cores, two at once
-# left a node pool's workers unjoined after 90 s, so Ray gets a worker per 2 cores (none
-# below 4: in this process). Both runs always run; the exit status is the first failure's.
+# The suite in two lanes that run at the same time (`make test` and `make test-postgres` use it;
+# any pytest arguments are passed on to both lanes):
+#   ray   the tests on real Ray (ray, pool, chaos), on RAY_XDIST workers with --dist loadgroup:
+#         the tests sharing the session's cluster stay on one worker, each node-pool module on
+#         one, the chaos run alone (tests/conftest.py sets the groups);
+#   rest  every test that needs no real Ray (unit, browser, fuzz), on REST_XDIST workers.
+# The Ray lane is mostly waiting (for Ray, for the stand-in's steps) and is the longer one: the
+# other lane runs beside it on what it leaves of the machine, one core fewer. A Ray cluster
+# takes ~1.2 GB and a core of its own while it starts: on 2 cores, two at once left a node
+# pool's workers unjoined after 90 s, so Ray gets a worker per 2 cores (none below 4: in this
+# process). Each lane's lines are prefixed with its name; the exit status is the first failure's.
+# LANES=serial runs them one after the other (for reading one lane's output whole).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 cores=$(nproc)
-XDIST=${XDIST:-$(( cores < 4 ? cores : 4 ))}
+REST_XDIST=${REST_XDIST:-$(( cores - 1 < 1 ? 1 : cores - 1 < 4 ? cores - 1 : 4 ))}
 ray_default=$(( cores / 2 < 4 ? cores / 2 : 4 ))
 RAY_XDIST=${RAY_XDIST:-$(( ray_default < 2 ? 0 : ray_default ))}
+RAY_MARK=${RAY_MARK:-ray}
+REST_MARK=${REST_MARK:-not ray}
 pytest=.venv/bin/pytest
 
-status=0
-run() {
-  "$pytest" "$@"
-  local code=$?
+lane() {
+  local name=$1
+  shift
+  "$pytest" "$@" 2>&1 | sed -u "s/^/[$name] /"
+  local code=${PIPESTATUS[0]}
   # 5: nothing collected, as when the arguments name tests of one kind only.
-  if [ "$code" != 0 ] && [ "$code" != 5 ] && [ "$status" = 0 ]; then
-    status=$code
-  fi
+  if [ "$code" = 5 ]; then code=0; fi
+  echo "$code" >"$codes/$name"
 }
 
-echo "== tiers unit, browser, fuzz on $XDIST workers"
-run -n "$XDIST" --dist loadgroup -m "not ray" "$@"
-echo "== tiers ray, pool, chaos on $RAY_XDIST workers"
-run -n "$RAY_XDIST" --dist loadgroup -m ray "$@"
+codes=$(mktemp -d)
+trap 'rm -rf "$codes"' EXIT
+echo "== lanes: ray ($RAY_MARK) on $RAY_XDIST workers, rest ($REST_MARK) on $REST_XDIST workers"
+if [ "${LANES:-parallel}" = serial ]; then
+  lane rest -n "$REST_XDIST" --dist loadgroup -m "$REST_MARK" "$@"
+  lane ray -n "$RAY_XDIST" --dist loadgroup -m "$RAY_MARK" "$@"
+else
+  lane ray -n "$RAY_XDIST" --dist loadgroup -m "$RAY_MARK" "$@" &
+  lane rest -n "$REST_XDIST" --dist loadgroup -m "$REST_MARK" "$@" &
+  wait
+fi
+status=0
+for name in rest ray; do
+  code=$(cat "$codes/$name" 2>/dev/null || echo 1)
+  echo "== lane $name: exit $code"
+  if [ "$code" != 0 ] && [ "$status" = 0 ]; then status=$code; fi
+done
 exit "$status"

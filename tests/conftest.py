@@ -32,8 +32,11 @@ CHAOS_MODULES = {"tests/scheduler/test_chaos.py"}
 FUZZ_MODULES = {"tests/test_schemathesis.py"}
 
 
+ROOT = Path(__file__).resolve().parent.parent
+
+
 def tier_of(item: pytest.Item) -> str:
-    path = Path(str(item.path)).relative_to(Path(__file__).resolve().parent.parent).as_posix()
+    path = Path(str(item.path)).relative_to(ROOT).as_posix()
     fixtures = set(getattr(item, "fixturenames", ()))
     if path in CHAOS_MODULES:
         return "chaos"
@@ -48,10 +51,28 @@ def tier_of(item: pytest.Item) -> str:
     return "unit"
 
 
+# What a database decides (queries, locks, constraints): the tests that use one, which
+# `make test-postgres` runs again on PostgreSQL. The fixtures are the closure pytest computed.
+DATABASE_FIXTURES = {"db", "transactional_db", "django_db_setup", "live_server"}
+# The real-Ray tests where several processes share the database (qcluster workers, a scheduler
+# killed mid-write): PostgreSQL's locks differ from SQLite's, so these run on both.
+DB_PROCESS_MODULES = {"tests/scheduler/test_qcluster.py", "tests/scheduler/test_crash_safety.py"}
+
+
+def uses_database(item: pytest.Item) -> bool:
+    return bool(DATABASE_FIXTURES & set(getattr(item, "fixturenames", ()))) or bool(
+        item.get_closest_marker("django_db")
+    )
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         tier = tier_of(item)
         item.add_marker(tier)
+        if uses_database(item):
+            item.add_marker("database")
+        if Path(str(item.path)).relative_to(ROOT).as_posix() in DB_PROCESS_MODULES:
+            item.add_marker("db_processes")
         if tier in ("pool", "chaos"):
             item.add_marker("ray")
         # Under pytest-xdist's --dist loadgroup: the tests sharing the session's Ray cluster run
