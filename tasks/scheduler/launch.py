@@ -45,7 +45,7 @@ from tasks.scheduler.rayjobs import (
     Submission,
     SubmitRejected,
 )
-from tasks.scheduler.rooms import Room, effective_free
+from tasks.scheduler.rooms import Request, Room, effective_free
 from tasks.scheduler.settle import ACTOR, Outcome, settle
 from tasks.scheduler.steps import Budget, guarded
 from tasks.scheduler.storage import bounded
@@ -117,17 +117,13 @@ def admit(ray: RayClient, room: tuple[dict[str, Room], dict[str, Room]], budget:
     now = timezone.now()
     queue_rows.read(now)
     users = usernames(queue_rows.user_ids())
-    cpus_per_gpu = settings.ARGUS_CPUS_PER_GPU
-    listed = queue_rows.due(now, users, cpus_per_gpu)
+    listed = queue_rows.due(now, users, settings.ARGUS_CPUS_PER_GPU)
     if not listed:
         return
     due = {item.row.pk: item for item in listed}
     control = AdmissionControl.current()
     if control.paused:
-        reason = f"admission is paused: {control.reason}; running tasks go on, nothing new starts"
-        _write_reasons({pk: reason for pk, item in due.items() if item.row.pending_reason != reason[:500]}, set())
-        for attempt in preempt.pending():
-            preempt.withdraw(attempt.task, attempt, "admission is paused")
+        _hold_while_paused(due, control.reason)
         return
     totals, free = room  # free_room(cluster), once a tick
     ordered, _ = order_waiting([item.waiting for item in listed], users, now)
@@ -138,25 +134,7 @@ def admit(ray: RayClient, room: tuple[dict[str, Room], dict[str, Room]], budget:
         for user_id, limits in limits_by_user(users).items()
         if limits.max_running_gpus or limits.max_running_tasks
     }
-    max_new = None
-    grace = settings.ARGUS_PREEMPT_GRACE_S
-    if settings.ARGUS_MAX_RUNNING_TASKS > 0:
-        max_new = max(0, settings.ARGUS_MAX_RUNNING_TASKS - len(holders))
-    decision = admission.decide(
-        [due[item.key].request for item in ordered],
-        free,
-        totals,
-        policy=settings.ARGUS_SCHEDULING_POLICY,
-        max_new=max_new,
-        now=now.timestamp(),
-        running=holders,
-        caps=caps,
-        preemption=settings.ARGUS_PREEMPTION,
-        shortest_first=settings.ARGUS_BACKFILL_SHORTEST_FIRST,
-        estimate=settings.ARGUS_ESTIMATE_DEPTH,
-        grace=grace,
-        yielded=preempt.yielded(),
-    )
+    decision = _decide([due[item.key].request for item in ordered], free, totals, holders, caps, now)
     # Only the reasons and estimates that changed: in a steady queue that is none, and no UPDATE
     # naming every waiting task runs each tick (bench/tick.py).
     changed = {pk: reason for pk, reason in decision.waiting.items() if due[pk].row.pending_reason != reason[:500]}
@@ -171,6 +149,43 @@ def admit(ray: RayClient, room: tuple[dict[str, Room], dict[str, Room]], budget:
         task = Task.objects.select_related("user").get(pk=request.key)
         if guarded(task, partial(start_attempt, ray, task, placement)):
             submitted.append(task.task_id)
+
+
+def _hold_while_paused(due: Mapping[int, queue_rows.Queued], why: str) -> None:
+    """Admission is paused: every due task says so, and no preemption stands."""
+    reason = f"admission is paused: {why}; running tasks go on, nothing new starts"
+    _write_reasons({pk: reason for pk, item in due.items() if item.row.pending_reason != reason[:500]}, set())
+    for attempt in preempt.pending():
+        preempt.withdraw(attempt.task, attempt, "admission is paused")
+
+
+def _decide(
+    queue: list[Request],
+    free: dict[str, Room],
+    totals: dict[str, Room],
+    holders: list[admission.Running],
+    caps: dict[str, admission.Caps],
+    now: datetime,
+) -> admission.Decision:
+    """The pure core's decision, under the site's policy and limits."""
+    max_new = None
+    if settings.ARGUS_MAX_RUNNING_TASKS > 0:
+        max_new = max(0, settings.ARGUS_MAX_RUNNING_TASKS - len(holders))
+    return admission.decide(
+        queue,
+        free,
+        totals,
+        policy=settings.ARGUS_SCHEDULING_POLICY,
+        max_new=max_new,
+        now=now.timestamp(),
+        running=holders,
+        caps=caps,
+        preemption=settings.ARGUS_PREEMPTION,
+        shortest_first=settings.ARGUS_BACKFILL_SHORTEST_FIRST,
+        estimate=settings.ARGUS_ESTIMATE_DEPTH,
+        grace=settings.ARGUS_PREEMPT_GRACE_S,
+        yielded=preempt.yielded(),
+    )
 
 
 def _withdraw_unserved(

@@ -126,6 +126,22 @@ def apply_status(task: Task, attempt: Attempt, job: JobDetails, cluster: Cluster
     ``cluster``: Ray's nodes as this tick saw them (their addresses; which are dead)."""
     cluster = cluster or ClusterView()
     status = status_of(job)
+    _record_status(task, attempt, job, cluster, status)
+    if status == JobStatus.RUNNING:
+        if task.state == TaskState.SUBMITTED:
+            task.transition(
+                TaskState.RUNNING, role=Role.SCHEDULER, actor=ACTOR, attempt=attempt, message="Running on Ray."
+            )
+        return False
+    outcome = _ending(task, attempt, job, cluster, status)
+    if outcome is None:
+        return False
+    settle(task, attempt, outcome)
+    return True
+
+
+def _record_status(task: Task, attempt: Attempt, job: JobDetails, cluster: ClusterView, status: str) -> None:
+    """Write down what changed in Ray's account of the attempt (an event when its status did)."""
     changed = []
     start = attempt.start_time
     if start is None and status == JobStatus.RUNNING:
@@ -155,30 +171,22 @@ def apply_status(task: Task, attempt: Attempt, job: JobDetails, cluster: Cluster
             data={"ray_status": status},
         )
 
-    if status == JobStatus.RUNNING:
-        if task.state == TaskState.SUBMITTED:
-            task.transition(
-                TaskState.RUNNING, role=Role.SCHEDULER, actor=ACTOR, attempt=attempt, message="Running on Ray."
-            )
-        return False
+
+def _ending(task: Task, attempt: Attempt, job: JobDetails, cluster: ClusterView, status: str) -> Outcome | None:
+    """How an attempt Ray no longer runs ended; None while it has not (PENDING), or while a node
+    may be dying and Ray has not said so yet."""
     ended_at = _ms(job.end_time)
     if status in (JobStatus.STOPPED, JobStatus.FAILED) and attempt.stop_reason:
         # Argus stopped it (time limit, silence, preemption, a placement that never came): that
         # is the end, whatever Ray's status says of the stop itself.
-        outcome = Outcome(failure=attempt.stop_reason, line=attempt.stop_line, stopped=True, ended_at=ended_at)
-    elif status == JobStatus.SUCCEEDED:
-        outcome = _finished(task, attempt, ended_at)
-    elif status == JobStatus.STOPPED:
-        outcome = Outcome(stopped=True, ended_at=ended_at)
-    elif status == JobStatus.FAILED:
-        failed = _failed(task, attempt, job, cluster.dead(), ended_at)
-        if failed is None:
-            return False  # a node may be dying: Ray has not said yet
-        outcome = failed
-    else:
-        return False  # PENDING
-    settle(task, attempt, outcome)
-    return True
+        return Outcome(failure=attempt.stop_reason, line=attempt.stop_line, stopped=True, ended_at=ended_at)
+    if status == JobStatus.SUCCEEDED:
+        return _finished(task, attempt, ended_at)
+    if status == JobStatus.STOPPED:
+        return Outcome(stopped=True, ended_at=ended_at)
+    if status == JobStatus.FAILED:
+        return _failed(task, attempt, job, cluster.dead(), ended_at)
+    return None  # PENDING
 
 
 def _failed(
