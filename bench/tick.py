@@ -253,7 +253,18 @@ def main() -> int:
     print(machine_note())
     print(
         table(
-            ["policy", "queued", "phase", "ticks", "median ms", "worst ms", "CPU ms", "queries", "admitted", f"<= {GOAL_MS:g}"],
+            [
+                "policy",
+                "queued",
+                "phase",
+                "ticks",
+                "median ms",
+                "worst ms",
+                "CPU ms",
+                "queries",
+                "admitted",
+                f"<= {GOAL_MS:g}",
+            ],
             rows,
         )
     )
