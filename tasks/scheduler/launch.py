@@ -224,7 +224,7 @@ def queue_rows(now: datetime) -> dict[int, QueueRow]:
     query = (
         Task.objects.waiting()
         .filter(Q(next_run_at=None) | Q(next_run_at__lte=now), cancel_requested_at=None)
-        .annotate(submitted=EpochSeconds("created_at"))
+        .annotate(submitted=EpochSeconds("queued_at"))
         .values_list(*QueueRow._fields)
     )
     sql, params = query.query.sql_with_params()
@@ -246,7 +246,8 @@ def request_for(row: QueueRow, user: str, cpus_per_gpu: float) -> Request:
         row.pk,
         row.nnodes,
         row.n_gpus_per_node,
-        row.n_gpus_per_node * cpus_per_gpu,
+        # No GPU (an export): fitted by its own CPUs on one worker node.
+        row.n_gpus_per_node * cpus_per_gpu if row.n_gpus_per_node else settings.ARGUS_EXPORT_CPUS,
         user,
         planned_run_s(row.time_limit_s),
         row.priority_rank,
@@ -398,7 +399,7 @@ def submission_payload(task: Task, attempt: Attempt) -> Submission:
         task.spec, username=task.user.username, checkpoint_dir=checkpoint_dir(task.user.username, task.task_id)
     )
     entrypoint = shlex.join(["python3", "-m", "raypool.driver", "--log", attempt.log_path, "--", *argv])
-    return {
+    payload: Submission = {
         "submission_id": attempt.ray_submission_id,
         "entrypoint": entrypoint,
         # The driver runs on a worker node, never on the head (which has no CPUs for work).
@@ -409,6 +410,10 @@ def submission_payload(task: Task, attempt: Attempt) -> Submission:
             "argus_attempt": str(attempt.attempt_no),
         },
     }
+    if not task.n_gpus_per_node:
+        # An export runs in its driver: Ray counts the CPUs admission fitted it by.
+        payload["entrypoint_num_cpus"] = settings.ARGUS_EXPORT_CPUS
+    return payload
 
 
 def _write_job_files(task: Task, attempt: Attempt, payload: Submission) -> None:

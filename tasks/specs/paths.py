@@ -112,7 +112,12 @@ def other_user_home(path: str, username: str) -> bool:
 
 
 def resolve_input_path(
-    value: str, username: str, *, within: Sequence[Path] | None = None, must_exist: bool = True
+    value: str,
+    username: str,
+    *,
+    within: Sequence[Path] | None = None,
+    must_exist: bool = True,
+    pending: Sequence[Path] = (),
 ) -> Path:
     """Check a path a task will read and return it, macros expanded and normalised.
 
@@ -122,7 +127,9 @@ def resolve_input_path(
     1. expand the macros; the result must be absolute and free of `..` and odd characters;
     2. as written, it must lie under an allowed root and not in another user's home;
     3. its real path (symlinks resolved) must lie under the real path of an allowed root;
-    4. it must exist (unless not ``must_exist``: a folder a run reads only if it is there).
+    4. it must exist (unless not ``must_exist``: a folder a run reads only if it is there; or it
+       lies in a ``pending`` folder: an earlier pipeline step's output, checked again when the
+       step that reads it becomes QUEUED).
 
     The path as written is returned, not the real one, so a shared root mounted through a
     symlink keeps the name users know. Raises PathPolicyError.
@@ -135,7 +142,7 @@ def resolve_input_path(
     real = os.path.realpath(path)
     if not any(_within(real, r.resolve()) for r in roots):
         raise PathPolicyError(f"{value!r} leads outside the allowed directories through a symlink")
-    if must_exist and not os.path.exists(real):
+    if must_exist and not any(_within(path, folder) for folder in pending) and not os.path.exists(real):
         raise PathPolicyError(f"{value!r} does not exist")
     return Path(path)
 
