@@ -98,8 +98,9 @@ def within_quota(user: Any, max_queued: int, adding: int) -> Iterator[None]:
 
 def create_task(user: Any, parsed: ParsedSpec, actor: str, after: dict[str, list[Task]] | None = None) -> Task:
     """A new task from a spec already checked: its stored fields are the ones the spec table
-    declares (ParsedSpec.model_fields); WAITING when it runs after other tasks."""
-    after = after or {}
+    declares (ParsedSpec.model_fields); WAITING when it runs after other tasks (``after``: the
+    tasks its after / after_any name, looked up here when not given)."""
+    after = dependencies(user, parsed) if after is None else after
     return Task.create(
         user=user,
         actor=actor,
