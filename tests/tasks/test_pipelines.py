@@ -114,6 +114,7 @@ def test_submit_creates_every_task_at_once_and_answers_the_steps(alice, client_f
     ]
     assert response["Location"] == f"/api/v2/pipelines/{body['pipeline_id']}"
     export = Task.objects.get(task_id=body["steps"][1]["task_id"])
+    assert export.pipeline is not None
     assert (export.workload, export.step, export.pipeline.pipeline_id) == ("export", "sft-export", body["pipeline_id"])
     task = client_for(alice).get(f"/api/v2/tasks/{export.task_id}").json()
     assert (task["pipeline_id"], task["step"], task["queued_at"]) == (body["pipeline_id"], "sft-export", None)
