@@ -6,6 +6,7 @@ after / after_any on plain tasks."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,12 @@ def ended(pipeline: Pipeline) -> bool:
     return pipeline.is_finished
 
 
-def started_at(task: Task) -> Any:
+def at(moment: datetime | None) -> datetime:
+    assert moment is not None
+    return moment
+
+
+def started_at(task: Task) -> datetime:
     attempt = task.attempts.order_by("attempt_no").first()
     assert attempt is not None, task
     return attempt.created_at
@@ -74,8 +80,8 @@ def test_sft_export_ppo_run_in_order_each_reading_the_last_ones_output(on_ray, a
     sft, export, ppo = (Task.objects.get(pk=steps[name].pk) for name in ("sft", "sft-export", "ppo"))
     assert [task.state for task in (sft, export, ppo)] == [S.SUCCEEDED] * 3
     # In order: each queued (and started) only after the one before it ended.
-    assert sft.finished_at <= export.queued_at <= started_at(export)
-    assert export.finished_at <= ppo.queued_at <= started_at(ppo)
+    assert at(sft.finished_at) <= at(export.queued_at) <= started_at(export)
+    assert at(export.finished_at) <= at(ppo.queued_at) <= started_at(ppo)
     # SFT's checkpoint (verl's SFT trainer saves at the last step) went to the merger as it is...
     global_step = checkpoint_dir("alice", sft.task_id) / "global_step_2"
     assert export.spec["checkpoint"] == str(global_step)
@@ -183,8 +189,8 @@ def test_two_branches_run_side_by_side_and_join(on_ray, alice, pipeline_of):
     assert pipeline.state == PipelineState.SUCCEEDED
     left, right, join = (Task.objects.get(pk=steps[name].pk) for name in ("left", "right", "join"))
     # Both branches on Ray at once (one node each), the join only after both ended.
-    assert started_at(left) < right.finished_at and started_at(right) < left.finished_at
-    assert max(left.finished_at, right.finished_at) <= join.queued_at
+    assert started_at(left) < at(right.finished_at) and started_at(right) < at(left.finished_at)
+    assert max(at(left.finished_at), at(right.finished_at)) <= at(join.queued_at)
 
 
 def test_after_and_after_any_on_plain_tasks(on_ray, alice, submit, settings):
@@ -202,7 +208,7 @@ def test_after_and_after_any_on_plain_tasks(on_ray, alice, submit, settings):
     tick_until(lambda: all(ended_task(t) for t in tasks), timeout=150)
     assert [t.state for t in tasks] == [S.SUCCEEDED, S.FAILED, S.SUCCEEDED, S.CANCELED, S.SUCCEEDED, S.SUCCEEDED]
     assert after_bad.error_summary == f"its dependency {bad.task_id} FAILED" and not after_bad.attempts.exists()
-    assert good.finished_at <= after_good.queued_at and bad.finished_at <= anyway.queued_at
+    assert at(good.finished_at) <= at(after_good.queued_at) and at(bad.finished_at) <= at(anyway.queued_at)
     assert started_at(late) < min(started_at(after_good), started_at(anyway))
 
 
