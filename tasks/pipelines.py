@@ -6,7 +6,7 @@ Views and the tick call these; the document's checks are tasks.specs.pipeline's.
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -27,7 +27,8 @@ from tasks.models import (
     request_tick,
 )
 from tasks.specs.builders import hf_model_dir
-from tasks.specs.parse import TRACKER_FILE, ParsedSpec, SpecError, parse_spec
+from tasks.specs.parse import ParsedSpec, parse_spec
+from tasks.specs.paths import NoCheckpoint, latest_checkpoint
 from tasks.specs.pipeline import (
     PipelineDocument,
     descendants,
@@ -172,21 +173,16 @@ def _step_spec(task: Task) -> dict[str, Any]:
 # --- Outputs, resolved when a step becomes QUEUED -------------------------------------------------
 
 
+# Who runs the calls that read shared storage: the caller's way (the tick bounds them).
+FileCalls = Callable[..., Any]
+
+
+def _directly(call: Callable[..., Any], *args: Any) -> Any:
+    return call(*args)
+
+
 class Unresolvable(Exception):
     """A step's macro names an output its step did not leave; the message says which and why."""
-
-
-def latest_checkpoint(folder: Path) -> Path:
-    """verl's last checkpoint in ``folder``: global_step_N, N read from its tracker file."""
-    tracker = folder / TRACKER_FILE
-    try:
-        step = tracker.read_text().strip()
-    except OSError as error:
-        raise Unresolvable(f"it left no checkpoint ({TRACKER_FILE} in {folder}: {error.strerror})") from error
-    found = folder / f"global_step_{step}"
-    if not step.isdigit() or not found.is_dir():
-        raise Unresolvable(f"its {TRACKER_FILE} names {step[:20]!r}, and {found} is not a folder")
-    return found
 
 
 def output_of(task: Task, output: str) -> str:
@@ -197,7 +193,10 @@ def output_of(task: Task, output: str) -> str:
     if output == "output_dir":
         return str(folder)
     if output == "checkpoint":
-        return str(latest_checkpoint(checkpoint_dir(task.user.username, task.task_id)))
+        try:
+            return str(latest_checkpoint(checkpoint_dir(task.user.username, task.task_id)))
+        except NoCheckpoint as error:
+            raise Unresolvable(str(error)) from error
     if output == "hf_model":
         model = hf_model_dir(checkpoint_dir(task.user.username, task.task_id))
         if not (model / "config.json").is_file():
@@ -206,10 +205,11 @@ def output_of(task: Task, output: str) -> str:
     raise Unresolvable(f"a step has no output {output!r}")
 
 
-def resolve_step(task: Task) -> ParsedSpec | None:
+def resolve_step(task: Task, files: FileCalls = _directly) -> ParsedSpec | None:
     """A WAITING step's spec with its macros resolved against its pipeline's steps now, checked
     as any spec is (its paths must exist now); None when it names none. Raises Unresolvable or
-    SpecError, whose message says what is wrong."""
+    SpecError, whose message says what is wrong. ``files`` runs the part that reads shared
+    storage (the tick bounds it: tasks.scheduler.storage.bounded)."""
     if task.pipeline_id is None:
         return None
     spec = _step_spec(task)
@@ -220,6 +220,12 @@ def resolve_step(task: Task) -> ParsedSpec | None:
         step.name: step.task
         for step in PipelineStep.objects.filter(pipeline_id=task.pipeline_id).select_related("task__user")
     }
+    return files(_resolve, spec, macros, steps, task.user.username)
+
+
+def _resolve(
+    spec: dict[str, Any], macros: list[tuple[str, str, str]], steps: dict[str, Task], username: str
+) -> ParsedSpec:
     values: dict[str, str] = {}
     for text, name, output in macros:
         if name not in steps:
@@ -228,16 +234,4 @@ def resolve_step(task: Task) -> ParsedSpec | None:
             values[text] = output_of(steps[name], output)
         except Unresolvable as error:
             raise Unresolvable(f"{text} cannot be resolved: step {name!r} ({steps[name].task_id}): {error}") from error
-    parsed = parse_spec(substitute(spec, values), username=task.user.username)
-    return parsed
-
-
-__all__ = [
-    "PipelineConflict",
-    "SpecError",
-    "Unresolvable",
-    "cancel_pipeline",
-    "resolve_step",
-    "retry_pipeline",
-    "submit_pipeline",
-]
+    return parse_spec(substitute(spec, values), username=username)

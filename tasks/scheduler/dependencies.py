@@ -33,6 +33,7 @@ from tasks.models import (
 from tasks.pipelines import Unresolvable, resolve_step
 from tasks.scheduler.settle import ACTOR
 from tasks.scheduler.steps import Budget, guarded
+from tasks.scheduler.storage import bounded
 from tasks.specs.parse import SpecError
 
 # What ends a task's `after` dependency for good: it will never succeed.
@@ -121,7 +122,7 @@ def queue(task: Task) -> None:
     """Its dependencies met: QUEUED, its place and wait counted from now; a pipeline step's
     macros resolved first (one that cannot be: FAILED, a USER_ERROR)."""
     try:
-        resolved = resolve_step(task)
+        resolved = resolve_step(task, files=bounded)
     except (Unresolvable, SpecError) as error:
         summary = f"{FailureKind.USER_ERROR}: {error}"[:2000]
         task.transition(

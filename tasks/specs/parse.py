@@ -213,21 +213,15 @@ def _checkpoint(check: _Checker, key: SpecKey, resolved: Mapping[str, Any]) -> A
     if path is None or not Path(path).is_dir():
         return path
     folder = Path(path)
-    tracker = folder / TRACKER_FILE
-    if tracker.is_file():
-        step = tracker.read_text().strip()
-        if not step.isdigit() or not (folder / f"global_step_{step}").is_dir():
-            check.fail(key.name, f"{TRACKER_FILE} in {path} names no global_step folder ({step[:20]!r})")
+    if (folder / paths.TRACKER_FILE).is_file():
+        try:
+            folder = paths.latest_checkpoint(folder)
+        except paths.NoCheckpoint as error:
+            check.fail(key.name, str(error))
             return None
-        folder = folder / f"global_step_{step}"
     if (folder / "actor").is_dir():
         folder = folder / "actor"
     return str(folder)
-
-
-# verl's checkpoint tracker (verl/utils/checkpoint/checkpoint_manager.py): the last saved step N,
-# whose files are in global_step_N beside it; written last, by rename.
-TRACKER_FILE = "latest_checkpointed_iteration.txt"
 
 
 class MergerBackend(models.TextChoices):

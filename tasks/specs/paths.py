@@ -183,3 +183,24 @@ def _absolute(value: str, username: str, use: str) -> str:
     if other_user_home(path, username):
         raise PathPolicyError(f"{value!r} is in another user's home")
     return path
+
+
+# verl's checkpoint tracker (verl/utils/checkpoint/checkpoint_manager.py): the last saved step N,
+# whose files are in global_step_N beside it; written last, by rename.
+TRACKER_FILE = "latest_checkpointed_iteration.txt"
+
+
+class NoCheckpoint(ValueError):
+    """A checkpoints folder without a usable checkpoint; the message says why."""
+
+
+def latest_checkpoint(folder: Path) -> Path:
+    """verl's last checkpoint in ``folder``: global_step_N, N read from its tracker file."""
+    try:
+        step = (folder / TRACKER_FILE).read_text().strip()
+    except OSError as error:
+        raise NoCheckpoint(f"it left no checkpoint ({TRACKER_FILE} in {folder}: {error.strerror})") from error
+    found = folder / f"global_step_{step}"
+    if not step.isdigit() or not found.is_dir():
+        raise NoCheckpoint(f"its {TRACKER_FILE} names {step[:20]!r}, and {found} is not a folder")
+    return found
