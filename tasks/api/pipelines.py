@@ -37,8 +37,8 @@ EXAMPLE = {
             "nnodes": 1,
             "n_gpus_per_node": 4,
             "model_id": "Qwen/Qwen2.5-0.5B-Instruct",
-            "train_file": "$HOME/data/sft/train.parquet",
-            "val_file": "$HOME/data/sft/test.parquet",
+            "train_file": "$HOME/common/datasets/gsm8k/train.parquet",
+            "val_file": "$HOME/common/datasets/gsm8k/test.parquet",
         },
         {"name": "sft-export", "workload": "export", "checkpoint": "${steps.sft.checkpoint}"},
         {
