@@ -219,6 +219,7 @@ SPECTACULAR_SETTINGS = {
     # Tasks and tokens both have a `state`: name their enums instead of "State39eEnum".
     "ENUM_NAME_OVERRIDES": {
         "TaskStateEnum": "tasks.models.TaskState",
+        "PipelineStateEnum": "tasks.models.PipelineState",
         "TokenStateEnum": "accounts.models.TokenState",
         "TaskKindEnum": "tasks.models.TaskKind",
         "EventKindEnum": "tasks.models.EventKind",
@@ -302,6 +303,8 @@ ARGUS_USER_MAX_QUEUED_TASKS = envint("ARGUS_USER_MAX_QUEUED_TASKS", 0)
 # verl asks one {"CPU": 3, "GPU": 1} bundle per GPU: admission checks that many CPUs per GPU on
 # each node (0 turns the CPU check off).
 ARGUS_CPUS_PER_GPU = envfloat("ARGUS_CPUS_PER_GPU", 3.0)
+# An export (verl's model merger, no GPU) is fitted by CPUs on one worker node, and asks Ray for them.
+ARGUS_EXPORT_CPUS = envfloat("ARGUS_EXPORT_CPUS", 4.0)
 # Time limits and hang detection (seconds, or durations like 90m / 12h; 0: none). A spec's
 # time_limit defaults to ARGUS_DEFAULT_TIME_LIMIT and is capped by ARGUS_MAX_TIME_LIMIT; its
 # stall_timeout (driver.log silent that long: the attempt is stopped as STALLED) defaults to

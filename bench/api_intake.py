@@ -180,6 +180,7 @@ def fill(total: int, users: dict[str, User], batch: int = 5000) -> float:
                     warnings=[],
                     error_summary="Attempt 1 failed (RUNTIME_ERROR): boom. See the log." if state == "FAILED" else "",
                     created_at=created,
+                    queued_at=created,
                     updated_at=created + timedelta(minutes=30),
                     finished_at=created + timedelta(minutes=30) if terminal else None,
                 )

@@ -120,6 +120,7 @@ def fill_queue(length: int, users: list[Any], seed: int = 1) -> None:
                 spec={**spec.resolved, "nnodes": nnodes, "n_gpus_per_node": gpus},
                 warnings=[],
                 created_at=created,
+                queued_at=created,
                 updated_at=created,
             )
         )

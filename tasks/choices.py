@@ -7,6 +7,9 @@ from django.db import models
 
 
 class TaskState(models.TextChoices):
+    # Held for its dependencies (spec keys after / after_any, a pipeline's earlier steps): not in
+    # the queue, never admitted, reserved or preempted for, until the scheduler moves it to QUEUED.
+    WAITING = "WAITING"
     QUEUED = "QUEUED"
     PENDING_RESOURCES = "PENDING_RESOURCES"
     SUBMITTING = "SUBMITTING"
@@ -18,8 +21,21 @@ class TaskState(models.TextChoices):
 
 
 QUEUE_STATES = (TaskState.QUEUED, TaskState.PENDING_RESOURCES)
+# What has not reached Ray: a person's cancel ends it at once. WAITING counts toward a user's
+# max_queued_tasks (as Slurm counts held jobs) but is not in the queue.
+BEFORE_RAY_STATES = (TaskState.WAITING, *QUEUE_STATES)
 ACTIVE_STATES = (TaskState.SUBMITTING, TaskState.SUBMITTED, TaskState.RUNNING)
 TERMINAL_STATES = (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELED)
+
+
+class PipelineState(models.TextChoices):
+    """A pipeline's state, read off its steps' tasks: RUNNING while any is unfinished; then
+    SUCCEEDED when every one did, FAILED when any failed, else CANCELED."""
+
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELED = "CANCELED"
 
 
 class Role(models.TextChoices):
@@ -35,6 +51,9 @@ class Role(models.TextChoices):
 # attempt while the first Ray job runs on with nobody following it.
 MOVES: dict[str, dict[str, frozenset[str]]] = {
     Role.SCHEDULER: {
+        # Its dependencies met: QUEUED; an `after` one failed: CANCELED; a macro that names an
+        # output its step never wrote: FAILED (USER_ERROR). See tasks.scheduler.dependencies.
+        TaskState.WAITING: frozenset({TaskState.QUEUED, TaskState.CANCELED, TaskState.FAILED}),
         # FAILED from a waiting state: a task the scheduler cannot handle at all (see tick.py).
         TaskState.QUEUED: frozenset(
             {TaskState.PENDING_RESOURCES, TaskState.SUBMITTING, TaskState.CANCELED, TaskState.FAILED}
@@ -73,6 +92,11 @@ MOVES: dict[str, dict[str, frozenset[str]]] = {
     },
     Role.PERSON: {
         # Cancel what has not reached Ray; an active task is stopped through cancel_requested_at.
+        TaskState.WAITING: frozenset(
+            {
+                TaskState.CANCELED,
+            }
+        ),
         TaskState.QUEUED: frozenset(
             {
                 TaskState.CANCELED,
@@ -83,15 +107,18 @@ MOVES: dict[str, dict[str, frozenset[str]]] = {
                 TaskState.CANCELED,
             }
         ),
-        # Requeue what has ended (not SUCCEEDED: submit it again instead).
+        # Requeue what has ended (not SUCCEEDED: submit it again instead); a task with
+        # dependencies goes back to WAITING, where they are judged (and its macros resolved) again.
         TaskState.FAILED: frozenset(
             {
                 TaskState.QUEUED,
+                TaskState.WAITING,
             }
         ),
         TaskState.CANCELED: frozenset(
             {
                 TaskState.QUEUED,
+                TaskState.WAITING,
             }
         ),
     },
@@ -111,6 +138,12 @@ class Workload(models.TextChoices):
     PPO = "ppo"
     GRPO = "grpo"
     SFT = "sft"
+    # verl's model merger: a checkpoint into a Hugging Face folder; no GPU (fitted by CPUs).
+    EXPORT = "export"
+
+
+# The workloads that train (verl's trainers); the others are Argus's own steps around them.
+TRAINING_WORKLOADS = (Workload.PPO, Workload.GRPO, Workload.SFT)
 
 
 class TaskKind(models.TextChoices):
@@ -164,3 +197,8 @@ class EventKind(models.TextChoices):
     ORPHAN_STOPPED = "ORPHAN_STOPPED"
     # This preemptible task will be stopped (after its grace) to make room for another.
     PREEMPTED = "PREEMPTED"
+    # An `after` dependency of this WAITING task ended FAILED or CANCELED: it is canceled, unrun.
+    DEPENDENCY_FAILED = "DEPENDENCY_FAILED"
+    # The pipeline this task is a step of ended (written on the step whose end ended it).
+    PIPELINE_SUCCEEDED = "PIPELINE_SUCCEEDED"
+    PIPELINE_FAILED = "PIPELINE_FAILED"

@@ -17,6 +17,7 @@ from django.utils import timezone
 # `from tasks.models import …` works for every model and choice.
 from tasks.choices import (
     ACTIVE_STATES,
+    BEFORE_RAY_STATES,
     MOVES,
     NOT_WHILE_CANCELING,
     PRIORITY_RANK,
@@ -24,6 +25,7 @@ from tasks.choices import (
     TERMINAL_STATES,
     EventKind,
     FailureKind,
+    PipelineState,
     Priority,
     Role,
     TaskKind,
@@ -63,8 +65,8 @@ class TaskQuerySet(models.QuerySet["Task"]):
         return self if user.is_staff else self.filter(user=user)
 
     def waiting(self) -> TaskQuerySet:
-        """The queue in scheduling order: priority, then first come, first served."""
-        return self.filter(state__in=QUEUE_STATES).order_by("-priority_rank", "created_at", "id")
+        """The queue in scheduling order: priority, then first come (into the queue), first served."""
+        return self.filter(state__in=QUEUE_STATES).order_by("-priority_rank", "queued_at", "id")
 
 
 class Task(models.Model):
@@ -95,8 +97,14 @@ class Task(models.Model):
     # The scheduler's steps for this task that raised since its last move (see tick.py).
     scheduler_errors = models.PositiveSmallIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)
+    # When it entered the queue (QUEUED): its place, wait and fair-share age count from here. A
+    # task created WAITING gets it when its dependencies are met; null until then.
+    queued_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The pipeline it is a step of, and the step's name (a retried step's earlier tasks keep both).
+    pipeline = models.ForeignKey("Pipeline", models.PROTECT, null=True, blank=True, related_name="tasks")
+    step = models.CharField(max_length=64, blank=True)
 
     objects = TaskQuerySet.as_manager()
 
@@ -105,7 +113,7 @@ class Task(models.Model):
         indexes = [
             # The scheduler's tick: waiting tasks in priority/FIFO order.
             models.Index(
-                fields=["-priority_rank", "created_at", "id"],
+                fields=["-priority_rank", "queued_at", "id"],
                 name="task_queue_order",
                 condition=models.Q(state__in=["QUEUED", "PENDING_RESOURCES"]),
             ),
@@ -139,6 +147,8 @@ class Task(models.Model):
             # user and for an admin: without them each COUNT scans the table.
             models.Index(fields=["user", "state", "-created_at", "-id"], name="task_user_state_recent"),
             models.Index(fields=["state", "-created_at", "-id"], name="task_state_recent"),
+            # The tick's dependencies (tasks.scheduler.dependencies): only the WAITING tasks.
+            models.Index(fields=["state"], name="task_waiting", condition=models.Q(state="WAITING")),
         ]
 
     def __str__(self) -> str:
@@ -149,6 +159,8 @@ class Task(models.Model):
         # Every change says when: the scheduler's copy of the queue reads what changed since
         # its last tick by updated_at (tasks.scheduler.queue_rows).
         self.updated_at = timezone.now()
+        if self.queued_at is None and self.state != TaskState.WAITING and self._state.adding:
+            self.queued_at = self.created_at  # made straight into the queue (or past it)
         update_fields = kwargs.get("update_fields")
         if update_fields is not None:
             # The rank is derived from the priority: a save of one writes the other.
@@ -167,6 +179,10 @@ class Task(models.Model):
     @property
     def is_in_queue(self) -> bool:
         return self.state in QUEUE_STATES
+
+    @property
+    def is_waiting_for_dependencies(self) -> bool:
+        return self.state == TaskState.WAITING
 
     @property
     def can_cancel(self) -> bool:
@@ -190,14 +206,31 @@ class Task(models.Model):
         return max(0, self.time_limit_s - int((now - attempt.start_time).total_seconds()))
 
     @classmethod
-    def create(cls, *, user: Any, actor: str = "api", **fields: Any) -> Task:
-        """A new QUEUED task with a readable id, and its CREATED event."""
+    def create(
+        cls,
+        *,
+        user: Any,
+        actor: str = "api",
+        after: list[Task] | tuple[Task, ...] = (),
+        after_any: list[Task] | tuple[Task, ...] = (),
+        **fields: Any,
+    ) -> Task:
+        """A new task with a readable id, and its CREATED event: QUEUED, or WAITING for the tasks
+        ``after`` (each must succeed) and ``after_any`` (each must end, however it ends)."""
+        if after or after_any:
+            fields["state"] = TaskState.WAITING
         for _ in range(5):
             task = cls(user=user, task_id=new_task_id(user.username, fields["workload"]), **fields)
             try:
                 with transaction.atomic():
                     task.save()
-                    task.record(EventKind.CREATED, actor=actor, to_state=task.state, message="Task queued.")
+                    TaskDependency.objects.bulk_create(
+                        [TaskDependency(task=task, depends_on=other) for other in after]
+                        + [TaskDependency(task=task, depends_on=other, any_end=True) for other in after_any]
+                    )
+                    waits = task.state == TaskState.WAITING
+                    message = "Task created; it waits for its dependencies." if waits else "Task queued."
+                    task.record(EventKind.CREATED, actor=actor, to_state=task.state, message=message)
                 request_tick()
                 return task
             except IntegrityError:
@@ -267,7 +300,7 @@ class Task(models.Model):
             self.state = to
             for name, value in changes.items():
                 setattr(self, name, value)
-            return self.record(
+            event = self.record(
                 kind,
                 actor=actor,
                 message=message,
@@ -276,6 +309,18 @@ class Task(models.Model):
                 to_state=to,
                 data=data,
             )
+            if to in TERMINAL_STATES:
+                self._ended(actor)
+            return event
+
+    def _ended(self, actor: str) -> None:
+        """In the move's transaction: the tasks that wait for this one are judged at the next
+        tick, asked for now; the pipeline it ends (if it is its last unfinished step) ends too."""
+        if TaskDependency.objects.filter(depends_on=self, task__state=TaskState.WAITING).exists():
+            request_tick()
+        if self.pipeline_id is not None:
+            pipeline = Pipeline.objects.get(pk=self.pipeline_id)
+            pipeline.finish_if_done(actor)
 
     def cancel(self, actor: str) -> bool:
         """Cancel: at once when nothing runs on Ray; otherwise ask the scheduler to stop it.
@@ -287,7 +332,7 @@ class Task(models.Model):
         for _ in range(5):
             if self.is_terminal:
                 raise IllegalTransition(f"{self.task_id} is already {self.state}")
-            if self.state in QUEUE_STATES:
+            if self.state in BEFORE_RAY_STATES:
                 try:
                     self.transition(TaskState.CANCELED, actor=actor, message="Canceled before it reached Ray.")
                     return True
@@ -311,17 +356,144 @@ class Task(models.Model):
         raise StaleState(f"{self.task_id} kept changing while being canceled")
 
     def requeue(self, actor: str) -> None:
-        """An operator sends a failed or canceled task back to the queue (a new attempt follows)."""
+        """An operator sends a failed or canceled task back to the queue (a new attempt follows);
+        one with dependencies back to WAITING, where they (and its macros) are judged again."""
+        waits = self.dependencies.exists()
+        # A task back to WAITING enters the queue again only when its dependencies are met.
+        changes: dict[str, Any] = {"queued_at": None} if waits else {}
         self.transition(
-            TaskState.QUEUED,
+            TaskState.WAITING if waits else TaskState.QUEUED,
             actor=actor,
-            message="Requeued by an operator.",
+            message="Requeued by an operator." + (" It waits for its dependencies." if waits else ""),
             finished_at=None,
             cancel_requested_at=None,
             next_run_at=None,
             error_summary="",
+            **changes,
         )
+        if self.pipeline_id is not None:
+            # The step runs again: its pipeline has not ended after all.
+            Pipeline.objects.filter(pk=self.pipeline_id, steps__task=self).update(
+                state=PipelineState.RUNNING, finished_at=None, updated_at=timezone.now()
+            )
         request_tick()
+
+
+class TaskDependency(models.Model):
+    """``task`` starts only after ``depends_on``: once it SUCCEEDED, or, with ``any_end`` (the
+    spec's after_any), once it ended however it ended. Read by the tick for WAITING tasks only."""
+
+    task = models.ForeignKey(Task, models.CASCADE, related_name="dependencies")
+    depends_on = models.ForeignKey(Task, models.PROTECT, related_name="dependents")
+    any_end = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["task", "id"]
+        constraints = [models.UniqueConstraint(fields=["task", "depends_on"], name="dependency_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.task_id} after{'_any' if self.any_end else ''} {self.depends_on_id}"
+
+
+class PipelineQuerySet(models.QuerySet["Pipeline"]):
+    def visible_to(self, user: Any) -> PipelineQuerySet:
+        return self if user.is_staff else self.filter(user=user)
+
+
+def pipeline_state_of(states: list[str]) -> str:
+    """A pipeline's state from its steps' states (PipelineState says how)."""
+    if any(state not in TERMINAL_STATES for state in states):
+        return PipelineState.RUNNING
+    if all(state == TaskState.SUCCEEDED for state in states):
+        return PipelineState.SUCCEEDED
+    if TaskState.FAILED in states:
+        return PipelineState.FAILED
+    return PipelineState.CANCELED
+
+
+class Pipeline(models.Model):
+    """Steps that run one after another (or as a DAG), each a task; see tasks.pipelines."""
+
+    pipeline_id = models.CharField(max_length=120, unique=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, models.PROTECT, related_name="pipelines")
+    name = models.CharField(max_length=64, blank=True)
+    # Written when the last step ends (and back to RUNNING by a retry): what lists filter on.
+    state = models.CharField(max_length=16, choices=PipelineState.choices, default=PipelineState.RUNNING)
+    document = models.TextField(help_text="The pipeline document exactly as it was sent.")
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = PipelineQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["user", "-created_at", "-id"], name="pipeline_user_recent"),
+            # The tick's check for pipelines whose last step ended (tasks.scheduler.dependencies).
+            models.Index(fields=["state"], name="pipeline_running", condition=models.Q(state="RUNNING")),
+        ]
+
+    def __str__(self) -> str:
+        return self.pipeline_id
+
+    @property
+    def is_finished(self) -> bool:
+        return self.state != PipelineState.RUNNING
+
+    def finish_if_done(self, actor: str) -> bool:
+        """When every step's task has ended: the pipeline's state from theirs, written once (a
+        conditional UPDATE), and PIPELINE_SUCCEEDED / PIPELINE_FAILED on the step that ended last."""
+        steps = list(self.steps.select_related("task"))
+        state = pipeline_state_of([step.task.state for step in steps])
+        if state == PipelineState.RUNNING:
+            return False
+        now = timezone.now()
+        with transaction.atomic():
+            if (
+                Pipeline.objects.filter(pk=self.pk, state=PipelineState.RUNNING).update(
+                    state=state, finished_at=now, updated_at=now
+                )
+                != 1
+            ):
+                return False
+            self.state, self.finished_at = state, now
+            kind: dict[str, str] = {
+                PipelineState.SUCCEEDED: EventKind.PIPELINE_SUCCEEDED,
+                PipelineState.FAILED: EventKind.PIPELINE_FAILED,
+            }
+            if state in kind:
+                last = max(steps, key=lambda step: (step.task.finished_at or now, step.task.pk)).task
+                last.record(
+                    kind[state],
+                    actor=actor,
+                    message=f"Pipeline {self.pipeline_id} {state.lower()}.",
+                    data={"pipeline_id": self.pipeline_id, "state": state},
+                )
+        return True
+
+
+class PipelineStep(models.Model):
+    """A step of a pipeline: its name, what it runs after (by step name), and its task now (a
+    retry gives a step that did not succeed a new task)."""
+
+    pipeline = models.ForeignKey(Pipeline, models.CASCADE, related_name="steps")
+    name = models.CharField(max_length=64)
+    position = models.PositiveIntegerField()
+    after = models.JSONField(default=list, blank=True)
+    after_any = models.JSONField(default=list, blank=True)
+    task = models.ForeignKey(Task, models.PROTECT, related_name="+")
+
+    class Meta:
+        ordering = ["pipeline", "position"]
+        constraints = [models.UniqueConstraint(fields=["pipeline", "name"], name="pipeline_step_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.pipeline_id}:{self.name}"
+
+    @property
+    def depends_on(self) -> tuple[str, ...]:
+        return (*self.after, *self.after_any)
 
 
 # The end of every Ray submission id Argus makes (Attempt.submission_id_for).

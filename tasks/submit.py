@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.conf import settings
@@ -9,7 +11,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from accounts.limits import high_priority_refusal, limits_for, queued_limit_error
-from tasks.models import QUEUE_STATES, Priority, Task
+from tasks.models import BEFORE_RAY_STATES, Priority, Task
 from tasks.specs.parse import ParsedSpec, SpecError, parse_spec
 
 
@@ -31,35 +33,78 @@ def submit_spec(user: Any, source: bytes | str | dict, *, actor: str) -> Task:
     the task was allowed when it was created.
     """
     parsed = parse_spec(source, username=user.username)
+    check_request(user, parsed)
+    after = dependencies(user, parsed)
+    max_queued = limits_for(user).max_queued_tasks
+    if not max_queued:
+        return create_task(user, parsed, actor, after)
+    with within_quota(user, max_queued, 1):
+        return create_task(user, parsed, actor, after)
+
+
+def check_request(user: Any, parsed: ParsedSpec, field: str = "") -> None:
+    """What the site's limits and the user's permissions say of a valid spec; ``field`` is put
+    before the names of the fields an error names (a pipeline's ``steps.NAME.``)."""
     limit = settings.ARGUS_MAX_TASK_GPUS
     total = parsed.nnodes * parsed.n_gpus_per_node
     if limit and total > limit:
         too_many = f"asks for {total} GPUs in all; the limit is {limit} (ARGUS_MAX_TASK_GPUS)"
-        raise SpecError({"nnodes": [too_many], "n_gpus_per_node": [too_many]})
+        raise SpecError({f"{field}nnodes": [too_many], f"{field}n_gpus_per_node": [too_many]})
     if parsed.priority == Priority.HIGH:
         refusal = high_priority_refusal(user)
         if refusal:
             raise PriorityNotAllowed(refusal)
-    max_queued = limits_for(user).max_queued_tasks
-    if not max_queued:
-        return create_task(user, parsed, actor)
-    return _create_within_quota(user, parsed, actor, max_queued)
 
 
-def _create_within_quota(user: Any, parsed: ParsedSpec, actor: str, max_queued: int) -> Task:
+def dependencies(user: Any, parsed: ParsedSpec) -> dict[str, list[Task]]:
+    """The tasks the spec's ``after`` and ``after_any`` name ({key: tasks}): each must exist and
+    be the user's own (an admin's may be anyone's); one that is not is a 400 naming it, the same
+    whether it does not exist or is another user's."""
+    found: dict[str, list[Task]] = {}
+    errors: dict[str, list[str]] = {}
+    for key in ("after", "after_any"):
+        ids = parsed.resolved.get(key) or []
+        tasks = {task.task_id: task for task in Task.objects.visible_to(user).filter(task_id__in=ids)}
+        unknown = [task_id for task_id in ids if task_id not in tasks]
+        if unknown:
+            errors[key] = [f"no task of yours is called {task_id!r}" for task_id in unknown]
+        found[key] = [tasks[task_id] for task_id in ids if task_id in tasks]
+    if errors:
+        raise SpecError(errors)
+    return found
+
+
+@contextmanager
+def within_quota(user: Any, max_queued: int, adding: int) -> Iterator[None]:
+    """A transaction in which the user adds ``adding`` tasks, counted against their
+    max_queued_tasks with those of theirs that have not reached Ray (WAITING ones count, as
+    Slurm counts held jobs); QuotaError when they do not fit."""
     with transaction.atomic():
         # The user's row, locked: two submissions at once count one after the other, so they
         # cannot both see room for one more. (SQLite's IMMEDIATE transactions already serialize
         # writers; PostgreSQL needs the lock.)
         User.objects.select_for_update().filter(pk=user.pk).values_list("pk").get()
-        waiting = Task.objects.filter(user=user, state__in=QUEUE_STATES).count()
+        waiting = Task.objects.filter(user=user, state__in=BEFORE_RAY_STATES).count()
         refusal = queued_limit_error(user.username, max_queued, waiting)
+        if refusal is None and waiting + adding > max_queued:
+            refusal = (
+                f"{user.username} has {waiting} tasks waiting and this adds {adding}; max_queued_tasks is "
+                f"{max_queued}. Wait for some to start, or cancel some."
+            )
         if refusal:
             raise QuotaError(refusal)
-        return create_task(user, parsed, actor)
+        yield
 
 
-def create_task(user: Any, parsed: ParsedSpec, actor: str) -> Task:
+def create_task(user: Any, parsed: ParsedSpec, actor: str, after: dict[str, list[Task]] | None = None) -> Task:
     """A new task from a spec already checked: its stored fields are the ones the spec table
-    declares (ParsedSpec.model_fields)."""
-    return Task.create(user=user, actor=actor, **parsed.model_fields())
+    declares (ParsedSpec.model_fields); WAITING when it runs after other tasks (``after``: the
+    tasks its after / after_any name, looked up here when not given)."""
+    after = dependencies(user, parsed) if after is None else after
+    return Task.create(
+        user=user,
+        actor=actor,
+        after=after.get("after", []),
+        after_any=after.get("after_any", []),
+        **parsed.model_fields(),
+    )

@@ -194,6 +194,8 @@ def make_task(datasets: Path) -> Callable[..., Task]:
 
         parsed = parse_spec(spec, username=user.username)
         task = create_task(user, parsed, f"api:{user.username}")
+        if "created_at" in changes and task.queued_at is not None:
+            changes.setdefault("queued_at", changes["created_at"])  # created and queued then
         if changes:
             Task.objects.filter(pk=task.pk).update(**changes)
             task.refresh_from_db()

@@ -17,6 +17,7 @@ from django.utils.html import escape
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
+from accounts.homes import home_dir
 from tasks.models import Task
 from tasks.specs.parse import COMMON, SPEC_KEYS, Duration, ParsedSpec, SpecError, parse_spec
 
@@ -37,6 +38,8 @@ ADVANCED = {
     "n_gpus_per_node": 2,
     "command": "python3 -m verl.trainer.main_ppo trainer.nnodes=1 trainer.n_gpus_per_node=2",
 }
+# A basic spec of another workload: export takes keys of its own, and none of training's.
+EXPORT = {"workload": "export", "checkpoint": "$HOME/jobs/t/checkpoints/global_step_1"}
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +57,7 @@ def accepted_keys(spec: dict[str, Any]) -> list[str]:
     return message.split("; allowed: ")[1].split(", ")
 
 
-@pytest.mark.parametrize("spec", [BASIC, ADVANCED], ids=["basic", "advanced"])
+@pytest.mark.parametrize("spec", [BASIC, ADVANCED, EXPORT], ids=["basic", "advanced", "export"])
 def test_every_key_the_parser_accepts_is_in_the_schema(spec: dict[str, Any], spec_document: dict[str, Any]) -> None:
     accepted = accepted_keys(spec)
     assert {"preemptible", "time_limit", "stall_timeout"} <= set(accepted)
@@ -63,7 +66,8 @@ def test_every_key_the_parser_accepts_is_in_the_schema(spec: dict[str, Any], spe
 
 
 def test_the_schema_holds_no_key_the_parser_refuses(spec_document: dict[str, Any]) -> None:
-    assert set(spec_document["properties"]) == set(accepted_keys(BASIC)) | set(accepted_keys(ADVANCED))
+    accepted = set(accepted_keys(BASIC)) | set(accepted_keys(ADVANCED)) | set(accepted_keys(EXPORT))
+    assert set(spec_document["properties"]) == accepted
 
 
 def test_the_schema_says_each_keys_type_limits_and_whether_it_is_required(spec_document: dict[str, Any]) -> None:
@@ -77,6 +81,8 @@ def test_the_schema_says_each_keys_type_limits_and_whether_it_is_required(spec_d
             assert (prop["type"], prop["minimum"], prop["maximum"]) == ("integer", key.low, key.high), key.name
         elif key.value_type is bool:
             assert prop["type"] == "boolean", key.name
+        elif key.value_type is list:
+            assert (prop["type"], prop["items"]["type"]) == ("array", "string"), key.name
         elif key.value_type is Duration:
             assert {"type": "integer", "minimum": key.low, "maximum": key.high} in prop["oneOf"], key.name
             assert any(form["type"] == "string" for form in prop["oneOf"]), key.name
@@ -98,6 +104,8 @@ def test_the_keys_fields_are_the_tasks_and_the_typed_ones_among_them() -> None:
 def test_the_resolved_spec_holds_every_key_of_its_kind(datasets: Path, alice: User) -> None:
     assert list(parse_spec(BASIC, username="alice").resolved) == accepted_keys(BASIC)
     assert list(parse_spec(ADVANCED, username="alice").resolved) == accepted_keys(ADVANCED)
+    (home_dir("alice") / "jobs/t/checkpoints/global_step_1").mkdir(parents=True)
+    assert list(parse_spec(EXPORT, username="alice").resolved) == accepted_keys(EXPORT)
 
 
 def test_a_task_gets_each_keys_field_from_the_table(

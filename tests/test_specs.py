@@ -107,6 +107,8 @@ def test_it_accepts_the_basic_example(data: Path) -> None:
             "preemptible": False,
             "max_retries": 0,
             "time_limit": 0,
+            "after": [],
+            "after_any": [],
             "stall_timeout": 1800,
             "model_id": "Qwen/Qwen2.5-0.5B-Instruct",
             "train_file": f"{data}/datasets/gsm8k/train.parquet",
@@ -179,6 +181,8 @@ def test_it_accepts_the_advanced_example(data: Path) -> None:
         "command",
         "time_limit",
         "stall_timeout",
+        "after",
+        "after_any",
     }
 
 
@@ -383,7 +387,7 @@ def test_it_names_keys_of_the_other_kind(data: Path) -> None:
         ("max_retries", False, "must be an integer, not a boolean"),
         ("total_epochs", [1], "must be an integer, not a list"),
         ("save_freq", {"every": 10}, "must be an integer, not a mapping"),
-        ("workload", 1, "must be one of ppo, grpo, sft, not an integer"),
+        ("workload", 1, "must be one of ppo, grpo, sft, export, not an integer"),
         ("priority", True, "must be one of normal, high, not a boolean"),
         ("model_id", 5, "must be a string, not an integer"),
         ("train_file", ["a", "b"], "must be a string, not a list"),
@@ -429,7 +433,7 @@ def test_it_rejects_numbers_out_of_range(data: Path, key: str, value: int, messa
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [
-        ("workload", "dpo", "must be one of ppo, grpo, sft, not 'dpo'"),
+        ("workload", "dpo", "must be one of ppo, grpo, sft, export, not 'dpo'"),
         ("kind", "expert", "must be one of basic, advanced, not 'expert'"),
         ("priority", "urgent", "must be one of normal, high, not 'urgent'"),
         ("model_id", "  ", "must not be empty"),

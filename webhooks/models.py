@@ -17,6 +17,17 @@ class WebhookEvent(models.TextChoices):
     FAILED = "FAILED"
     CANCELED = "CANCELED"
     RETRYING = "RETRYING"
+    # The pipeline the task is a step of ended (sent for the step whose end ended it).
+    PIPELINE_SUCCEEDED = "PIPELINE_SUCCEEDED"
+    PIPELINE_FAILED = "PIPELINE_FAILED"
+
+
+# Events of the trail that stand for a webhook event by their kind alone.
+_BY_KIND = {
+    EventKind.RETRY_SCHEDULED: WebhookEvent.RETRYING,
+    EventKind.PIPELINE_SUCCEEDED: WebhookEvent.PIPELINE_SUCCEEDED,
+    EventKind.PIPELINE_FAILED: WebhookEvent.PIPELINE_FAILED,
+}
 
 
 def webhook_event_of(event: Event) -> str | None:
@@ -25,8 +36,8 @@ def webhook_event_of(event: Event) -> str | None:
     A retry is written as a move back to a waiting state with kind RETRY_SCHEDULED, so the kind
     is checked first; every move into a terminal state is the end of the task.
     """
-    if event.kind == EventKind.RETRY_SCHEDULED:
-        return WebhookEvent.RETRYING
+    if event.kind in _BY_KIND:
+        return _BY_KIND[EventKind(event.kind)]
     if event.to_state in (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELED):
         return str(event.to_state)
     return None
@@ -67,7 +78,7 @@ class Delivery(models.Model):
     webhook = models.ForeignKey(Webhook, models.CASCADE, related_name="deliveries")
     task = models.ForeignKey(Task, models.CASCADE, related_name="webhook_deliveries")
     event = models.ForeignKey(Event, models.CASCADE, related_name="webhook_deliveries")
-    event_name = models.CharField(max_length=16, choices=WebhookEvent.choices)
+    event_name = models.CharField(max_length=24, choices=WebhookEvent.choices)
     # The JSON as sent: every retry sends the same bytes, under the same signature.
     body = models.TextField()
     status = models.CharField(max_length=16, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING)

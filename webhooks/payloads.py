@@ -20,6 +20,7 @@ _VERBS = {
     "CANCELED": "was canceled",
     "RETRYING": "will be retried",
 }
+_PIPELINE_VERBS = {"PIPELINE_SUCCEEDED": "succeeded", "PIPELINE_FAILED": "failed"}
 
 
 def task_url(task: Task) -> str:
@@ -37,14 +38,20 @@ def body_for(event: Event, name: str) -> str:
     """
     task = event.task
     url = task_url(task)
-    summary = task.error_summary or (event.message if name != "SUCCEEDED" else "")
-    text = f"Argus: task <{url}|{task.task_id}> {_VERBS[name]}"
-    if summary:
-        text += f": {summary[:300]}"
+    pipeline_id = task.pipeline.pipeline_id if task.pipeline is not None else None
+    if name in _PIPELINE_VERBS:
+        last = f"its step {task.step}, <{url}|{task.task_id}>, ended last"
+        text = f"Argus: pipeline {pipeline_id} {_PIPELINE_VERBS[name]} ({last})"
+    else:
+        summary = task.error_summary or (event.message if name != "SUCCEEDED" else "")
+        text = f"Argus: task <{url}|{task.task_id}> {_VERBS[name]}"
+        if summary:
+            text += f": {summary[:300]}"
     payload: dict[str, Any] = {
         "event": name,
         "task_id": task.task_id,
-        "state": event.to_state or task.state,
+        # A pipeline's event: the pipeline's state; a task's: the task's.
+        "state": event.data.get("state") if name in _PIPELINE_VERBS else (event.to_state or task.state),
         "user": task.user.username,
         "workload": task.workload,
         "created_at": _iso(task.created_at),
@@ -55,6 +62,8 @@ def body_for(event: Event, name: str) -> str:
         "occurred_at": _iso(event.created_at),
         "url": url,
         "text": text,
+        "pipeline_id": pipeline_id,
+        "step": task.step or None,
     }
     return json.dumps(payload, separators=(",", ":"))
 

@@ -35,7 +35,7 @@ class ArgusCollector:
         yield GaugeMetricFamily(
             "argus_queue_length", "Tasks waiting (QUEUED or PENDING_RESOURCES).", value=_waiting(by_state)
         )
-        oldest = Task.objects.filter(state__in=QUEUE_STATES).aggregate(t=Min("created_at"))["t"]
+        oldest = Task.objects.filter(state__in=QUEUE_STATES).aggregate(t=Min("queued_at"))["t"]
         age = (timezone.now() - oldest).total_seconds() if oldest else 0.0
         yield GaugeMetricFamily("argus_queue_oldest_wait_seconds", "Age of the oldest waiting task.", value=age)
 
@@ -50,7 +50,7 @@ class ArgusCollector:
         latencies = [
             delta.total_seconds()
             for delta in Attempt.objects.filter(attempt_no=1, submitted_at__isnull=False)
-            .annotate(wait=F("submitted_at") - F("task__created_at"))
+            .annotate(wait=F("submitted_at") - F("task__queued_at"))
             .order_by("-submitted_at")
             .values_list("wait", flat=True)[:RECENT_DISPATCHES]
             if delta is not None

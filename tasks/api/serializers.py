@@ -15,10 +15,13 @@ from tasks.models import (
     Attempt,
     ClusterState,
     Event,
+    Pipeline,
+    PipelineStep,
     Task,
+    TaskState,
 )
 from tasks.pause import REASON_MAX
-from tasks.specs.parse import ADVANCED, BASIC, COMMON, SPEC_KEYS, Duration, SpecKey
+from tasks.specs.parse import ADVANCED, BASIC, COMMON, MAX_DEPENDENCIES, SPEC_KEYS, Duration, SpecKey
 
 
 class AttemptNodeSerializer(serializers.Serializer):
@@ -70,6 +73,12 @@ class AttemptSerializer(serializers.ModelSerializer):
 
 class TaskSerializer(serializers.ModelSerializer):
     user = serializers.CharField(source="user.username", read_only=True)
+    pipeline_id = serializers.CharField(
+        source="pipeline.pipeline_id",
+        read_only=True,
+        allow_null=True,
+        help_text="The pipeline it is a step of; null: none.",
+    )
     total_gpus = serializers.IntegerField(read_only=True)
     cancel_requested = serializers.SerializerMethodField()
     estimated_start_at = serializers.SerializerMethodField(
@@ -100,9 +109,22 @@ class TaskSerializer(serializers.ModelSerializer):
             "error_summary",
             "cancel_requested",
             "warnings",
+            "pipeline_id",
+            "step",
+            "queued_at",
         ]
         read_only_fields = fields
-        extra_kwargs = {"preemptible": {"help_text": "May be stopped to make room for a task of higher priority."}}
+        extra_kwargs = {
+            "preemptible": {"help_text": "May be stopped to make room for a task of higher priority."},
+            "step": {"help_text": "Its step's name in its pipeline; empty: not a step."},
+            "queued_at": {
+                "help_text": "When it entered the queue: its wait counts from here (a WAITING task's once its "
+                "dependencies are met); null while WAITING."
+            },
+            "pending_reason": {
+                "help_text": "Why it waits, in words: for resources, its user's limits, or (WAITING) its dependencies."
+            },
+        }
 
     def get_cancel_requested(self, task: Task) -> bool:
         return task.cancel_requested_at is not None
@@ -182,7 +204,7 @@ _SPEC_KIND_NOTES = {COMMON: "", BASIC: "Basic specs. ", ADVANCED: "Advanced spec
 def spec_field(key: SpecKey) -> serializers.Field:
     """The schema's field for one spec key, from its declaration in tasks.specs.parse.SPEC_KEYS. A key
     only one kind of spec takes is optional here: the other kind leaves it out."""
-    required = key.required and key.kind == COMMON
+    required = key.required and key.kind == COMMON and not key.workloads
     help_text = _SPEC_KIND_NOTES[key.kind] + key.help
     if callable(key.default):
         help_text += " Default: this site's."  # the schema is the same on every site
@@ -197,6 +219,8 @@ def spec_field(key: SpecKey) -> serializers.Field:
         return SpecDurationField(low=key.low, high=key.high, **common)
     if key.value_type is int:
         return serializers.IntegerField(min_value=key.low, max_value=key.high, **common)
+    if key.value_type is list:
+        return serializers.ListField(child=serializers.CharField(), max_length=MAX_DEPENDENCIES, **common)
     return serializers.CharField(**common)
 
 
@@ -355,3 +379,93 @@ class AdmissionChangeSerializer(serializers.Serializer):
         help_text="Shown on every page and on the waiting tasks; a pause without one says who paused. "
         "Ignored when resuming.",
     )
+
+
+# --- Pipelines ------------------------------------------------------------------------------------
+
+
+class PipelineStepDocument(SpecDocument):
+    """For the schema: one step of a pipeline document, a task spec with a name and, by step
+    name, what it runs after."""
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        fields["name"] = serializers.RegexField(
+            r"^[a-z0-9-]{1,64}$", help_text="The step's name: a-z, 0-9 and '-', unique in the pipeline."
+        )
+        names = "Step names it runs after"
+        fields["after"] = serializers.ListField(
+            child=serializers.CharField(),
+            required=False,
+            allow_null=True,
+            help_text=f"{names}, once each SUCCEEDED. With neither after nor after_any: the step before it.",
+        )
+        fields["after_any"] = serializers.ListField(
+            child=serializers.CharField(),
+            required=False,
+            allow_null=True,
+            help_text=f"{names}, once each ended, however it ended.",
+        )
+        return fields
+
+
+class PipelineDocumentSerializer(serializers.Serializer):
+    """For the schema: a pipeline document (YAML, or JSON). A step's strings may hold
+    ${steps.NAME.task_id|output_dir|checkpoint|hf_model} of a step it runs after, resolved when
+    the step becomes QUEUED."""
+
+    name = serializers.RegexField(
+        r"^[A-Za-z0-9._-]{1,64}$", required=False, allow_null=True, help_text="Optional; shown beside its id."
+    )
+    steps = PipelineStepDocument(many=True, help_text="Its steps, each a task spec with a name.")
+
+
+class PipelineStepSerializer(serializers.ModelSerializer):
+    task_id = serializers.CharField(source="task.task_id", read_only=True, help_text="The step's task now.")
+    state = serializers.ChoiceField(source="task.state", choices=TaskState.choices, read_only=True)
+
+    class Meta:
+        model = PipelineStep
+        fields = ["name", "task_id", "state"]
+        read_only_fields = fields
+
+
+class PipelineStepDetailSerializer(PipelineStepSerializer):
+    workload = serializers.CharField(source="task.workload", read_only=True)
+    reason = serializers.SerializerMethodField(
+        help_text='Why it waits ("waits for alice-sft-…, RUNNING"), or how it ended ("its dependency … FAILED").'
+    )
+    created_at = serializers.DateTimeField(source="task.created_at", read_only=True)
+    queued_at = serializers.DateTimeField(
+        source="task.queued_at", read_only=True, allow_null=True, help_text="null while it waits for its dependencies."
+    )
+    finished_at = serializers.DateTimeField(source="task.finished_at", read_only=True, allow_null=True)
+
+    class Meta(PipelineStepSerializer.Meta):
+        fields = [*PipelineStepSerializer.Meta.fields, "workload", "after", "after_any", "reason"]
+        fields += ["created_at", "queued_at", "finished_at"]
+        read_only_fields = fields
+        extra_kwargs = {
+            "after": {"help_text": "Step names it runs after, once each SUCCEEDED."},
+            "after_any": {"help_text": "Step names it runs after, once each ended."},
+        }
+
+    def get_reason(self, step: PipelineStep) -> str:
+        return step.task.pending_reason or step.task.error_summary
+
+
+class PipelineSerializer(serializers.ModelSerializer):
+    user = serializers.CharField(source="user.username", read_only=True)
+    steps = PipelineStepSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Pipeline
+        fields = ["pipeline_id", "name", "state", "user", "created_at", "finished_at", "steps"]
+        read_only_fields = fields
+        extra_kwargs = {
+            "state": {"help_text": "RUNNING while any step is unfinished; then SUCCEEDED, FAILED or CANCELED."}
+        }
+
+
+class PipelineDetailSerializer(PipelineSerializer):
+    steps = PipelineStepDetailSerializer(many=True, read_only=True)

@@ -37,6 +37,7 @@ ROW_FIELDS = (
     "estimated_start_at",
     "cancel_requested_at",
     "created_at",
+    "queued_at",
 )
 
 
@@ -67,7 +68,7 @@ def current_queue(now: datetime | None = None) -> Queue:
         Task.objects.filter(state__in=[*ACTIVE_STATES, *QUEUE_STATES])
         .select_related("user")
         .only(*ROW_FIELDS)
-        .order_by("-priority_rank", "created_at", "id")
+        .order_by("-priority_rank", "queued_at", "id")
     )
     on_ray = [task for task in tasks if task.state in ACTIVE_STATES]
     waiting, shares = in_order([task for task in tasks if task.state in QUEUE_STATES], now)
@@ -135,4 +136,4 @@ def share_rows(queue: Queue) -> list[dict[str, Any]]:
 
 
 def _placed(task: Task) -> Placed:
-    return Placed(task.user.username, task.priority_rank, task.created_at, task.estimated_start_at)
+    return Placed(task.user.username, task.priority_rank, task.queued_at or task.created_at, task.estimated_start_at)

@@ -12,11 +12,14 @@ Read it in the order a tick runs it:
    ``stops`` stops a job, the why written first;
 4. ``cancels``: what a person canceled;
 5. ``usage.charge``: fair-share usage, what ran since the last tick;
-6. ``launch.admit``: the queue (``queue_rows``, a copy kept between ticks: each tick reads only
+6. ``dependencies.release``: WAITING tasks whose dependencies ended become QUEUED (a pipeline
+   step's ``${steps.…}`` outputs written in) or CANCELED (an ``after`` one failed); pipelines whose
+   last step ended end;
+7. ``launch.admit``: the queue (``queue_rows``, a copy kept between ticks: each tick reads only
    what changed) in order (``queue_order``), free room (``launch.free_room``),
    the decision of the pure core below, then each attempt started, the row first (SUBMITTING,
    deterministic submission id), then Ray; ``preempt`` marks and withdraws victims;
-7. ``sweep.sweep``, now and then: Ray's whole job table (orphans, retention, foreign jobs).
+8. ``sweep.sweep``, now and then: Ray's whole job table (orphans, retention, foreign jobs).
 
 An attempt's end is decided in one place, ``settle.settle``: how it failed (``failures``, read
 from Ray's status and the driver log) and what follows, a table (``settle.AFTER_FAILURE``).

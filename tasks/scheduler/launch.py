@@ -360,7 +360,7 @@ def submission_payload(task: Task, attempt: Attempt) -> Submission:
         task.spec, username=task.user.username, checkpoint_dir=checkpoint_dir(task.user.username, task.task_id)
     )
     entrypoint = shlex.join(["python3", "-m", "raypool.driver", "--log", attempt.log_path, "--", *argv])
-    return {
+    payload: Submission = {
         "submission_id": attempt.ray_submission_id,
         "entrypoint": entrypoint,
         # The driver runs on a worker node, never on the head (which has no CPUs for work).
@@ -371,6 +371,10 @@ def submission_payload(task: Task, attempt: Attempt) -> Submission:
             "argus_attempt": str(attempt.attempt_no),
         },
     }
+    if not task.n_gpus_per_node:
+        # An export runs in its driver: Ray counts the CPUs admission fitted it by.
+        payload["entrypoint_num_cpus"] = settings.ARGUS_EXPORT_CPUS
+    return payload
 
 
 def _write_job_files(task: Task, attempt: Attempt, payload: Submission) -> None:

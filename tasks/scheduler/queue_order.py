@@ -1,5 +1,5 @@
 """The order of the queue, for the scheduler and for the pages that show it: priority, then
-fair share (tasks.scheduler.fairshare), then submission time."""
+fair share (tasks.scheduler.fairshare), then when it entered the queue (Task.queued_at)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def order_waiting(waiting: Sequence[W], users: Mapping[int, str], now: datetime)
 def in_order(tasks: Sequence[T], now: datetime) -> tuple[list[T], dict[str, Share]]:
     """``tasks`` (waiting, with their users loaded) in scheduling order, and every user's share."""
     by_pk = {task.pk: task for task in tasks}
-    items = [Waiting(t.pk, t.user.username, t.priority_rank, t.created_at.timestamp()) for t in tasks]
+    items = [Waiting(t.pk, t.user.username, t.priority_rank, (t.queued_at or t.created_at).timestamp()) for t in tasks]
     ordered, share = order_waiting(items, {task.user_id: task.user.username for task in tasks}, now)
     return [by_pk[item.key] for item in ordered], share
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
+from django.conf import settings
 from django.db import connection
 
 from tasks.models import QUEUE_STATES, Task
@@ -42,7 +43,7 @@ class QueueRow(NamedTuple):
     n_gpus_per_node: int
     state: str
     pending_reason: str
-    submitted: float  # seconds since 1970, computed by the database
+    submitted: float  # queued_at (when it joined the queue) in seconds since 1970, by the database
     priority_rank: int
     time_limit_s: int | None
     due: float | None  # next_run_at in seconds since 1970 (a retry's backoff); None: now
@@ -89,7 +90,7 @@ def _query(since: datetime | None) -> list[QueueRow]:
     # No order: the model's default (newest first) would make SQLite walk that index, not updated_at's.
     query = (
         tasks.order_by()
-        .annotate(submitted=EpochSeconds("created_at"), due=EpochSeconds("next_run_at"))
+        .annotate(submitted=EpochSeconds("queued_at"), due=EpochSeconds("next_run_at"))
         .values_list(*QueueRow._fields)
     )
     # The query is Django's; only the reading is raw: Django's per-row machinery costs more
@@ -213,7 +214,8 @@ def request_for(row: QueueRow, user: str, cpus_per_gpu: float) -> Request:
         row.pk,
         row.nnodes,
         row.n_gpus_per_node,
-        row.n_gpus_per_node * cpus_per_gpu,
+        # No GPU (an export): fitted by its own CPUs on one worker node.
+        row.n_gpus_per_node * cpus_per_gpu if row.n_gpus_per_node else settings.ARGUS_EXPORT_CPUS,
         user,
         planned_run_s(row.time_limit_s),
         row.priority_rank,

@@ -12,7 +12,7 @@ import logging
 import re
 import socket
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypedDict
+from typing import Any, NotRequired, Protocol, TypedDict
 
 from django.conf import settings
 from ray.job_submission import JobDetails, JobSubmissionClient
@@ -62,6 +62,7 @@ class Submission(TypedDict):
     entrypoint: str
     entrypoint_resources: dict[str, float]
     metadata: dict[str, str]
+    entrypoint_num_cpus: NotRequired[float]  # only a task without GPUs (an export) asks CPUs itself
 
 
 @dataclass(frozen=True)

@@ -103,6 +103,9 @@ def shortfall(request: Request, free: Mapping[str, Room], totals: Mapping[str, R
     """
     gpus, cpus = request.gpus_per_node, request.cpus_per_node
     need = f"needs {plural(request.nnodes, 'node')} with {plural(gpus, 'free GPU')}"
+    if not gpus:  # an export: CPUs only
+        have = sum(1 for room in free.values() if room.holds(0, cpus))
+        return f"needs a worker node with {_cpus(cpus)} free (ARGUS_EXPORT_CPUS); {plural(have, 'node')} now"
     if not totals:
         return f"{need}; no worker node has joined the cluster"
     if not can_ever_fit(request, totals):

@@ -18,7 +18,7 @@ from django.db.models import F
 
 from tasks.models import (
     ACTIVE_STATES,
-    QUEUE_STATES,
+    BEFORE_RAY_STATES,
     EventKind,
     FailureKind,
     IllegalTransition,
@@ -98,7 +98,7 @@ def step_failed(task: Task, error: Exception) -> None:
 def fail(task: Task, summary: str) -> None:
     """End a task the scheduler cannot handle: its live attempt settles, not retried."""
     task.refresh_from_db()
-    if task.state in QUEUE_STATES:
+    if task.state in BEFORE_RAY_STATES:
         task.transition(
             TaskState.FAILED,
             role=Role.SCHEDULER,

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from tasks.models import ACTIVE_STATES, QUEUE_STATES, ClusterState, Task
 from tasks.scheduler.cancels import stop_canceled
+from tasks.scheduler.dependencies import release
 from tasks.scheduler.launch import admit, free_room
 from tasks.scheduler.rayjobs import ClusterView, RayJobs, RayUnavailable
 from tasks.scheduler.rooms import Room
@@ -65,6 +66,7 @@ def tick(budget: Budget | None = None, *, force_sweep: bool = False) -> TickRepo
             room = free_room(cluster)
             _record_cluster(cluster, room, "", url)
             recorded = True
+            release(budget)  # WAITING tasks whose dependencies ended (in this sync too): QUEUED or CANCELED
             # Each submission may wait on Ray: none is started once the budget is spent.
             if not budget.spent():
                 admit(ray, room, budget, report.submitted)

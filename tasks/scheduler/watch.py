@@ -26,9 +26,10 @@ from tasks.scheduler.rayjobs import RayClient
 from tasks.scheduler.settle import ACTOR
 from tasks.scheduler.stops import request_stop, resend_due, send_stop
 from tasks.scheduler.storage import bounded
+from tasks.specs.paths import TRACKER_FILE
 
-# verl writes this file in the checkpoint folder once a checkpoint is complete.
-TRACKER = "latest_checkpointed_iteration.txt"
+# verl writes this file in the checkpoint folder once a checkpoint is complete (one name, one owner).
+TRACKER = TRACKER_FILE
 # A tick reads at most this much of a log: a burst of output is caught up over a few ticks.
 READ_BYTES = 4 << 20
 # At a job's end, what is left of its log is read for its last step, at most this much.

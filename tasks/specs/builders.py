@@ -18,6 +18,14 @@ from tasks.specs.paths import expand_checkpoint_macro
 CHECKPOINT_ENV = "ARGUS_CHECKPOINT_DIR"
 PPO_MODULE = "verl.trainer.main_ppo"
 SFT_MODULE = "verl.trainer.sft_trainer_ray"
+MERGER_MODULE = "verl.model_merger"
+# Where an export writes its Hugging Face model, in the task's own folder (beside checkpoints/).
+HF_MODEL_DIR = "hf_model"
+
+
+def hf_model_dir(checkpoint_dir: Path) -> Path:
+    """An export task's Hugging Face folder: ``jobs/<task_id>/hf_model``."""
+    return Path(checkpoint_dir).parent / HF_MODEL_DIR
 
 
 def build_argv(resolved: dict[str, Any], *, username: str, checkpoint_dir: Path) -> list[str]:
@@ -58,6 +66,12 @@ def build_argv(resolved: dict[str, Any], *, username: str, checkpoint_dir: Path)
           trainer.default_local_dir=<checkpoint_dir> trainer.resume_mode=auto
           trainer.logger=['console']
 
+    Export (verl's own merger, ``verl/model_merger``; ``checkpoint`` is already the folder it reads,
+    ``global_step_N/actor`` or SFT's ``global_step_N``, see tasks.specs.parse._checkpoint)::
+
+        python3 -m verl.model_merger merge --backend <backend>
+          --local_dir <checkpoint> --target_dir <task folder>/hf_model
+
     ``checkpoint_dir`` must lie in ``username``'s jobs directory: outputs never go anywhere else,
     and a caller mixing up users gets a ValueError rather than checkpoints in someone else's home.
     """
@@ -69,6 +83,10 @@ def build_argv(resolved: dict[str, Any], *, username: str, checkpoint_dir: Path)
         return ["env", f"{CHECKPOINT_ENV}={checkpoint_dir}", "bash", "-c", command]
 
     workload = resolved["workload"]
+    if workload == Workload.EXPORT:
+        target = hf_model_dir(checkpoint_dir)
+        merge = ["python3", "-m", MERGER_MODULE, "merge", "--backend", resolved["backend"]]
+        return [*merge, "--local_dir", resolved["checkpoint"], "--target_dir", str(target)]
     model = resolved["model_id"]
     argv = ["python3", "-m", SFT_MODULE if workload == Workload.SFT else PPO_MODULE]
     argv += [f"data.train_files={resolved['train_file']}", f"data.val_files={resolved['val_file']}"]

@@ -9,8 +9,8 @@ from __future__ import annotations
 import difflib
 import re
 import shlex
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from django.db import models
 
 from accounts.homes import home_dir
 from common.durations import format_seconds, parse_duration
-from tasks.choices import Priority, TaskKind, Workload
+from tasks.choices import TRAINING_WORKLOADS, Priority, TaskKind, Workload
 from tasks.specs import hydra_argv, paths
 
 # Upper bounds that no real request reaches; they keep absurd numbers out of the database and
@@ -34,6 +34,10 @@ MAX_FREQ = 100_000_000
 # A spec is a flat mapping; anything nested deeper is a mistake or an attack on the parser.
 MAX_YAML_DEPTH = 16
 MAX_DURATION_S = 366 * 86400
+# Tasks a spec may wait for (after + after_any): a few steps' worth, not a whole history.
+MAX_DEPENDENCIES = 64
+# A task id as tasks.models.new_task_id makes it (a username may hold . @ + - _).
+_TASK_ID = re.compile(r"[\w.@+-]{1,120}")
 
 DEFAULT_TOTAL_EPOCHS = 1
 # verl's own default is -1 (never), which leaves a retry nothing to resume from: Argus saves every
@@ -82,6 +86,18 @@ class SpecKey:
     rule: Rule | None = None
     field: str | None = None  # the Task field it lands in, if any
     store: Callable[[Any], Any] = _as_is  # resolved value -> that field's value
+    # The workloads it belongs to; empty: every one.
+    workloads: tuple[str, ...] = ()
+
+    def belongs_to(self, kind: str | None, workload: str | None) -> bool:
+        """Whether a spec of ``kind`` and ``workload`` may hold this key (None: not known, any)."""
+        kind_ok = self.kind == COMMON or kind is None or self.kind == kind
+        return kind_ok and (not self.workloads or workload is None or workload in self.workloads)
+
+    def checked_in(self, kind: str | None, workload: str) -> bool:
+        """Whether a spec of ``kind`` (None: invalid, already reported) and ``workload`` is
+        checked for this key."""
+        return self.kind in (COMMON, kind) and (not self.workloads or workload in self.workloads)
 
     @property
     def nullable(self) -> bool:
@@ -144,6 +160,75 @@ def _zero_is_none(value: Any) -> Any:
     return value or None
 
 
+def _workload(check: _Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+    workload = check.generic(key)
+    if workload == Workload.EXPORT and resolved.get("kind") == TaskKind.ADVANCED:
+        check.fail(key.name, "export is Argus's own step (verl's model merger): it has no advanced form")
+    return workload
+
+
+def _export_default(export_value: int) -> Rule:
+    """nnodes and n_gpus_per_node: required for training; an export runs on one node, no GPU."""
+
+    def rule(check: _Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+        if resolved.get("workload") == Workload.EXPORT:
+            value = check.data.get(key.name)
+            if value is None:
+                return export_value
+            if isinstance(value, bool) or value != export_value:
+                check.fail(key.name, f"must be {export_value} for an export (it runs on one node, on CPUs)")
+                return None
+            return export_value
+        if check.data.get(key.name) is None:
+            check.fail(key.name, "is required" if key.name not in check.data else "must not be null")
+            return None
+        return check.integer(replace(key, low=1))  # 0 only for an export
+
+    return rule
+
+
+def _task_ids(check: _Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+    """A list of task ids; whether each exists and is the user's own is tasks.submit's to check."""
+    value = check.data.get(key.name)
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        check.fail(key.name, f"must be a list of task ids, not {_type_name(value)}")
+        return []
+    bad = [item for item in value if not _TASK_ID.fullmatch(item)]
+    if bad:
+        check.fail(key.name, f"{bad[0][:130]!r} is not a task id")
+    if len(value) > MAX_DEPENDENCIES:
+        check.fail(key.name, f"names {len(value)} tasks; at most {MAX_DEPENDENCIES}")
+    if len(set(value)) != len(value):
+        check.fail(key.name, "names a task twice")
+    return list(value)
+
+
+def _checkpoint(check: _Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+    """The folder verl's merger reads (--local_dir): a global_step_N folder of PPO/GRPO holds the
+    actor's shards in actor/ (RayPPOTrainer._save_checkpoint), SFT's in itself (CheckpointHandler);
+    a checkpoints folder with verl's tracker file stands for its latest global_step_N."""
+    path = check.input_path(key.name, check.string(key))
+    if path is None or not Path(path).is_dir():
+        return path
+    folder = Path(path)
+    if (folder / paths.TRACKER_FILE).is_file():
+        try:
+            folder = paths.latest_checkpoint(folder)
+        except paths.NoCheckpoint as error:
+            check.fail(key.name, str(error))
+            return None
+    if (folder / "actor").is_dir():
+        folder = folder / "actor"
+    return str(folder)
+
+
+class MergerBackend(models.TextChoices):
+    FSDP = "fsdp"
+    MEGATRON = "megatron"
+
+
 # --- The keys ----------------------------------------------------------------------------------
 
 SPEC_KEYS: tuple[SpecKey, ...] = (
@@ -156,25 +241,36 @@ SPEC_KEYS: tuple[SpecKey, ...] = (
         choices=TaskKind,
         field="kind",
     ),
-    SpecKey("workload", COMMON, str, "Which verl trainer runs.", required=True, choices=Workload, field="workload"),
+    SpecKey(
+        "workload",
+        COMMON,
+        str,
+        "Which verl trainer runs (export: verl's model merger turns a checkpoint into a Hugging Face model).",
+        required=True,
+        choices=Workload,
+        rule=_workload,
+        field="workload",
+    ),
     SpecKey(
         "nnodes",
         COMMON,
         int,
-        "Nodes the task runs on: it starts when that many nodes each have n_gpus_per_node GPUs free.",
-        required=True,
+        "Nodes the task runs on: it starts when that many nodes each have n_gpus_per_node GPUs free. "
+        "Required, but for an export (1).",
         low=1,
         high=MAX_NNODES,
+        rule=_export_default(1),
         field="nnodes",
     ),
     SpecKey(
         "n_gpus_per_node",
         COMMON,
         int,
-        "GPUs it takes on each of its nodes.",
-        required=True,
-        low=1,
+        "GPUs it takes on each of its nodes, at least 1. Required, but for an export (0: it is fitted by "
+        "CPUs, ARGUS_EXPORT_CPUS on one worker node).",
+        low=0,
         high=MAX_GPUS_PER_NODE,
+        rule=_export_default(0),
         field="n_gpus_per_node",
     ),
     SpecKey(
@@ -218,6 +314,22 @@ SPEC_KEYS: tuple[SpecKey, ...] = (
         store=_zero_is_none,
     ),
     SpecKey(
+        "after",
+        COMMON,
+        list,
+        "Task ids (yours) it starts after, once every one SUCCEEDED; it waits as WAITING meanwhile, and is "
+        "canceled if one fails or is canceled.",
+        rule=_task_ids,
+    ),
+    SpecKey(
+        "after_any",
+        COMMON,
+        list,
+        "Task ids (yours) it starts after, once every one ended, however it ended (an evaluation that "
+        "should run anyway).",
+        rule=_task_ids,
+    ),
+    SpecKey(
         "stall_timeout",
         COMMON,
         Duration,
@@ -236,10 +348,36 @@ SPEC_KEYS: tuple[SpecKey, ...] = (
         "A hub id such as Qwen/Qwen2.5-0.5B-Instruct (fetched through the shared cache), or a path.",
         required=True,
         rule=_model_id,
+        workloads=TRAINING_WORKLOADS,
     ),
-    SpecKey("train_file", BASIC, str, "The training data: a parquet file.", required=True, rule=_input_file),
-    SpecKey("val_file", BASIC, str, "The validation data: a parquet file.", required=True, rule=_input_file),
-    SpecKey("total_epochs", BASIC, int, "Epochs to train.", default=DEFAULT_TOTAL_EPOCHS, low=1, high=MAX_EPOCHS),
+    SpecKey(
+        "train_file",
+        BASIC,
+        str,
+        "The training data: a parquet file.",
+        required=True,
+        rule=_input_file,
+        workloads=TRAINING_WORKLOADS,
+    ),
+    SpecKey(
+        "val_file",
+        BASIC,
+        str,
+        "The validation data: a parquet file.",
+        required=True,
+        rule=_input_file,
+        workloads=TRAINING_WORKLOADS,
+    ),
+    SpecKey(
+        "total_epochs",
+        BASIC,
+        int,
+        "Epochs to train.",
+        default=DEFAULT_TOTAL_EPOCHS,
+        low=1,
+        high=MAX_EPOCHS,
+        workloads=TRAINING_WORKLOADS,
+    ),
     SpecKey(
         "total_training_steps",
         BASIC,
@@ -247,6 +385,7 @@ SPEC_KEYS: tuple[SpecKey, ...] = (
         "Steps to train; null: as many as the epochs take.",
         low=1,
         high=MAX_TRAINING_STEPS,
+        workloads=TRAINING_WORKLOADS,
     ),
     SpecKey(
         "save_freq",
@@ -257,6 +396,7 @@ SPEC_KEYS: tuple[SpecKey, ...] = (
         low=-1,
         high=MAX_FREQ,
         rule=_frequency,
+        workloads=TRAINING_WORKLOADS,
     ),
     SpecKey(
         "test_freq",
@@ -267,6 +407,26 @@ SPEC_KEYS: tuple[SpecKey, ...] = (
         low=-1,
         high=MAX_FREQ,
         rule=_frequency,
+        workloads=TRAINING_WORKLOADS,
+    ),
+    SpecKey(
+        "checkpoint",
+        BASIC,
+        str,
+        "Export: the checkpoint to turn into a Hugging Face model (into the task's hf_model folder): a "
+        "global_step_N folder, or a checkpoints folder (its latest), or ${steps.NAME.checkpoint} in a pipeline.",
+        required=True,
+        rule=_checkpoint,
+        workloads=(Workload.EXPORT,),
+    ),
+    SpecKey(
+        "backend",
+        BASIC,
+        str,
+        "Export: the training backend that wrote the checkpoint (verl's merger --backend).",
+        default=MergerBackend.FSDP.value,
+        choices=MergerBackend,
+        workloads=(Workload.EXPORT,),
     ),
     SpecKey(
         "command",
@@ -281,6 +441,11 @@ SPEC_KEY = {key.name: key for key in SPEC_KEYS}
 COMMON_KEYS = tuple(key.name for key in SPEC_KEYS if key.kind == COMMON)
 BASIC_KEYS = tuple(key.name for key in SPEC_KEYS if key.kind == BASIC)
 ADVANCED_KEYS = tuple(key.name for key in SPEC_KEYS if key.kind == ADVANCED)
+
+
+def keys_for(kind: str | None, workload: str | None) -> tuple[str, ...]:
+    """The keys a spec of ``kind`` and ``workload`` takes, in the table's order (None: any)."""
+    return tuple(key.name for key in SPEC_KEYS if key.belongs_to(kind, workload))
 
 
 def stored_fields(resolved: Mapping[str, Any]) -> dict[str, Any]:
@@ -321,18 +486,23 @@ class ParsedSpec:
         return {**stored_fields(self.resolved), "spec_raw": self.raw, "spec": self.resolved, "warnings": self.warnings}
 
 
-def parse_spec(source: bytes | str | dict[str, Any], *, username: str) -> ParsedSpec:
+def parse_spec(source: bytes | str | dict[str, Any], *, username: str, pending: Sequence[Path] = ()) -> ParsedSpec:
     """Parse and validate a spec sent by ``username``; raise SpecError listing every problem.
 
     ``source`` is the request body (bytes or text) or, for a JSON body, the spec object itself.
+    Paths in a ``pending`` folder need not exist yet (an earlier pipeline step writes them).
     """
     raw, data = _load(source)
-    check = _Checker(data, username)
+    check = _Checker(data, username, pending)
     kind = check.value(SPEC_KEY["kind"], {})
-    check.keys(kind)
     resolved: dict[str, Any] = {"kind": kind}
+    resolved["workload"] = check.value(SPEC_KEY["workload"], resolved)
+    check.keys(kind, resolved["workload"])
+    # An invalid workload (reported): the rest is checked as the workload its keys suggest, so
+    # every other problem is reported in the same answer.
+    judged = resolved["workload"] or _likely_workload(data)
     for key in SPEC_KEYS:
-        if key.name != "kind" and key.kind in (COMMON, kind):
+        if key.name not in resolved and key.checked_in(kind, judged):
             resolved[key.name] = check.value(key, resolved)
     if check.errors:
         raise SpecError(check.errors)
@@ -343,6 +513,15 @@ def parse_spec(source: bytes | str | dict[str, Any], *, username: str) -> Parsed
         resolved=resolved,
         warnings=check.warnings,
     )
+
+
+def _likely_workload(data: Any) -> str:
+    """export when the spec holds only export's own keys, else a training one."""
+    if not isinstance(data, dict):
+        return Workload.PPO
+    own = {name for key in SPEC_KEYS if (name := key.name) in data and key.workloads}
+    export = {key.name for key in SPEC_KEYS if key.workloads == (Workload.EXPORT,)}
+    return Workload.EXPORT if own and own <= export else Workload.PPO
 
 
 # --- Loading -------------------------------------------------------------------------------------
@@ -400,6 +579,17 @@ _LiteralDumper.add_representer(
     str,
     lambda dumper, value: dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None),
 )
+
+
+def dump_yaml(document: dict[str, Any]) -> str:
+    """A mapping as YAML text, the way a JSON body's spec is kept (multi-line strings as blocks)."""
+    return yaml.dump(document, Dumper=_LiteralDumper, sort_keys=False, allow_unicode=True)
+
+
+def load_document(source: bytes | str | dict[str, Any]) -> tuple[str, Any]:
+    """The raw text and the parsed YAML (or JSON) document, held to the spec's limits (size,
+    UTF-8, no aliases, depth); SpecError otherwise. Pipelines are read through it too."""
+    return _load(source)
 
 
 def _whole(message: str, code: str = "invalid") -> SpecError:
@@ -542,11 +732,12 @@ def _type_name(value: Any) -> str:
 class _Checker:
     """Validates one spec document, accumulating errors and warnings instead of stopping."""
 
-    def __init__(self, data: Any, username: str) -> None:
+    def __init__(self, data: Any, username: str, pending: Sequence[Path] = ()) -> None:
         if not isinstance(data, dict):
             raise _whole(f"must be a mapping of keys to values, not {_type_name(data)}")
         self.data: dict[Any, Any] = data
         self.username = username
+        self.pending = tuple(pending)
         self.errors: dict[str, list[str]] = {}
         self.warnings: list[str] = []
 
@@ -555,15 +746,18 @@ class _Checker:
         if message not in messages:
             messages.append(message)
 
-    def keys(self, kind: str | None) -> None:
-        own: dict[str, tuple[str, ...]] = {TaskKind.BASIC: BASIC_KEYS, TaskKind.ADVANCED: ADVANCED_KEYS}
-        # An unknown kind: judge the keys against both kinds, so only truly unknown ones are named.
-        allowed = COMMON_KEYS + (own[kind] if kind else BASIC_KEYS + ADVANCED_KEYS)
+    def keys(self, kind: str | None, workload: str | None) -> None:
+        # An unknown kind or workload: judge the keys against every one, so only truly unknown
+        # ones are named.
+        allowed = keys_for(kind, workload)
         for key in self.data:
             if not isinstance(key, str):
                 self.fail(_shown(key), f"keys must be strings, not {_type_name(key)}")
             elif key in allowed:
                 continue
+            elif key in keys_for(kind, None):
+                workloads = SPEC_KEY[key].workloads
+                self.fail(key, f"is only for workload {' or '.join(workloads)} specs, not {workload}")
             elif kind == TaskKind.ADVANCED and key in BASIC_KEYS:
                 self.fail(key, "is only for basic specs; an advanced spec sets it in its command")
             elif kind == TaskKind.BASIC and key in ADVANCED_KEYS:
@@ -669,7 +863,7 @@ class _Checker:
         if value is None:
             return None
         try:
-            return str(paths.resolve_input_path(value, self.username))
+            return str(paths.resolve_input_path(value, self.username, pending=self.pending))
         except paths.PathPolicyError as exc:
             self.fail(key, str(exc))
             return None
@@ -686,7 +880,9 @@ class _Checker:
         # Checked as it will run: with a task's checkpoint folder for the macro (any task's is
         # checked the same way: it lies in the owner's jobs folder).
         example = home_dir(self.username) / "jobs" / "TASK" / "checkpoints"
-        checked = _CommandCheck(paths.expand_checkpoint_macro(expanded, example), self.username, nnodes, n_gpus)
+        checked = _CommandCheck(
+            paths.expand_checkpoint_macro(expanded, example), self.username, nnodes, n_gpus, self.pending
+        )
         for message in checked.errors:
             self.fail(key.name, message)
         self.warnings.extend(checked.warnings)
@@ -841,8 +1037,11 @@ def _is_output(key: str) -> bool:
 class _CommandCheck:
     """The checks on an advanced command whose macros are already expanded."""
 
-    def __init__(self, command: str, username: str, nnodes: int | None, n_gpus: int | None) -> None:
+    def __init__(
+        self, command: str, username: str, nnodes: int | None, n_gpus: int | None, pending: Sequence[Path] = ()
+    ) -> None:
         self.username = username
+        self.pending = tuple(pending)
         self.errors: list[str] = []
         self.warnings: list[str] = []
         self.argv: hydra_argv.HydraArgv | None = None
@@ -1002,7 +1201,9 @@ class _CommandCheck:
 
     def _input(self, key: str, value: str, within: list[Path] | None, exists: bool = True) -> None:
         try:
-            path = paths.resolve_input_path(value, self.username, within=within, must_exist=exists)
+            path = paths.resolve_input_path(
+                value, self.username, within=within, must_exist=exists, pending=self.pending
+            )
         except paths.PathPolicyError as exc:
             self.errors.append(f"{key}: {exc}")
             return

@@ -112,7 +112,12 @@ def other_user_home(path: str, username: str) -> bool:
 
 
 def resolve_input_path(
-    value: str, username: str, *, within: Sequence[Path] | None = None, must_exist: bool = True
+    value: str,
+    username: str,
+    *,
+    within: Sequence[Path] | None = None,
+    must_exist: bool = True,
+    pending: Sequence[Path] = (),
 ) -> Path:
     """Check a path a task will read and return it, macros expanded and normalised.
 
@@ -122,7 +127,9 @@ def resolve_input_path(
     1. expand the macros; the result must be absolute and free of `..` and odd characters;
     2. as written, it must lie under an allowed root and not in another user's home;
     3. its real path (symlinks resolved) must lie under the real path of an allowed root;
-    4. it must exist (unless not ``must_exist``: a folder a run reads only if it is there).
+    4. it must exist (unless not ``must_exist``: a folder a run reads only if it is there; or it
+       lies in a ``pending`` folder: an earlier pipeline step's output, checked again when the
+       step that reads it becomes QUEUED).
 
     The path as written is returned, not the real one, so a shared root mounted through a
     symlink keeps the name users know. Raises PathPolicyError.
@@ -135,7 +142,7 @@ def resolve_input_path(
     real = os.path.realpath(path)
     if not any(_within(real, r.resolve()) for r in roots):
         raise PathPolicyError(f"{value!r} leads outside the allowed directories through a symlink")
-    if must_exist and not os.path.exists(real):
+    if must_exist and not any(_within(path, folder) for folder in pending) and not os.path.exists(real):
         raise PathPolicyError(f"{value!r} does not exist")
     return Path(path)
 
@@ -176,3 +183,24 @@ def _absolute(value: str, username: str, use: str) -> str:
     if other_user_home(path, username):
         raise PathPolicyError(f"{value!r} is in another user's home")
     return path
+
+
+# verl's checkpoint tracker (verl/utils/checkpoint/checkpoint_manager.py): the last saved step N,
+# whose files are in global_step_N beside it; written last, by rename.
+TRACKER_FILE = "latest_checkpointed_iteration.txt"
+
+
+class NoCheckpoint(ValueError):
+    """A checkpoints folder without a usable checkpoint; the message says why."""
+
+
+def latest_checkpoint(folder: Path) -> Path:
+    """verl's last checkpoint in ``folder``: global_step_N, N read from its tracker file."""
+    try:
+        step = (folder / TRACKER_FILE).read_text().strip()
+    except OSError as error:
+        raise NoCheckpoint(f"it left no checkpoint ({TRACKER_FILE} in {folder}: {error.strerror})") from error
+    found = folder / f"global_step_{step}"
+    if not step.isdigit() or not found.is_dir():
+        raise NoCheckpoint(f"its {TRACKER_FILE} names {step[:20]!r}, and {found} is not a folder")
+    return found

@@ -32,6 +32,7 @@ from tasks.api.filters import TaskFilter
 from tasks.jobfiles import resolved_spec
 from tasks.models import (
     ACTIVE_STATES,
+    BEFORE_RAY_STATES,
     QUEUE_STATES,
     Attempt,
     ClusterState,
@@ -91,7 +92,7 @@ def task_list_view(request: HttpRequest) -> HttpResponse:
     tasks = TaskFilter(request.GET, queryset=visible).qs
     page = Paginator(tasks, TASKS_PER_PAGE).get_page(request.GET.get("page"))
     for task in page:
-        task.reason = waiting_reason(task) if task.state in (*QUEUE_STATES, *ACTIVE_STATES) else ""
+        task.reason = waiting_reason(task) if task.state in (*BEFORE_RAY_STATES, *ACTIVE_STATES) else ""
     counts = dict(visible.order_by().values_list("state").annotate(n=Count("id")))
     context = {
         "page": page,

@@ -78,7 +78,18 @@ def write_step(step_folder: str, files: list[str], step: int) -> None:
     for name in files:
         os.makedirs(os.path.dirname(os.path.join(step_folder, name)), exist_ok=True)
         with open(os.path.join(step_folder, name), "w") as f:
-            f.write(f"stand-in {name} at step {step}\n")
+            if name.endswith("fsdp_config.json"):
+                f.write('{"FSDP_version": 1, "world_size": 1}\n')
+            elif name.endswith("config.json"):
+                f.write('{"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2"}\n')
+            else:
+                f.write(f"stand-in {name} at step {step}\n")
+
+
+# What verl's FSDPCheckpointManager.save_checkpoint writes into the folder it is given: the
+# rank's shards, fsdp_config.json (the world size verl's model merger reads) and huggingface/
+# (the model's config, which the merger loads first).
+FSDP_FILES = ["model_world_size_1_rank_0.pt", "fsdp_config.json", "huggingface/config.json"]
 
 
 def write_tracker(folder: str, step: int) -> str:
@@ -131,7 +142,7 @@ class PPOCheckpoints:
     def save(self, step: int) -> None:
         step_folder = os.path.join(self.folder, f"global_step_{step}")
         print(f"local_global_step_folder: {step_folder}", flush=True)
-        write_step(step_folder, ["actor/model_world_size_1_rank_0.pt", "data.pt"], step)
+        write_step(step_folder, [*(f"actor/{name}" for name in FSDP_FILES), "data.pt"], step)
         write_tracker(self.folder, step)
 
 
@@ -166,7 +177,7 @@ class SFTCheckpoints(PPOCheckpoints):
     def save(self, step: int) -> None:
         step_folder = os.path.join(self.folder, f"global_step_{step}")
         print(f"Saving checkpoint to: {step_folder}", flush=True)
-        write_step(step_folder, ["model_world_size_1_rank_0.pt", "data_0.pt"], step)
+        write_step(step_folder, [*FSDP_FILES, "data_0.pt"], step)
         print(f"Saved dataloader state to: {os.path.join(step_folder, 'data_0.pt')}", flush=True)
         print(f"Updated checkpoint tracker: {write_tracker(self.folder, step)}", flush=True)
 

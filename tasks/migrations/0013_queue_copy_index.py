@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tasks', '0011_tick_indexes'),
+        ('tasks', '0012_pipelines'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -1,0 +1,164 @@
+"""The pipeline API: submit a document, list, detail, cancel, retry (tasks.pipelines does the work)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Prefetch, QuerySet
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, extend_schema
+from rest_framework import exceptions, mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from common.api import Conflict, PriorityForbidden, QuotaExceeded, actor_of, error_responses
+from common.exceptions import PayloadTooLarge
+from common.parsers import JSONParser
+from tasks.api.parsers import PlainTextParser, TextYamlParser, YamlTextParser
+from tasks.api.serializers import (
+    PipelineDetailSerializer,
+    PipelineDocumentSerializer,
+    PipelineSerializer,
+    SpecSubmission,
+)
+from tasks.api.views import spec_source
+from tasks.models import Pipeline, PipelineStep
+from tasks.pipelines import PipelineConflict, cancel_pipeline, retry_pipeline, submit_pipeline
+from tasks.specs.parse import SpecError
+from tasks.submit import PriorityNotAllowed, QuotaError
+
+EXAMPLE = {
+    "name": "qwen-sft-grpo",
+    "steps": [
+        {
+            "name": "sft",
+            "workload": "sft",
+            "nnodes": 1,
+            "n_gpus_per_node": 4,
+            "model_id": "Qwen/Qwen2.5-0.5B-Instruct",
+            "train_file": "$HOME/common/datasets/gsm8k/train.parquet",
+            "val_file": "$HOME/common/datasets/gsm8k/test.parquet",
+        },
+        {"name": "sft-export", "workload": "export", "checkpoint": "${steps.sft.checkpoint}"},
+        {
+            "name": "grpo",
+            "workload": "grpo",
+            "nnodes": 1,
+            "n_gpus_per_node": 4,
+            "model_id": "${steps.sft-export.hf_model}",
+            "train_file": "$HOME/common/datasets/gsm8k/train.parquet",
+            "val_file": "$HOME/common/datasets/gsm8k/test.parquet",
+        },
+    ],
+}
+
+
+def _spec_errors(error: SpecError) -> exceptions.APIException:
+    if error.code == "too_large":
+        return PayloadTooLarge(str(error))
+    return exceptions.ValidationError(error.fields)
+
+
+class PipelineViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    lookup_field = "pipeline_id"
+    lookup_value_regex = "[^/]+"
+    parser_classes = [YamlTextParser, TextYamlParser, PlainTextParser, JSONParser]
+    filterset_class = None
+
+    def get_queryset(self) -> QuerySet[Pipeline]:
+        if getattr(self, "swagger_fake_view", False):  # schema generation has no user
+            return Pipeline.objects.none()
+        steps = PipelineStep.objects.select_related("task").order_by("position")
+        return (
+            Pipeline.objects.visible_to(self.request.user)
+            .select_related("user")
+            .prefetch_related(Prefetch("steps", queryset=steps))
+        )
+
+    def get_serializer_class(self) -> type[serializers.BaseSerializer]:
+        return PipelineSerializer if self.action == "list" else PipelineDetailSerializer
+
+    def _detail(self, pipeline: Pipeline, code: int = status.HTTP_200_OK) -> Response:
+        fresh = self.get_queryset().get(pk=pipeline.pk)
+        return Response(PipelineDetailSerializer(fresh).data, status=code)
+
+    @extend_schema(
+        summary="Submit a pipeline",
+        description="A pipeline document as YAML (application/yaml, text/yaml, text/plain) or JSON (the "
+        'document itself, or `{"spec": "<yaml>"}`). The whole document is checked before anything is '
+        "created; a 400 names each step and field at fault (a cycle, an unknown or duplicate step, a "
+        "macro naming a step it does not run after, a step's own spec errors). Every step's task is "
+        "created at once: those that wait for none QUEUED, the others WAITING; each counts toward "
+        "max_queued_tasks (429).",
+        request={
+            "application/yaml": PipelineDocumentSerializer,
+            "text/yaml": PipelineDocumentSerializer,
+            "text/plain": OpenApiTypes.STR,
+            "application/json": SpecSubmission,
+        },
+        responses={201: PipelineSerializer, **error_responses(400, 403, 413, 415, 429)},
+        examples=[OpenApiExample("SFT, export, GRPO", media_type="application/yaml", value=EXAMPLE)],
+    )
+    def create(self, request: Request) -> Response:
+        try:
+            pipeline = submit_pipeline(request.user, spec_source(request.data), actor=actor_of(request))
+        except SpecError as error:
+            raise _spec_errors(error) from error
+        except PriorityNotAllowed as error:
+            raise PriorityForbidden(str(error)) from error
+        except QuotaError as error:
+            raise QuotaExceeded(str(error)) from error
+        fresh = self.get_queryset().get(pk=pipeline.pk)
+        return Response(
+            PipelineSerializer(fresh).data,
+            status=status.HTTP_201_CREATED,
+            headers={"Location": f"/api/v2/pipelines/{pipeline.pipeline_id}"},
+        )
+
+    @extend_schema(summary="List pipelines (yours; an admin sees everyone's), newest first")
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().list(request, *args, **kwargs)
+
+    @extend_schema(
+        summary="A pipeline with its steps: state, task id, reason, times",
+        responses={200: PipelineDetailSerializer, **error_responses(404)},
+    )
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().retrieve(request, *args, **kwargs)
+
+    @extend_schema(
+        summary="Cancel a pipeline",
+        description="Every unfinished step is canceled: a waiting one at once, one on Ray once Ray stops it. "
+        "200 when the pipeline has ended now, 202 when steps on Ray are still stopping; 409 when it had "
+        "ended already.",
+        request=None,
+        responses={200: PipelineDetailSerializer, 202: PipelineDetailSerializer, **error_responses(404, 409)},
+    )
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pipeline_id: str) -> Response:
+        pipeline = self.get_object()
+        if pipeline.is_finished:
+            raise Conflict(f"Pipeline {pipeline.pipeline_id} is already {pipeline.state}.")
+        cancel_pipeline(pipeline, actor=actor_of(request))
+        pipeline.refresh_from_db()
+        return self._detail(pipeline, status.HTTP_200_OK if pipeline.is_finished else status.HTTP_202_ACCEPTED)
+
+    @extend_schema(
+        summary="Retry a pipeline that ended",
+        description="New tasks for the steps that did not succeed and every step after them; the steps "
+        "that succeeded are reused, their outputs handed on as before. 409 while it runs, or when every "
+        "step succeeded.",
+        request=None,
+        responses={200: PipelineDetailSerializer, **error_responses(400, 404, 409)},
+    )
+    @action(detail=True, methods=["post"])
+    def retry(self, request: Request, pipeline_id: str) -> Response:
+        pipeline = self.get_object()
+        try:
+            retry_pipeline(pipeline, actor=actor_of(request))
+        except PipelineConflict as error:
+            raise Conflict(str(error)) from error
+        except SpecError as error:
+            raise _spec_errors(error) from error
+        return self._detail(pipeline)

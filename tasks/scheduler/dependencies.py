@@ -1,0 +1,155 @@
+"""WAITING tasks and their dependencies: queue those whose dependencies are met, cancel those an
+`after` dependency failed, say what the others wait for; and end the pipelines whose last step
+ended.
+
+Runs each tick just before admission, so a task whose dependency ended in this tick's sync is
+queued (and may start) in the same tick. Its reads depend on how many tasks wait for
+dependencies and how many pipelines run, never on the queue's length: one query for every
+WAITING task's dependencies, one for WAITING tasks without any, one for the running pipelines
+whose steps all ended.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from django.db.models import Exists, OuterRef
+from django.utils import timezone
+
+from tasks.models import (
+    TERMINAL_STATES,
+    EventKind,
+    FailureKind,
+    Pipeline,
+    PipelineState,
+    PipelineStep,
+    Role,
+    Task,
+    TaskDependency,
+    TaskState,
+)
+from tasks.pipelines import Unresolvable, resolve_step
+from tasks.scheduler.settle import ACTOR
+from tasks.scheduler.steps import Budget, guarded
+from tasks.scheduler.storage import bounded
+from tasks.specs.parse import SpecError
+
+# What ends a task's `after` dependency for good: it will never succeed.
+DEPENDENCY_BROKEN = (TaskState.FAILED, TaskState.CANCELED)
+
+
+@dataclass
+class Waiting:
+    """A WAITING task's dependencies as one query reads them."""
+
+    pending_reason: str
+    unmet: list[tuple[str, str]] = field(default_factory=list)  # (task id, state) not yet as needed
+    broken: tuple[str, str] | None = None  # an `after` dependency that failed or was canceled
+
+
+def judge(rows: list[tuple[int, str, bool, str, str]]) -> dict[int, Waiting]:
+    """Each WAITING task's verdict from rows (task pk, its reason, any_end, dependency's id and
+    state). Pure: the rules at a glance."""
+    waiting: dict[int, Waiting] = {}
+    for pk, reason, any_end, other, state in rows:
+        entry = waiting.setdefault(pk, Waiting(reason))
+        if not any_end and state in DEPENDENCY_BROKEN:
+            entry.broken = entry.broken or (other, state)
+        elif state not in TERMINAL_STATES or (not any_end and state != TaskState.SUCCEEDED):
+            entry.unmet.append((other, state))
+    return waiting
+
+
+def reason_for(unmet: list[tuple[str, str]]) -> str:
+    """``waits for alice-sft-…, RUNNING; alice-export-…, WAITING``."""
+    return "waits for " + "; ".join(f"{task_id}, {state}" for task_id, state in unmet)
+
+
+def release(budget: Budget) -> None:
+    """One pass over the WAITING tasks (see the module's docstring)."""
+    rows = list(
+        TaskDependency.objects.filter(task__state=TaskState.WAITING)
+        .order_by("task_id", "id")
+        .values_list("task_id", "task__pending_reason", "any_end", "depends_on__task_id", "depends_on__state")
+    )
+    verdicts = judge(rows)
+    # A WAITING task with no dependency left (none should be): nothing holds it.
+    alone = Task.objects.filter(state=TaskState.WAITING).exclude(
+        Exists(TaskDependency.objects.filter(task=OuterRef("pk")))
+    )
+    for pk in alone.values_list("pk", flat=True):
+        verdicts[pk] = Waiting("")
+    reasons: dict[str, list[int]] = {}
+    for pk, verdict in verdicts.items():
+        if verdict.broken is None and verdict.unmet:
+            reason = reason_for(verdict.unmet)[:500]
+            if reason != verdict.pending_reason:
+                reasons.setdefault(reason, []).append(pk)
+    for reason, pks in reasons.items():
+        Task.objects.filter(pk__in=pks, state=TaskState.WAITING).update(pending_reason=reason)
+    for pk, verdict in verdicts.items():
+        if budget.spent():
+            break
+        if verdict.broken is None and verdict.unmet:
+            continue
+        task = Task.objects.select_related("user").filter(pk=pk, state=TaskState.WAITING).first()
+        if task is None:
+            continue  # moved meanwhile (canceled by its owner)
+        if verdict.broken is not None:
+            guarded(task, partial(cancel_for_dependency, task, *verdict.broken))
+        else:
+            guarded(task, partial(queue, task))
+    finish_pipelines()
+
+
+def cancel_for_dependency(task: Task, other: str, state: str) -> None:
+    reason = f"its dependency {other} {state}"
+    task.transition(
+        TaskState.CANCELED,
+        role=Role.SCHEDULER,
+        kind=EventKind.DEPENDENCY_FAILED,
+        actor=ACTOR,
+        message=f"Canceled without running: {reason}.",
+        data={"dependency": other, "dependency_state": state},
+        pending_reason="",
+        error_summary=reason,
+    )
+
+
+def queue(task: Task) -> None:
+    """Its dependencies met: QUEUED, its place and wait counted from now; a pipeline step's
+    macros resolved first (one that cannot be: FAILED, a USER_ERROR)."""
+    try:
+        resolved = resolve_step(task, files=bounded)
+    except (Unresolvable, SpecError) as error:
+        summary = f"{FailureKind.USER_ERROR}: {error}"[:2000]
+        task.transition(
+            TaskState.FAILED,
+            role=Role.SCHEDULER,
+            actor=ACTOR,
+            message=f"Its dependencies are met, but its spec cannot be resolved: {error}",
+            data={"failure_kind": FailureKind.USER_ERROR},
+            pending_reason="",
+            error_summary=summary,
+        )
+        return
+    changes: dict[str, Any] = {} if resolved is None else {"spec": resolved.resolved, "warnings": resolved.warnings}
+    task.transition(
+        TaskState.QUEUED,
+        role=Role.SCHEDULER,
+        actor=ACTOR,
+        message="Its dependencies are met: queued." + (" Its step's outputs are written in." if changes else ""),
+        queued_at=timezone.now(),
+        pending_reason="",
+        **changes,
+    )
+
+
+def finish_pipelines() -> None:
+    """Pipelines still RUNNING whose steps have all ended (each step's last move ends its pipeline
+    in its own transaction; two last steps ending at once on PostgreSQL can each miss the other)."""
+    unfinished = PipelineStep.objects.filter(pipeline=OuterRef("pk")).exclude(task__state__in=TERMINAL_STATES)
+    for pipeline in Pipeline.objects.filter(state=PipelineState.RUNNING).exclude(Exists(unfinished)):
+        pipeline.finish_if_done(ACTOR)
