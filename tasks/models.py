@@ -609,6 +609,12 @@ class Attempt(models.Model):
         return list(rows.values())
 
     @property
+    def awaits_placement(self) -> bool:
+        """Ray has not placed all of its GPUs yet, as far as Argus has read (an attempt with no
+        GPU, an export, has nothing to place)."""
+        return self.gpus > 0 and sum(int(gpus) for gpus in (self.nodes or {}).values()) < self.gpus
+
+    @property
     def resume_words(self) -> str:
         """How the attempt started: ``resumed from step 40``, ``started from scratch``, …
 

@@ -74,7 +74,7 @@ def held_nodes(attempt: Attempt | Any, settling: bool = False) -> dict[str, int]
 def live_holdings() -> list[tuple[Attempt, dict[str, int]]]:
     """Each live attempt with the room it holds (held_nodes), in one query."""
     attempts = list(Attempt.objects.live().select_related("task__user"))
-    settling = any(not a.nodes for a in attempts)
+    settling = any(a.awaits_placement for a in attempts)
     return [(attempt, held_nodes(attempt, settling)) for attempt in attempts]
 
 

@@ -64,7 +64,7 @@ def sync(ray: RayClient, cluster: ClusterView, budget: Budget, ended: list[str])
 
 def record_nodes(ray: RayClient, attempts: list[Attempt]) -> None:
     """Where Ray placed each running attempt whose nodes are not known yet (all of its GPUs)."""
-    waiting = [a for a in attempts if a.ray_status == JobStatus.RUNNING and a.ray_job_id and not _placed(a)]
+    waiting = [a for a in attempts if a.ray_status == JobStatus.RUNNING and a.ray_job_id and a.awaits_placement]
     if not waiting:
         return
     try:
@@ -78,10 +78,6 @@ def record_nodes(ray: RayClient, attempts: list[Attempt]) -> None:
         if nodes and nodes != attempt.nodes:
             attempt.nodes = nodes
             attempt.save(update_fields=["nodes"])
-
-
-def _placed(attempt: Attempt) -> bool:
-    return sum(attempt.nodes.values()) >= attempt.gpus > 0
 
 
 def follow(ray: RayClient, task: Task, attempt: Attempt, cluster: ClusterView | None = None) -> bool:
