@@ -9,6 +9,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from accounts.limits import high_priority_refusal, limits_for, queued_limit_error
+from accounts.models import MissingSecrets, Secret
 from tasks.models import QUEUE_STATES, Priority, Task
 from tasks.specs.parse import ParsedSpec, SpecError, parse_spec
 
@@ -22,7 +23,8 @@ class PriorityNotAllowed(Exception):
 
 
 def submit_spec(user: Any, source: bytes | str | dict, *, actor: str) -> Task:
-    """Validate ``source`` for ``user`` and queue it. Raises SpecError naming every problem,
+    """Validate ``source`` for ``user`` and queue it. Raises SpecError naming every problem (and
+    every secret the spec names that the user does not have),
     PriorityNotAllowed for ``priority: high`` from a user not granted it, and QuotaError when the
     user already has max_queued_tasks tasks waiting.
 
@@ -31,6 +33,9 @@ def submit_spec(user: Any, source: bytes | str | dict, *, actor: str) -> Task:
     the task was allowed when it was created.
     """
     parsed = parse_spec(source, username=user.username)
+    missing = Secret.objects.missing(user, parsed.resolved.get("secrets") or [])
+    if missing:
+        raise SpecError({"secrets": [str(MissingSecrets(missing))]})
     limit = settings.ARGUS_MAX_TASK_GPUS
     total = parsed.nnodes * parsed.n_gpus_per_node
     if limit and total > limit:

@@ -108,6 +108,7 @@ def test_it_accepts_the_basic_example(data: Path) -> None:
             "max_retries": 0,
             "time_limit": 0,
             "stall_timeout": 1800,
+            "secrets": [],
             "model_id": "Qwen/Qwen2.5-0.5B-Instruct",
             "train_file": f"{data}/datasets/gsm8k/train.parquet",
             "val_file": f"{data}/datasets/gsm8k/test.parquet",
@@ -115,6 +116,8 @@ def test_it_accepts_the_basic_example(data: Path) -> None:
             "total_training_steps": None,
             "save_freq": 10,
             "test_freq": -1,
+            "trackers": [],
+            "project": "alice",
         },
         warnings=[],
     )
@@ -179,6 +182,7 @@ def test_it_accepts_the_advanced_example(data: Path) -> None:
         "command",
         "time_limit",
         "stall_timeout",
+        "secrets",
     }
 
 

@@ -7,6 +7,7 @@ from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from accounts.secrets import NAME_MAX, NAME_PATTERN
 from common.api import JSONBooleanField, JSONStringField, QueryBooleanField
 from common.durations import DURATION_MAX_CHARS
 from tasks.models import (
@@ -18,7 +19,7 @@ from tasks.models import (
     Task,
 )
 from tasks.pause import REASON_MAX
-from tasks.specs.parse import ADVANCED, BASIC, COMMON, SPEC_KEYS, Duration, SpecKey
+from tasks.specs.parse import ADVANCED, BASIC, COMMON, MAX_SECRETS, SPEC_KEYS, Duration, SpecKey
 
 
 class AttemptNodeSerializer(serializers.Serializer):
@@ -189,6 +190,14 @@ def spec_field(key: SpecKey) -> serializers.Field:
     elif (shown := key.shown_default()) is not None:
         help_text += f" Default: {shown}."
     common: dict[str, Any] = {"required": required, "allow_null": not required, "help_text": help_text}
+    if key.value_type is list:
+        child: serializers.Field = (
+            serializers.ChoiceField(choices=key.choices.choices)
+            if key.choices is not None
+            else serializers.RegexField(rf"^{NAME_PATTERN}$", max_length=NAME_MAX)
+        )
+        most = len(key.choices.values) if key.choices is not None else MAX_SECRETS
+        return serializers.ListField(child=child, max_length=most, **common)
     if key.choices is not None:
         return serializers.ChoiceField(choices=key.choices.choices, **common)
     if key.value_type is bool:

@@ -43,7 +43,9 @@ def build_argv(resolved: dict[str, Any], *, username: str, checkpoint_dir: Path)
           trainer.total_training_steps=<steps>          (only when set)
           trainer.save_freq=<save_freq> trainer.test_freq=<test_freq>
           trainer.default_local_dir=<checkpoint_dir> trainer.resume_mode=auto
-          trainer.logger=['console']
+          trainer.logger=['console']                   (['console','wandb',…] with trackers)
+          trainer.project_name=<project>                (with trackers)
+          trainer.experiment_name=<task_id>             (with trackers)
 
     SFT (`verl.trainer.sft_trainer_ray`, config `sft_trainer_engine`, whose model group is
     verl's `hf_model` with the weights at `model.path`)::
@@ -56,7 +58,7 @@ def build_argv(resolved: dict[str, Any], *, username: str, checkpoint_dir: Path)
           trainer.total_training_steps=<steps>          (only when set)
           trainer.save_freq=<save_freq> trainer.test_freq=<test_freq>
           trainer.default_local_dir=<checkpoint_dir> trainer.resume_mode=auto
-          trainer.logger=['console']
+          trainer.logger, trainer.project_name, trainer.experiment_name   (as PPO's)
 
     ``checkpoint_dir`` must lie in ``username``'s jobs directory: outputs never go anywhere else,
     and a caller mixing up users gets a ValueError rather than checkpoints in someone else's home.
@@ -70,6 +72,7 @@ def build_argv(resolved: dict[str, Any], *, username: str, checkpoint_dir: Path)
 
     workload = resolved["workload"]
     model = resolved["model_id"]
+    trackers = list(resolved.get("trackers") or [])
     argv = ["python3", "-m", SFT_MODULE if workload == Workload.SFT else PPO_MODULE]
     argv += [f"data.train_files={resolved['train_file']}", f"data.val_files={resolved['val_file']}"]
     if workload == Workload.SFT:
@@ -92,6 +95,10 @@ def build_argv(resolved: dict[str, Any], *, username: str, checkpoint_dir: Path)
         f"trainer.test_freq={resolved['test_freq']}",
         f"trainer.default_local_dir={checkpoint_dir}",
         "trainer.resume_mode=auto",
-        "trainer.logger=['console']",
+        "trainer.logger=[" + ",".join(f"'{name}'" for name in ["console", *trackers]) + "]",
     ]
+    if trackers:
+        # One run per task: its attempts share the project, the name and (tasks.scheduler.job_env)
+        # the tracker's run id. The task id is the name of its checkpoint folder's parent.
+        argv += [f"trainer.project_name={resolved['project']}", f"trainer.experiment_name={checkpoint_dir.parent.name}"]
     return argv
