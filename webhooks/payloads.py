@@ -56,7 +56,9 @@ def body_for(event: Event, name: str) -> str:
         "url": url,
         "text": text,
     }
-    return json.dumps(payload, separators=(",", ":"))
+    # What the task's events and summary say was redacted as it was written; again here, since a
+    # receiver is outside Argus.
+    return json.dumps(task.redactor().json(payload), separators=(",", ":"))
 
 
 def sign(secret: str, body: bytes) -> str:

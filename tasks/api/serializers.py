@@ -101,9 +101,16 @@ class TaskSerializer(serializers.ModelSerializer):
             "error_summary",
             "cancel_requested",
             "warnings",
+            "tracker_url",
         ]
         read_only_fields = fields
-        extra_kwargs = {"preemptible": {"help_text": "May be stopped to make room for a task of higher priority."}}
+        extra_kwargs = {
+            "preemptible": {"help_text": "May be stopped to make room for a task of higher priority."},
+            "tracker_url": {
+                "help_text": "The experiment tracker's run (W&B, SwanLab) the task logs to, one across all its "
+                'attempts, as the tracker printed it in the log ("View run at https://…"); empty until then.'
+            },
+        }
 
     def get_cancel_requested(self, task: Task) -> bool:
         return task.cancel_requested_at is not None
