@@ -73,6 +73,10 @@ class TaskSerializer(serializers.ModelSerializer):
     user = serializers.CharField(source="user.username", read_only=True)
     total_gpus = serializers.IntegerField(read_only=True)
     cancel_requested = serializers.SerializerMethodField()
+    tracker_url = serializers.SerializerMethodField(
+        help_text="The experiment tracker's run (W&B, SwanLab) the task logs to, one across all its attempts, as "
+        'the tracker printed it in the log ("View run at https://…"); null until then.'
+    )
     estimated_start_at = serializers.SerializerMethodField(
         help_text="When the scheduler's plan starts this waiting task, to the minute; null when it is not "
         "waiting or not planned."
@@ -106,11 +110,11 @@ class TaskSerializer(serializers.ModelSerializer):
         read_only_fields = fields
         extra_kwargs = {
             "preemptible": {"help_text": "May be stopped to make room for a task of higher priority."},
-            "tracker_url": {
-                "help_text": "The experiment tracker's run (W&B, SwanLab) the task logs to, one across all its "
-                'attempts, as the tracker printed it in the log ("View run at https://…"); empty until then.'
-            },
         }
+
+    @extend_schema_field(serializers.URLField(allow_null=True))
+    def get_tracker_url(self, task: Task) -> str | None:
+        return task.tracker_url or None
 
     def get_cancel_requested(self, task: Task) -> bool:
         return task.cancel_requested_at is not None
