@@ -3,7 +3,9 @@ from __future__ import annotations
 import json
 
 from accounts.models import Secret
+from tasks.models import Attempt
 from tests.cli.conftest import no_traceback
+from tests.conftest import PPO_SPEC
 
 VALUE = "cli-secret-value-0123456789"
 
@@ -34,3 +36,15 @@ def test_a_refused_name_or_value_says_why(alice, argus_as):
     bad_value = argus.run("secret", "set", "A_KEY", input="two\nlines\n")
     assert bad_value.returncode == 3 and "must be printable" in bad_value.stderr
     assert not Secret.objects.exists()
+
+
+def test_argus_logs_shows_the_tasks_secrets_redacted(alice, argus_as, make_task, tmp_path):
+    Secret.put(alice, "HF_TOKEN", VALUE)
+    task = make_task(alice, PPO_SPEC + "secrets: [HF_TOKEN]\n")
+    log = tmp_path / "driver.log"
+    log.write_text(f"token {VALUE}\nstep:1 - x:1\n")
+    Attempt.objects.create(task=task, attempt_no=1, ray_submission_id=f"{task.task_id}--a01", log_path=str(log))
+    argus = argus_as(alice)
+    for args in ((), ("--tail", "5")):
+        shown = argus.run("logs", task.task_id, *args)
+        assert shown.stdout == "token [redacted]\nstep:1 - x:1\n", shown.stderr
