@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator
-from django.db import models
+from django.db import IntegrityError, models, transaction
 from django.utils import timezone
+
+from accounts import secrets as secrets_crypto
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -185,3 +187,70 @@ class UserLimits(models.Model):
 
     def __str__(self) -> str:
         return f"limits of {self.user}"
+
+
+class MissingSecrets(Exception):
+    """Secrets a task names that its owner does not have (any more); ``names`` in the task's order."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        listed = ", ".join(names)
+        super().__init__(
+            f"secret{'s' if len(names) > 1 else ''} {listed} not found: set {'them' if len(names) > 1 else 'it'} "
+            "with `argus secret set NAME`, on the account page or POST /api/v2/me/secrets"
+        )
+
+
+class SecretQuerySet(models.QuerySet["Secret"]):
+    def missing(self, user: User, names: list[str]) -> list[str]:
+        """Those of ``names`` that ``user`` has no secret of, in their order."""
+        have = set(self.filter(user=user, name__in=names).values_list("name", flat=True))
+        return [name for name in names if name not in have]
+
+    def values_for(self, user: User | int, names: list[str]) -> dict[str, str]:
+        """{name: value} of ``user``'s secrets ``names``, decrypted. Raises MissingSecrets when
+        some are not there, accounts.secrets.Undecryptable when a key is missing."""
+        rows = dict(self.filter(user=user, name__in=names).values_list("name", "ciphertext"))
+        missing = [name for name in names if name not in rows]
+        if missing:
+            raise MissingSecrets(missing)
+        return {name: secrets_crypto.decrypt(rows[name]) for name in names}
+
+
+class Secret(models.Model):
+    """A user's secret, used by name in task specs (``secrets: [WANDB_API_KEY]``). Only its
+    Fernet token is stored (accounts.secrets); nothing serves the value back."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="secrets")
+    name = models.CharField(max_length=secrets_crypto.NAME_MAX)
+    ciphertext = models.TextField(editable=False, help_text="The value, encrypted under ARGUS_SECRETS_KEY.")
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    objects = SecretQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["user", "name"]
+        constraints = [models.UniqueConstraint(fields=["user", "name"], name="secret_unique_name")]
+
+    def __str__(self) -> str:
+        return f"{self.user} / {self.name}"
+
+    @classmethod
+    def put(cls, user: User, name: str, value: str) -> tuple[Secret, bool]:
+        """Set ``user``'s secret ``name`` to ``value``; returns it and whether it is new. The
+        caller has checked both (accounts.secrets.name_error, value_error)."""
+        token = secrets_crypto.encrypt(value)
+        now = timezone.now()
+        for _ in range(2):
+            if cls.objects.filter(user=user, name=name).update(ciphertext=token, updated_at=now):
+                logger.info("Secret %s of %s replaced", name, user)
+                return cls.objects.get(user=user, name=name), False
+            try:
+                with transaction.atomic():
+                    secret = cls.objects.create(user=user, name=name, ciphertext=token, created_at=now, updated_at=now)
+            except IntegrityError:
+                continue  # created meanwhile by another request: replace it
+            logger.info("Secret %s of %s created", name, user)
+            return secret, True
+        raise IntegrityError(f"secret {name} of {user} kept changing")

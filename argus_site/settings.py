@@ -50,6 +50,11 @@ if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured("ARGUS_SECRET_KEY is required when ARGUS_DEBUG is off")
     SECRET_KEY = "argus-insecure-development-key"
+# Users' secrets (accounts.secrets) are encrypted with these Fernet keys, comma-separated: the
+# first encrypts, any decrypts (rotation). Unset in development: a key derived from SECRET_KEY;
+# unset in production: secrets cannot be stored, and a start with secrets stored fails its
+# system check (accounts.checks).
+ARGUS_SECRETS_KEY = envlist("ARGUS_SECRETS_KEY", "")
 ALLOWED_HOSTS = envlist("ARGUS_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = envlist("ARGUS_CSRF_TRUSTED_ORIGINS", "")
 

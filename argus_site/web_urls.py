@@ -16,6 +16,8 @@ urlpatterns = [
     path("logout/", account_views.logout_view, name="logout"),
     path("account/", account_views.account_view, name="account"),
     path("account/tokens/<int:pk>/revoke/", account_views.revoke_token_view, name="account-token-revoke"),
+    path("account/secrets/", account_views.secret_set_view, name="account-secret-set"),
+    path("account/secrets/<str:name>/delete/", account_views.secret_delete_view, name="account-secret-delete"),
     path("account/webhooks/", include("webhooks.web.urls")),
     path("data/", account_views.data_view, name="data"),
     path("data/download/", account_views.data_download_view, name="data-download"),

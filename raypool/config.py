@@ -24,6 +24,10 @@ ROLES = ("head", "worker")
 # The custom resource every worker declares and every Argus job's driver asks for (the head has
 # no CPUs for work); the scheduler counts a node as a worker by it. One name, here.
 WORKER_RESOURCE = "worker_node"
+# The names (never the values) of the secrets a job got as env_vars of its runtime_env: the job
+# driver (raypool.driver) reads their values from its own environment to redact its log. Set by
+# the scheduler (tasks.scheduler.job_env), read on the Ray nodes: one name, here.
+SECRET_NAMES_ENV = "ARGUS_SECRET_NAMES"
 
 
 class ConfigError(ValueError):

@@ -3,7 +3,8 @@
 A Ray head (`raynode head`) and ARGUS_DEV_WORKERS workers (`raynode worker`) declaring
 ARGUS_DEV_GPUS GPUs each, the scheduler (`qcluster`), the webhook worker (`sendwebhooks`) and
 the web service (gunicorn on 127.0.0.1:ARGUS_PORT). A first admin is made once; its password
-and token are kept under var/ (mode 600) so a second run can say them again. Ctrl-C stops
+and token are kept under var/ (mode 600) so a second run can say them again, as are the secret
+key and the key users' secrets are encrypted with (var/secrets-key). Ctrl-C stops
 everything this started, and only that: each child gets SIGTERM on its main process (qcluster
 stops its workers between tasks, raynode stops its own Ray node, sendwebhooks lets its tries
 end), then SIGKILL to its group if it lingers.
@@ -40,10 +41,20 @@ def secret(path: Path, make: Callable[[], str]) -> str:
     return path.read_text().strip()
 
 
+def fernet_key() -> str:
+    from cryptography.fernet import Fernet
+
+    return Fernet.generate_key().decode()
+
+
 def base_env() -> dict[str, str]:
     env = dict(os.environ)
     if not env.get("ARGUS_SECRET_KEY"):
         env["ARGUS_SECRET_KEY"] = secret(VAR / "secret-key", lambda: secrets.token_urlsafe(50))
+    if not env.get("ARGUS_SECRETS_KEY"):
+        # Users' secrets are encrypted with it (accounts/secrets.py); kept, like the secret key,
+        # so that a second run still reads what the first stored.
+        env["ARGUS_SECRETS_KEY"] = secret(VAR / "secrets-key", fernet_key)
     env.setdefault("ARGUS_SHARED_ROOT", str(VAR / "private"))
     env.setdefault("ARGUS_LOG_FORMAT", "plain")
     # The demo's trainer lives in examples/: allowed here, in the development setup only.

@@ -151,6 +151,13 @@ class TaskKind(models.TextChoices):
     ADVANCED = "advanced"
 
 
+class Tracker(models.TextChoices):
+    """Experiment trackers verl's trainer.logger can log to, beside its console."""
+
+    WANDB = "wandb"
+    SWANLAB = "swanlab"
+
+
 class Priority(models.TextChoices):
     NORMAL = "normal"
     HIGH = "high"

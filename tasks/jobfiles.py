@@ -3,7 +3,8 @@
 - each attempt's ``<root>/users/<user>/jobs/<ray_submission_id>/``: spec.yaml, submission.json,
   driver.log;
 - the task's ``<root>/users/<user>/jobs/<task_id>/checkpoints/``, shared by all its attempts so
-  that a retry resumes from the last checkpoint.
+  that a retry resumes from the last checkpoint, and ``…/<task_id>/tracking/``, the experiment
+  trackers' own files (WANDB_DIR), shared the same way.
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ def job_root(username: str, submission_id: str) -> Path:
 
 def checkpoint_dir(username: str, task_id: str) -> Path:
     return home_dir(username) / "jobs" / task_id / "checkpoints"
+
+
+def tracker_dir(username: str, task_id: str) -> Path:
+    return home_dir(username) / "jobs" / task_id / "tracking"
 
 
 def driver_log_path(username: str, submission_id: str) -> Path:

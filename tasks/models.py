@@ -11,6 +11,8 @@ from django.conf import settings
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
+from common.redact import Redactor
+
 # The choices and the lease have modules of their own, below this one (the specs read the
 # choices; the lease is what the pause and every model change ask for a tick through); the pause
 # and the lease's model are imported here so that Django finds them, and so that
@@ -40,6 +42,7 @@ from tasks.lease import (  # noqa: F401 (re-exported, and Django finds the Lease
     check_fence,
     request_tick,
 )
+from tasks.logs import redact
 from tasks.pause import AdmissionControl as AdmissionControl
 
 
@@ -69,6 +72,11 @@ class TaskQuerySet(models.QuerySet["Task"]):
         return self.filter(state__in=QUEUE_STATES).order_by("-priority_rank", "queued_at", "id")
 
 
+# Fields that may quote Ray or the log: redacted as written (Task.transition, Attempt.save).
+REDACTED_FIELDS = frozenset({"error_summary", "pending_reason"})
+ATTEMPT_REDACTED_FIELDS = frozenset({"message", "stop_line", "stuck_line"})
+
+
 class Task(models.Model):
     task_id = models.CharField(max_length=120, unique=True)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, models.PROTECT, related_name="tasks")
@@ -89,6 +97,8 @@ class Task(models.Model):
     spec = models.JSONField(help_text="The validated spec, macros expanded.")
     warnings = models.JSONField(default=list, blank=True)
     error_summary = models.TextField(blank=True)
+    # The tracker run the task logs to (W&B's "View run at https://…", read from its driver log).
+    tracker_url = models.URLField(max_length=500, blank=True)
     pending_reason = models.CharField(max_length=500, blank=True)
     next_run_at = models.DateTimeField(null=True, blank=True)
     # When backfill plans this waiting task to start (null: not planned); see admission._estimate.
@@ -248,16 +258,23 @@ class Task(models.Model):
         to_state: str = "",
         data: dict[str, Any] | None = None,
     ) -> Event:
+        # Redacted as written: what an event says may quote Ray or the log (a failure's line, a
+        # traceback), and no secret's value may reach the database, the API or a webhook.
+        redact = self.redactor()
         return Event.objects.create(
             task=self,
             attempt=attempt,
             kind=kind,
             actor=actor,
-            message=message[:2000],
+            message=redact.text(message)[:2000],
             from_state=from_state,
             to_state=to_state,
-            data=data or {},
+            data=redact.json(data or {}),
         )
+
+    def redactor(self) -> Redactor:
+        """What hides this task's secrets (those of its owner it uses) and credential shapes."""
+        return redact.for_task(self)
 
     def transition(
         self,
@@ -282,6 +299,8 @@ class Task(models.Model):
         if to not in MOVES[role].get(source, frozenset()):
             raise IllegalTransition(f"{self.task_id}: {source} -> {to} is not allowed ({role})")
         now = timezone.now()
+        for name in REDACTED_FIELDS & changes.keys():
+            changes[name] = self.redactor().text(changes[name])
         changes["updated_at"] = now
         changes.setdefault("scheduler_errors", 0)
         if to in TERMINAL_STATES:
@@ -586,6 +605,16 @@ class Attempt(models.Model):
 
     def __str__(self) -> str:
         return self.ray_submission_id
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # Redacted as written: these quote Ray's message and the log, and no secret's value may
+        # reach the database, the API or a webhook (Task.record does the same for events).
+        fields = kwargs.get("update_fields")
+        for name in ATTEMPT_REDACTED_FIELDS if fields is None else ATTEMPT_REDACTED_FIELDS & set(fields):
+            text = getattr(self, name)
+            if text:
+                setattr(self, name, self.task.redactor().text(text))
+        super().save(*args, **kwargs)
 
     @staticmethod
     def submission_id_for(task_id: str, attempt_no: int) -> str:

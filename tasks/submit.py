@@ -11,6 +11,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from accounts.limits import high_priority_refusal, limits_for, queued_limit_error
+from accounts.models import MissingSecrets, Secret
 from tasks.models import BEFORE_RAY_STATES, Priority, Task
 from tasks.specs.parse import ParsedSpec, SpecError, parse_spec
 
@@ -24,7 +25,8 @@ class PriorityNotAllowed(Exception):
 
 
 def submit_spec(user: Any, source: bytes | str | dict, *, actor: str) -> Task:
-    """Validate ``source`` for ``user`` and queue it. Raises SpecError naming every problem,
+    """Validate ``source`` for ``user`` and queue it. Raises SpecError naming every problem (and
+    every secret the spec names that the user does not have),
     PriorityNotAllowed for ``priority: high`` from a user not granted it, and QuotaError when the
     user already has max_queued_tasks tasks waiting.
 
@@ -45,6 +47,9 @@ def submit_spec(user: Any, source: bytes | str | dict, *, actor: str) -> Task:
 def check_request(user: Any, parsed: ParsedSpec, field: str = "") -> None:
     """What the site's limits and the user's permissions say of a valid spec; ``field`` is put
     before the names of the fields an error names (a pipeline's ``steps.NAME.``)."""
+    missing = Secret.objects.missing(user, parsed.resolved.get("secrets") or [])
+    if missing:
+        raise SpecError({f"{field}secrets": [str(MissingSecrets(missing))]})
     limit = settings.ARGUS_MAX_TASK_GPUS
     total = parsed.nnodes * parsed.n_gpus_per_node
     if limit and total > limit:

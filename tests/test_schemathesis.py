@@ -20,7 +20,10 @@ from django.contrib.auth.models import User
 from accounts.models import ApiToken, hash_token
 from tasks.models import Task
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Its own bound, above the suite's 300 s: every route (pipelines and secrets made them 40-odd)
+# on a 2-core machine that runs the Ray lane beside it takes minutes.
+RUN_TIMEOUT_S = 900
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(RUN_TIMEOUT_S + 60)]
 
 ST = Path(sys.executable).parent / "st"
 CONFIG = Path(__file__).parent / "schemathesis.toml"
@@ -60,7 +63,7 @@ def test_schemathesis_finds_nothing(
         "10",
         "--no-color",
     ]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=tmp_path)
     assert result.returncode == 0, result.stdout[-20000:] + result.stderr[-5000:]
     # Had the run revoked its own token (see tests/schemathesis.toml), every later request would
     # have been a 401 and the run would prove nothing.

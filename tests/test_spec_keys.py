@@ -82,7 +82,9 @@ def test_the_schema_says_each_keys_type_limits_and_whether_it_is_required(spec_d
         elif key.value_type is bool:
             assert prop["type"] == "boolean", key.name
         elif key.value_type is list:
-            assert (prop["type"], prop["items"]["type"]) == ("array", "string"), key.name
+            assert prop["type"] == "array", key.name
+            if key.choices is not None:  # an enum, or a reference to one
+                assert prop["items"].get("enum") == key.choices.values or "$ref" in prop["items"], key.name
         elif key.value_type is Duration:
             assert {"type": "integer", "minimum": key.low, "maximum": key.high} in prop["oneOf"], key.name
             assert any(form["type"] == "string" for form in prop["oneOf"]), key.name

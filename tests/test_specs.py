@@ -110,6 +110,7 @@ def test_it_accepts_the_basic_example(data: Path) -> None:
             "after": [],
             "after_any": [],
             "stall_timeout": 1800,
+            "secrets": [],
             "model_id": "Qwen/Qwen2.5-0.5B-Instruct",
             "train_file": f"{data}/datasets/gsm8k/train.parquet",
             "val_file": f"{data}/datasets/gsm8k/test.parquet",
@@ -117,6 +118,8 @@ def test_it_accepts_the_basic_example(data: Path) -> None:
             "total_training_steps": None,
             "save_freq": 10,
             "test_freq": -1,
+            "trackers": [],
+            "project": "alice",
         },
         warnings=[],
     )
@@ -183,6 +186,7 @@ def test_it_accepts_the_advanced_example(data: Path) -> None:
         "stall_timeout",
         "after",
         "after_any",
+        "secrets",
     }
 
 

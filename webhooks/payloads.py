@@ -65,7 +65,9 @@ def body_for(event: Event, name: str) -> str:
         "pipeline_id": pipeline_id,
         "step": task.step or None,
     }
-    return json.dumps(payload, separators=(",", ":"))
+    # What the task's events and summary say was redacted as it was written; again here, since a
+    # receiver is outside Argus.
+    return json.dumps(task.redactor().json(payload), separators=(",", ":"))
 
 
 def sign(secret: str, body: bytes) -> str:

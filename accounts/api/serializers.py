@@ -10,9 +10,10 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from accounts import limits, users
+from accounts import secrets as secrets_crypto
 from accounts.homes import home_dir
-from accounts.models import LIMIT_MAX, ApiToken, TokenState, UserLimits, validate_weight
-from common.api import JSONBooleanField, JSONFloatField, JSONIntegerField, RefuseUnknownFields
+from accounts.models import LIMIT_MAX, ApiToken, Secret, TokenState, UserLimits, validate_weight
+from common.api import JSONBooleanField, JSONFloatField, JSONIntegerField, JSONStringField, RefuseUnknownFields
 
 
 class LimitValueSerializer(serializers.Serializer):
@@ -168,3 +169,79 @@ class IssuedTokenSerializer(TokenSerializer):
 
     def get_token(self, token: ApiToken) -> str:
         return self.context["raw_token"]
+
+
+class SecretSerializer(serializers.ModelSerializer):
+    """A secret as anyone is shown it: its name and times, never its value (not even to admins)."""
+
+    class Meta:
+        model = Secret
+        fields = ["name", "created_at", "updated_at"]
+        read_only_fields = fields
+
+
+class SecretNameField(JSONStringField):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(
+            max_length=secrets_crypto.NAME_MAX,
+            trim_whitespace=False,
+            help_text=secrets_crypto.NAME_HELP + " Used by name in a task spec: secrets: [NAME].",
+            **kwargs,
+        )
+
+    def to_internal_value(self, data: Any) -> str:
+        name = super().to_internal_value(data)
+        error = secrets_crypto.name_error(name)
+        if error:
+            raise serializers.ValidationError(error)
+        return name
+
+
+class SecretValueField(JSONStringField):
+    def __init__(self, **kwargs: Any) -> None:
+        # max_length counts characters; value_error counts the bytes the limit is about.
+        super().__init__(
+            write_only=True,
+            trim_whitespace=False,
+            max_length=secrets_crypto.VALUE_MAX_BYTES,
+            style={"input_type": "password"},
+            help_text=secrets_crypto.VALUE_HELP,
+            **kwargs,
+        )
+
+    def to_internal_value(self, data: Any) -> str:
+        value = super().to_internal_value(data)
+        error = secrets_crypto.value_error(value)
+        if error:
+            raise serializers.ValidationError(error)
+        return value
+
+
+# The schema's patterns: what the fields above accept, so that a client (and schemathesis) can
+# tell a valid body from the schema alone.
+SecretNameFieldSchema = extend_schema_field(
+    {
+        "type": "string",
+        "pattern": f"^{secrets_crypto.NAME_PATTERN}$",
+        "maxLength": secrets_crypto.NAME_MAX,
+        "description": SecretNameField().help_text,
+    }
+)(SecretNameField)
+SecretValueFieldSchema = extend_schema_field(
+    {
+        "type": "string",
+        "writeOnly": True,
+        "minLength": 1,
+        # Printable: no C0/C1 control characters, no line or paragraph separators.
+        "pattern": r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029]+$",
+        "maxLength": secrets_crypto.VALUE_MAX_BYTES,
+        "description": secrets_crypto.VALUE_HELP,
+    }
+)(SecretValueField)
+
+
+class SecretSetSerializer(RefuseUnknownFields, serializers.Serializer):
+    """Set a secret: a new name is created (201), an existing one replaced (200)."""
+
+    name = SecretNameFieldSchema()
+    value = SecretValueFieldSchema()

@@ -12,6 +12,7 @@ router = SimpleRouter(trailing_slash=False)
 router.register("users", views.UserViewSet, basename="user")
 router.register(rf"users/(?P<username>{USERNAME_PATTERN})/tokens", views.UserTokenViewSet, basename="user-token")
 router.register("me/tokens", views.MyTokenViewSet, basename="my-token")
+router.register("me/secrets", views.MySecretViewSet, basename="my-secret")
 
 app_name = "accounts-api"
 

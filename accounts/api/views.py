@@ -15,16 +15,19 @@ from rest_framework.reverse import reverse
 from rest_framework.serializers import BaseSerializer
 
 from accounts import limits, users
+from accounts import secrets as secrets_crypto
 from accounts.api.serializers import (
     IssuedTokenSerializer,
+    SecretSerializer,
+    SecretSetSerializer,
     TokenCreateSerializer,
     TokenSerializer,
     UserCreateSerializer,
     UserLimitsUpdateSerializer,
     UserSerializer,
 )
-from accounts.models import ApiToken
-from common.api import Conflict, actor_of
+from accounts.models import ApiToken, Secret
+from common.api import Conflict, ServiceUnavailable, actor_of
 from common.api import error_responses as errors
 
 
@@ -156,3 +159,50 @@ class UserTokenViewSet(TokenViewSet):
     @cached_property
     def owner(self) -> User:
         return get_object_or_404(User, username=self.kwargs["username"])
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="Your secrets: names and times, never values",
+        responses={200: SecretSerializer(many=True), **errors()},
+    ),
+    destroy=extend_schema(
+        summary="Delete a secret",
+        description="Tasks that name it and have not started yet fail their next attempt (USER_ERROR, naming it).",
+        responses={204: None, **errors(404)},
+    ),
+)
+class MySecretViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
+    """The user's secrets, used by name in task specs (``secrets: [WANDB_API_KEY]``): set, list, delete.
+
+    No route serves a value back, to anyone: an admin sees no one's values either."""
+
+    serializer_class = SecretSerializer
+    lookup_field = "name"
+    lookup_value_regex = secrets_crypto.NAME_PATTERN
+    pagination_class = None  # a few names per user
+
+    def get_queryset(self) -> QuerySet[Secret]:
+        if getattr(self, "swagger_fake_view", False):  # drf-spectacular, building the schema
+            return Secret.objects.none()
+        return Secret.objects.filter(user=users.request_user(self.request)).order_by("name")
+
+    @extend_schema(
+        summary="Set a secret (201 when new, 200 when it replaces one)",
+        description="The value is encrypted at rest and never shown again: not in this answer, the list, "
+        "a task's spec, events or logs (where Argus serves a log line holding it, it shows [redacted]).",
+        request=SecretSetSerializer,
+        responses={201: SecretSerializer, 200: SecretSerializer, **errors(400, 503)},
+    )
+    def create(self, request: Request) -> Response:
+        serializer = SecretSetSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            secret, created = Secret.put(users.request_user(request), **serializer.validated_data)
+        except secrets_crypto.SecretsUnavailable as error:
+            raise ServiceUnavailable(str(error)) from error
+        return Response(
+            SecretSerializer(secret).data,
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+            headers={"Location": reverse("accounts-api:my-secret-detail", kwargs={"name": secret.name})},
+        )

@@ -1,4 +1,4 @@
-"""Web pages of the accounts app: sign in and out, the account's API tokens, and the data page."""
+"""Web pages of the accounts app: sign in and out, the account's API tokens and secrets, and the data page."""
 
 from __future__ import annotations
 
@@ -24,10 +24,12 @@ from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
 
 from accounts import files
+from accounts.api.serializers import SecretSetSerializer
 from accounts.homes import HOME_SUBDIRS, home_dir
 from accounts.limits import may_use_high_priority
 from accounts.middleware import SESSION_TOKEN_KEY
-from accounts.models import ApiToken, hash_token
+from accounts.models import ApiToken, Secret, hash_token
+from accounts.secrets import NAME_MAX, NAME_PATTERN, VALUE_MAX_BYTES, SecretsUnavailable
 from accounts.users import request_user
 
 # A token just created travels to the one page view that shows it in a short-lived, signed,
@@ -185,6 +187,10 @@ def account_view(request: HttpRequest) -> HttpResponse:
         "new_token": raw,
         "home": home_dir(user.username),
         "can_use_high_priority": may_use_high_priority(user),
+        "secrets": Secret.objects.filter(user=user).order_by("name"),
+        "secret_name_pattern": NAME_PATTERN,
+        "secret_name_max": NAME_MAX,
+        "secret_value_max": VALUE_MAX_BYTES,
     }
     response = render(request, "accounts/account.html", context, status=400 if form.errors else 200)
     response.delete_cookie(NEW_TOKEN_COOKIE, path="/account/", samesite="Strict")
@@ -309,3 +315,37 @@ def data_delete_view(request: HttpRequest) -> HttpResponse:
     else:
         messages.success(request, f"Deleted {location.rel}.")
     return _back_to_folder(request.POST, parent=True)
+
+
+@sensitive_post_parameters("value")  # never in an error report
+@login_required
+@require_POST
+def secret_set_view(request: HttpRequest) -> HttpResponse:
+    # The API's serializer: one set of rules for the page and the API.
+    serializer = SecretSetSerializer(
+        data={"name": request.POST.get("name", ""), "value": request.POST.get("value", "")}
+    )
+    if not serializer.is_valid():
+        for field, problems in serializer.errors.items():
+            for problem in problems:
+                messages.error(request, f"{field}: {problem}")
+        return redirect("/account/#secrets")
+    try:
+        secret, created = Secret.put(request_user(request), **serializer.validated_data)
+    except SecretsUnavailable as error:
+        messages.error(request, str(error))
+        return redirect("/account/#secrets")
+    verb = "saved" if created else "replaced"
+    messages.success(
+        request, f"Secret {secret.name} {verb}. Its value is not shown again; use it as secrets: [{secret.name}]."
+    )
+    return redirect("/account/#secrets")
+
+
+@login_required
+@require_POST
+def secret_delete_view(request: HttpRequest, name: str) -> HttpResponse:
+    secret = get_object_or_404(Secret, user=request.user, name=name)
+    secret.delete()
+    messages.success(request, f"Secret {name} deleted. Tasks that name it fail their next attempt.")
+    return redirect("/account/#secrets")

@@ -395,5 +395,54 @@ def webhook_deliveries(webhook_id: int, limit: int, as_json: bool) -> None:
     )
 
 
+@cli.group()
+def secret() -> None:
+    """Your secrets: keys your tasks name in their spec (secrets: [WANDB_API_KEY]) and get as
+    environment variables. Values are never shown again, by any command or page."""
+
+
+@secret.command(name="set")
+@click.argument("name")
+@api_command
+def secret_set(name: str) -> None:
+    """Set secret NAME (e.g. WANDB_API_KEY; the same name again replaces it). The value comes from
+    standard input when it is not a terminal (`argus secret set HF_TOKEN < token.txt`), else from a
+    hidden prompt: never from the command line, which other users of the machine can read."""
+    if sys.stdin.isatty():
+        value = click.prompt(f"Value of {name}", hide_input=True)
+    else:
+        value = sys.stdin.read()
+        # The line end `echo` or a file adds is not part of the value.
+        value = value[:-1] if value.endswith("\n") else value
+        value = value[:-1] if value.endswith("\r") else value
+    created = client().post("me/secrets", json={"name": name, "value": value})
+    say(f"Secret {created['name']} saved. Name it in a spec: secrets: [{created['name']}]")
+
+
+@secret.command(name="ls")
+@json_option
+@api_command
+def secret_list(as_json: bool) -> None:
+    """List your secrets' names and when they were set (never their values)."""
+    rows = client().get("me/secrets")
+    if as_json:
+        render.as_json(rows)
+        return
+    render.table(
+        ["NAME", "CREATED", "UPDATED"],
+        [[row["name"], render.when(row["created_at"]), render.when(row["updated_at"])] for row in rows],
+        empty="No secrets.",
+    )
+
+
+@secret.command(name="rm")
+@click.argument("name")
+@api_command
+def secret_remove(name: str) -> None:
+    """Delete secret NAME: tasks that name it fail their next attempt."""
+    client().delete(f"me/secrets/{name}")
+    say(f"Secret {name} deleted.")
+
+
 def main() -> None:
     cli()

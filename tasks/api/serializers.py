@@ -7,6 +7,7 @@ from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from accounts.secrets import NAME_MAX, NAME_PATTERN
 from common.api import JSONBooleanField, JSONStringField, QueryBooleanField
 from common.durations import DURATION_MAX_CHARS
 from tasks.models import (
@@ -21,7 +22,7 @@ from tasks.models import (
     TaskState,
 )
 from tasks.pause import REASON_MAX
-from tasks.specs.parse import ADVANCED, BASIC, COMMON, MAX_DEPENDENCIES, SPEC_KEYS, Duration, SpecKey
+from tasks.specs.parse import ADVANCED, BASIC, COMMON, MAX_DEPENDENCIES, MAX_SECRETS, SPEC_KEYS, Duration, SpecKey
 
 
 class AttemptNodeSerializer(serializers.Serializer):
@@ -81,6 +82,10 @@ class TaskSerializer(serializers.ModelSerializer):
     )
     total_gpus = serializers.IntegerField(read_only=True)
     cancel_requested = serializers.SerializerMethodField()
+    tracker_url = serializers.SerializerMethodField(
+        help_text="The experiment tracker's run (W&B, SwanLab) the task logs to, one across all its attempts, as "
+        'the tracker printed it in the log ("View run at https://…"); null until then.'
+    )
     estimated_start_at = serializers.SerializerMethodField(
         help_text="When the scheduler's plan starts this waiting task, to the minute; null when it is not "
         "waiting or not planned."
@@ -112,6 +117,7 @@ class TaskSerializer(serializers.ModelSerializer):
             "pipeline_id",
             "step",
             "queued_at",
+            "tracker_url",
         ]
         read_only_fields = fields
         extra_kwargs = {
@@ -125,6 +131,10 @@ class TaskSerializer(serializers.ModelSerializer):
                 "help_text": "Why it waits, in words: for resources, its user's limits, or (WAITING) its dependencies."
             },
         }
+
+    @extend_schema_field(serializers.URLField(allow_null=True))
+    def get_tracker_url(self, task: Task) -> str | None:
+        return task.tracker_url or None
 
     def get_cancel_requested(self, task: Task) -> bool:
         return task.cancel_requested_at is not None
@@ -211,6 +221,14 @@ def spec_field(key: SpecKey) -> serializers.Field:
     elif (shown := key.shown_default()) is not None:
         help_text += f" Default: {shown}."
     common: dict[str, Any] = {"required": required, "allow_null": not required, "help_text": help_text}
+    if key.value_type is list:
+        child: serializers.Field = (
+            serializers.ChoiceField(choices=key.choices.choices)
+            if key.choices is not None
+            else serializers.RegexField(rf"^{NAME_PATTERN}$", max_length=NAME_MAX)
+        )
+        most = len(key.choices.values) if key.choices is not None else MAX_SECRETS
+        return serializers.ListField(child=child, max_length=most, **common)
     if key.choices is not None:
         return serializers.ChoiceField(choices=key.choices.choices, **common)
     if key.value_type is bool:

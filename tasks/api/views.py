@@ -174,7 +174,9 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
     @extend_schema(
         summary="The driver log of an attempt (text/plain)",
         description="From driver.log on shared storage, so it works after Ray forgot the job. "
-        "`tail=N` gives the last N lines; `follow=1` streams new lines until the attempt ends.",
+        "`tail=N` gives the last N lines; `follow=1` streams new lines until the attempt ends. The values of "
+        "the secrets the task uses, and credential shapes (hf_…, sk-…, a W&B key after WANDB_API_KEY), read "
+        "[redacted].",
         parameters=[LogQuery],
         responses={(200, "text/plain"): OpenApiTypes.STR, **ERRORS},
     )
@@ -187,10 +189,13 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
             return HttpResponse(b"", content_type=TEXT)
         path = attempt_log(task, attempt)
         tail = query.get("tail")
+        # Redacted whatever the driver wrote (it redacts too): the values of the secrets the task
+        # uses and credential shapes, whole lines at a time (common.redact).
+        redact = task.redactor()
         if not query["follow"]:
             if tail is not None:
-                return HttpResponse(tail_lines(path, tail), content_type=TEXT)
-            return StreamingHttpResponse(read_all(path), content_type=TEXT)
+                return HttpResponse(redact.data(tail_lines(path, tail)), content_type=TEXT)
+            return StreamingHttpResponse(redact.stream(read_all(path)), content_type=TEXT)
         start = path.stat().st_size if path.exists() else 0
         head = tail_lines(path, tail if tail is not None else 100)
         start -= len(head)
@@ -200,7 +205,8 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
                 Task.objects.filter(pk=task.pk, state__in=TERMINAL_STATES).exists()
             )
 
-        response = StreamingHttpResponse(follow(path, start=max(0, start), finished=ended), content_type=TEXT)
+        lines = redact.stream(follow(path, start=max(0, start), finished=ended))
+        response = StreamingHttpResponse(lines, content_type=TEXT)
         response["X-Accel-Buffering"] = "no"  # nginx: pass lines through as they come
         response["Cache-Control"] = "no-cache"
         return response

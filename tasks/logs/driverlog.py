@@ -1,6 +1,7 @@
 """What sync reads in a running attempt's driver.log, a little at a time: only what was added since
 the last tick (``read_new``), then what verl and Ray said in it: the step it resumed from
-(``resumed_from``) and a placement Ray cannot give (``placement_stuck``).
+(``resumed_from``), a placement Ray cannot give (``placement_stuck``) and the tracker's run
+(``tracker_url``).
 
 Pure: files and strings in, values out; no Django. The words matched are the real ones, quoted
 in tests/tasks/test_driverlog.py with where each was seen.
@@ -30,6 +31,12 @@ METRICS = re.compile(r"^step:(?P<step>\d+) - ")
 # start. A request that fits a node whose resources are busy waits without a word from Ray
 # (tests/standin/logs/busy.log): only the stall timeout sees that one.
 INFEASIBLE = re.compile(r"^Error: No available node types can fulfill resource requests?\b")
+
+
+# What W&B prints once its run starts, "wandb: 🚀 View run at https://wandb.ai/<entity>/<project>/runs/<id>"
+# (SwanLab: "swanlab: 🚀 View run at https://swanlab.cn/@<user>/<project>/runs/<id>"); the URL may be
+# coloured and underlined (ANSI codes, which clean_lines removes).
+TRACKER_URL = re.compile(r"^(?:wandb|swanlab): .*\bView run at (?P<url>https://[^\s'\"<>]{1,480})\s*$")
 
 
 @dataclass(frozen=True)
@@ -87,6 +94,15 @@ def resumed_from(text: str) -> ResumeInfo | None:
         if (match := METRICS.match(line)) and int(match["step"]) > 0:
             return ResumeInfo(int(match["step"]) - 1, line)
     return None
+
+
+def tracker_url(text: str) -> str | None:
+    """The last tracker run URL in ``text`` (None when none is there)."""
+    found = None
+    for line in clean_lines(text):
+        if match := TRACKER_URL.match(line):
+            found = match["url"]
+    return found
 
 
 def placement_stuck(text: str) -> str | None:

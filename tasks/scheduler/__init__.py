@@ -18,7 +18,8 @@ Read it in the order a tick runs it:
 7. ``launch.admit``: the queue (``queue_rows``, a copy kept between ticks: each tick reads only
    what changed) in order (``queue_order``), free room (``launch.free_room``),
    the decision of the pure core below, then each attempt started, the row first (SUBMITTING,
-   deterministic submission id), then Ray; ``preempt`` marks and withdraws victims;
+   deterministic submission id), then Ray, with the job's environment from ``job_env`` (secrets,
+   the tracker's run); ``preempt`` marks and withdraws victims;
 8. ``sweep.sweep``, now and then: Ray's whole job table (orphans, retention, foreign jobs).
 
 An attempt's end is decided in one place, ``settle.settle``: how it failed (``failures``, read

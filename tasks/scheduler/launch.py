@@ -35,7 +35,7 @@ from tasks.models import (
     TaskState,
     check_fence,
 )
-from tasks.scheduler import admission, preempt, queue_rows
+from tasks.scheduler import admission, job_env, preempt, queue_rows
 from tasks.scheduler.queue_order import order_waiting, usernames
 from tasks.scheduler.rayjobs import (
     ClusterView,
@@ -355,7 +355,9 @@ def start_attempt(ray: RayClient, task: Task, placement: dict[str, int]) -> bool
     return submit_attempt(ray, task, attempt)
 
 
-def submission_payload(task: Task, attempt: Attempt) -> Submission:
+def submission_payload(task: Task, attempt: Attempt, env: job_env.JobEnv | None = None) -> Submission:
+    """What Ray is sent (and submission.json records): never a secret's value (``env.secrets``
+    goes to RayClient.submit apart)."""
     argv = build_argv(
         task.spec, username=task.user.username, checkpoint_dir=checkpoint_dir(task.user.username, task.task_id)
     )
@@ -374,13 +376,17 @@ def submission_payload(task: Task, attempt: Attempt) -> Submission:
     if not task.n_gpus_per_node:
         # An export runs in its driver: Ray counts the CPUs admission fitted it by.
         payload["entrypoint_num_cpus"] = settings.ARGUS_EXPORT_CPUS
+    if env is not None and (env.plain or env.secrets):
+        payload["runtime_env"] = {"env_vars": dict(env.plain)}
     return payload
 
 
-def _write_job_files(task: Task, attempt: Attempt, payload: Submission) -> None:
+def _write_job_files(task: Task, attempt: Attempt, payload: Submission, env: job_env.JobEnv) -> None:
     root = job_root(task.user.username, attempt.ray_submission_id)
     root.mkdir(parents=True, exist_ok=True)
     checkpoint_dir(task.user.username, task.task_id).mkdir(parents=True, exist_ok=True)
+    for folder in env.folders:
+        folder.mkdir(parents=True, exist_ok=True)
     (root / "spec.yaml").write_text(task.spec_raw)
     (root / "submission.json").write_text(json.dumps(payload, indent=2) + "\n")
 
@@ -388,9 +394,15 @@ def _write_job_files(task: Task, attempt: Attempt, payload: Submission) -> None:
 def submit_attempt(ray: RayClient, task: Task, attempt: Attempt) -> bool:
     """Send a SUBMITTING attempt to Ray (again, after a crash: the same id); True when Ray
     has it."""
-    payload = submission_payload(task, attempt)
     try:
-        bounded(_write_job_files, task, attempt, payload)
+        env = job_env.for_attempt(task)
+    except job_env.SecretGone as error:
+        line = str(error)[:300]
+        settle(task, attempt, Outcome(failure=FailureKind.USER_ERROR, line=line, stopped=True, message=str(error)))
+        return False
+    payload = submission_payload(task, attempt, env)
+    try:
+        bounded(_write_job_files, task, attempt, payload, env)
     except OSError as error:
         # Storage being unwell is a condition: the task waits and retries with its backoff.
         line = f"{type(error).__name__}: {error}"[:300]
@@ -398,7 +410,7 @@ def submit_attempt(ray: RayClient, task: Task, attempt: Attempt) -> bool:
         return False
     note = "Submitted to Ray."
     try:
-        ray.submit(payload)
+        ray.submit(payload, env.secrets)
     except JobExists:
         note = "Already on Ray (an earlier submission got through)."
     except SubmitRejected as error:

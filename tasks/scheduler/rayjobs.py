@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import re
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NotRequired, Protocol, TypedDict
 
@@ -55,14 +56,33 @@ STATUS_CODE = re.compile(r"status code (\d{3})")
 FINAL_STATUSES = frozenset({400, 405, 409, 413, 415, 422})
 
 
+class RuntimeEnv(TypedDict):
+    """The part of Ray's runtime_env Argus sets: what every process of the job finds in its
+    environment (tasks.scheduler.job_env)."""
+
+    env_vars: dict[str, str]
+
+
 class Submission(TypedDict):
-    """The keyword arguments of ``JobSubmissionClient.submit_job`` that Argus sends."""
+    """The keyword arguments of ``JobSubmissionClient.submit_job`` that Argus sends, but the values
+    of the task's secrets: those are handed to ``RayClient.submit`` apart, so that a Submission
+    (written to submission.json, passed around, kept by tests) never holds one."""
 
     submission_id: str
     entrypoint: str
     entrypoint_resources: dict[str, float]
     metadata: dict[str, str]
     entrypoint_num_cpus: NotRequired[float]  # only a task without GPUs (an export) asks CPUs itself
+    runtime_env: NotRequired[RuntimeEnv]
+
+
+def with_secrets(payload: Submission, secrets: Mapping[str, str]) -> dict[str, Any]:
+    """The submit_job arguments: ``payload`` with ``secrets`` added to its runtime_env's env_vars."""
+    arguments: dict[str, Any] = dict(payload)
+    if secrets:
+        env_vars = payload.get("runtime_env", {"env_vars": {}})["env_vars"]
+        arguments["runtime_env"] = {**payload.get("runtime_env", {}), "env_vars": {**env_vars, **secrets}}
+    return arguments
 
 
 @dataclass(frozen=True)
@@ -150,7 +170,7 @@ class RayClient(Protocol):
 
     address: RayAddress
 
-    def submit(self, payload: Submission) -> None: ...
+    def submit(self, payload: Submission, secrets: Mapping[str, str]) -> None: ...
     def jobs(self) -> list[JobDetails]: ...
     def job(self, submission_id: str) -> JobDetails: ...
     def stop(self, submission_id: str) -> None: ...
@@ -183,10 +203,11 @@ class RayJobs:
                 raise RayUnavailable(f"Cannot reach Ray at {self.address.job_server_url}: {error}") from error
         return self._client
 
-    def submit(self, payload: Submission) -> None:
-        """Send exactly ``payload`` (what submission.json records) as the job."""
+    def submit(self, payload: Submission, secrets: Mapping[str, str]) -> None:
+        """Send exactly ``payload`` (what submission.json records) as the job, with ``secrets``
+        (their names are in the payload's env_vars, ARGUS_SECRET_NAMES) added to its env_vars."""
         try:
-            self.client.submit_job(**payload)
+            self.client.submit_job(**with_secrets(payload, secrets))
         except Exception as error:
             raise _classify(error, submitting=True) from error
 

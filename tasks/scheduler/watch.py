@@ -1,5 +1,6 @@
 """Watch a running attempt for what Ray cannot see: its time limit passing, its log falling
-silent (a hang), verl waiting for a placement Ray cannot give; and note the step it resumed from.
+silent (a hang), verl waiting for a placement Ray cannot give; and note the step it resumed from
+and the tracker run it logs to.
 
 The driver log is read incrementally (``Attempt.log_offset``): each tick reads only what was
 added since the last, never the whole file, and each read is bounded (tasks.scheduler.storage).
@@ -19,7 +20,7 @@ from django.utils import timezone
 from common.durations import format_seconds
 from tasks.jobfiles import attempt_log, checkpoint_dir
 from tasks.logs.curves import parse_text
-from tasks.logs.driverlog import placement_stuck, read_new, resumed_from
+from tasks.logs.driverlog import placement_stuck, read_new, resumed_from, tracker_url
 from tasks.models import Attempt, EventKind, FailureKind, Task
 from tasks.scheduler.preempt import served, withdraw
 from tasks.scheduler.rayjobs import RayClient
@@ -95,6 +96,11 @@ def _note(task: Task, attempt: Attempt, text: str, offset: int, now: datetime) -
             message=f"{attempt.resume_summary.capitalize()} ({resume.line[:200]}).",
             data={"resumed_from_step": attempt.resumed_from_step},
         )
+    url = tracker_url(text)
+    if url is not None and url != task.tracker_url:
+        # Not a move: the scheduler's queue copy has no use for it (no updated_at).
+        Task.objects.filter(pk=task.pk).update(tracker_url=url)
+        task.tracker_url = url
     line = placement_stuck(text)
     if line is not None and attempt.stuck_since is None:
         attempt.stuck_since, attempt.stuck_line = now, line[:500]

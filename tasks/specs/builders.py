@@ -51,7 +51,9 @@ def build_argv(resolved: dict[str, Any], *, username: str, checkpoint_dir: Path)
           trainer.total_training_steps=<steps>          (only when set)
           trainer.save_freq=<save_freq> trainer.test_freq=<test_freq>
           trainer.default_local_dir=<checkpoint_dir> trainer.resume_mode=auto
-          trainer.logger=['console']
+          trainer.logger=['console']                   (['console','wandb',…] with trackers)
+          trainer.project_name=<project>                (with trackers)
+          trainer.experiment_name=<task_id>             (with trackers)
 
     SFT (`verl.trainer.sft_trainer_ray`, config `sft_trainer_engine`, whose model group is
     verl's `hf_model` with the weights at `model.path`)::
@@ -64,7 +66,7 @@ def build_argv(resolved: dict[str, Any], *, username: str, checkpoint_dir: Path)
           trainer.total_training_steps=<steps>          (only when set)
           trainer.save_freq=<save_freq> trainer.test_freq=<test_freq>
           trainer.default_local_dir=<checkpoint_dir> trainer.resume_mode=auto
-          trainer.logger=['console']
+          trainer.logger, trainer.project_name, trainer.experiment_name   (as PPO's)
 
     Export (verl's own merger, ``verl/model_merger``; ``checkpoint`` is already the folder it reads,
     ``global_step_N/actor`` or SFT's ``global_step_N``, see tasks.specs.parse._checkpoint)::
@@ -88,6 +90,7 @@ def build_argv(resolved: dict[str, Any], *, username: str, checkpoint_dir: Path)
         merge = ["python3", "-m", MERGER_MODULE, "merge", "--backend", resolved["backend"]]
         return [*merge, "--local_dir", resolved["checkpoint"], "--target_dir", str(target)]
     model = resolved["model_id"]
+    trackers = list(resolved.get("trackers") or [])
     argv = ["python3", "-m", SFT_MODULE if workload == Workload.SFT else PPO_MODULE]
     argv += [f"data.train_files={resolved['train_file']}", f"data.val_files={resolved['val_file']}"]
     if workload == Workload.SFT:
@@ -110,6 +113,10 @@ def build_argv(resolved: dict[str, Any], *, username: str, checkpoint_dir: Path)
         f"trainer.test_freq={resolved['test_freq']}",
         f"trainer.default_local_dir={checkpoint_dir}",
         "trainer.resume_mode=auto",
-        "trainer.logger=['console']",
+        "trainer.logger=[" + ",".join(f"'{name}'" for name in ["console", *trackers]) + "]",
     ]
+    if trackers:
+        # One run per task: its attempts share the project, the name and (tasks.scheduler.job_env)
+        # the tracker's run id. The task id is the name of its checkpoint folder's parent.
+        argv += [f"trainer.project_name={resolved['project']}", f"trainer.experiment_name={checkpoint_dir.parent.name}"]
     return argv

@@ -18,9 +18,10 @@ import yaml
 from django.conf import settings
 from django.db import models
 
+from accounts import secrets as secrets_crypto
 from accounts.homes import home_dir
 from common.durations import format_seconds, parse_duration
-from tasks.choices import TRAINING_WORKLOADS, Priority, TaskKind, Workload
+from tasks.choices import TRAINING_WORKLOADS, Priority, TaskKind, Tracker, Workload
 from tasks.specs import hydra_argv, paths
 
 # Upper bounds that no real request reaches; they keep absurd numbers out of the database and
@@ -38,6 +39,9 @@ MAX_DURATION_S = 366 * 86400
 MAX_DEPENDENCIES = 64
 # A task id as tasks.models.new_task_id makes it (a username may hold . @ + - _).
 _TASK_ID = re.compile(r"[\w.@+-]{1,120}")
+MAX_SECRETS = 32
+# W&B's and SwanLab's project names: no '/', '\\', '#', '?', '%' or ':'; at most 128 characters.
+PROJECT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 DEFAULT_TOTAL_EPOCHS = 1
 # verl's own default is -1 (never), which leaves a retry nothing to resume from: Argus saves every
@@ -154,6 +158,58 @@ def _frequency(check: _Checker, key: SpecKey, resolved: Mapping[str, Any]) -> An
 
 def _command(check: _Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
     return check.advanced(key, resolved.get("nnodes"), resolved.get("n_gpus_per_node"))
+
+
+def _names(check: _Checker, key: SpecKey, what: str) -> list[Any] | None:
+    """The key's list (empty when absent or null); None, reported, when it is no list of strings."""
+    present, value = check._value(key)
+    if not present:
+        return []
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        check.fail(key.name, f"must be a list of {what}, not {_type_name(value)}")
+        return None
+    doubled = sorted({item for item in value if value.count(item) > 1})
+    if doubled:
+        check.fail(key.name, f"names {', '.join(doubled)} more than once")
+    return value
+
+
+def _secrets(check: _Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+    names = _names(check, key, "secret names, such as [WANDB_API_KEY, HF_TOKEN]")
+    if names is None:
+        return None
+    if len(names) > MAX_SECRETS:
+        check.fail(key.name, f"names {len(names)} secrets; at most {MAX_SECRETS} are allowed")
+    for name in names:
+        why = secrets_crypto.name_error(name) or secret_env_refusal(name)
+        if why:
+            check.fail(key.name, why)
+    return names
+
+
+def _trackers(check: _Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+    names = _names(check, key, f"trackers ({', '.join(Tracker.values)})")
+    if names is None:
+        return None
+    for name in names:
+        if name not in Tracker.values:
+            check.fail(key.name, f"{name[:40]!r} is not a tracker; choose from {', '.join(Tracker.values)}")
+    return names
+
+
+def _project(check: _Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+    present, _ = check._value(key)
+    if not present:
+        return check.username  # a valid project name: usernames are letters, digits, '.', '_', '-'
+    project = check.string(key)
+    if project is not None and not PROJECT.match(project):
+        check.fail(
+            key.name,
+            "must be 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or a digit "
+            "(W&B and SwanLab refuse '/', '#', '?', '%' and ':')",
+        )
+        return None
+    return project
 
 
 def _zero_is_none(value: Any) -> Any:
@@ -342,6 +398,15 @@ SPEC_KEYS: tuple[SpecKey, ...] = (
         store=_zero_is_none,
     ),
     SpecKey(
+        "secrets",
+        COMMON,
+        list,
+        "Your secrets the job gets as environment variables, by name: [WANDB_API_KEY, HF_TOKEN]. Set them "
+        "with `argus secret set NAME` or on your account page; each must exist when the task is submitted "
+        "and when an attempt starts. Values never appear in the spec, the API or the logs Argus serves.",
+        rule=_secrets,
+    ),
+    SpecKey(
         "model_id",
         BASIC,
         str,
@@ -427,6 +492,24 @@ SPEC_KEYS: tuple[SpecKey, ...] = (
         default=MergerBackend.FSDP.value,
         choices=MergerBackend,
         workloads=(Workload.EXPORT,),
+    ),
+    SpecKey(
+        "trackers",
+        BASIC,
+        list,
+        "Experiment trackers to log to besides the console: [wandb], [swanlab] or both (added to "
+        "trainer.logger). Every attempt of the task continues one run (W&B: WANDB_RUN_ID, WANDB_RESUME=allow); "
+        "put the tracker's key in secrets: [WANDB_API_KEY].",
+        choices=Tracker,
+        rule=_trackers,
+    ),
+    SpecKey(
+        "project",
+        BASIC,
+        str,
+        "The tracker's project (trainer.project_name); the run is named after the task id "
+        "(trainer.experiment_name). Default: your user name.",
+        rule=_project,
     ),
     SpecKey(
         "command",
@@ -988,6 +1071,22 @@ _HYDRA_GROUPS_ALLOWED = ("hydra/job_logging", "hydra/hydra_logging")
 _HYDRA_SUBDIRS = ("hydra.sweep.subdir", "hydra.output_subdir")
 
 
+def command_trackers(command: str) -> list[str]:
+    """The trackers (Tracker values) an advanced command's trainer.logger names, read as Hydra will
+    read it (``trainer.logger=['console','wandb']``, ``trainer.logger=wandb``). ``command`` was
+    checked when the task was submitted; one that cannot be read names none."""
+    try:
+        tokens = shlex.split(command.replace("\\\n", ""))
+    except ValueError:
+        return []
+    start = 0
+    while start < len(tokens) and _ASSIGNMENT.match(tokens[start] + " "):
+        start += 1
+    argv = hydra_argv.parse(tokens[start + 3 :])  # past python3 -m <module>
+    named = {str(value) for value in argv.values("trainer.logger")}
+    return [tracker for tracker in Tracker.values if tracker in named]
+
+
 def _module_allowed(module: str, prefixes: Iterable[str]) -> bool:
     # "verl.trainer." allows verl.trainer.*; a prefix without the dot must not let
     # "verl.trainerevil" through.
@@ -1018,6 +1117,39 @@ def _brace_expanded(command: str) -> bool:
 
 def _env_allowed(name: str) -> bool:
     return (name in _ENV_NAMES or name.startswith(_ENV_PREFIXES)) and _ENV_REFUSED_WORD not in name
+
+
+# A variable that holds a credential, by its name: *_KEY, *_TOKEN, *_SECRET, *PASSWORD*. In a
+# command it would be stored, shown and sent to Ray in plain text: it goes in `secrets:` instead.
+_CREDENTIAL = re.compile(r"(?:_KEY|_TOKEN|_SECRET)$|PASSWORD")
+# What Argus itself sets in a job's environment (tasks.scheduler.job_env): no secret replaces it.
+_ARGUS_SET = ("ARGUS_", "RAY_", "WANDB_RUN_ID", "WANDB_RESUME", "WANDB_DIR", "SWANLAB_")
+POINT_TO_SECRETS = (
+    "store it as a secret (argus secret set {name}, or your account page) and name it in the spec's "
+    "secrets: [{name}]: a value in a command is stored, shown and sent to Ray in plain text"
+)
+
+
+def is_credential_name(name: str) -> bool:
+    return _CREDENTIAL.search(name.upper()) is not None
+
+
+def secret_env_refusal(name: str) -> str | None:
+    """Why a job may not get secret ``name`` as an environment variable; None when it may.
+
+    Credential names, and the variables a command may set (tuning and tracker settings), but none
+    that names a place (HF_HOME: a path no check has seen) and none Argus sets itself. Anything
+    else (PATH, LD_PRELOAD, PYTHONPATH…) would change which code runs, as in a command."""
+    if name.startswith(_ARGUS_SET):
+        return f"{name}: Argus sets this variable itself"
+    if is_credential_name(name):
+        return None
+    if _env_allowed(name) and not name.endswith(_ENV_PATH_SUFFIXES):
+        return None
+    return (
+        f"{name} cannot be given to a job: a secret's name must end in _KEY, _TOKEN or _SECRET (or hold "
+        f"PASSWORD), or be one a command may set ({', '.join(_ENV_PREFIXES)}…, not a *_HOME/_DIR/_PATH)"
+    )
 
 
 def _is_hydra(key: str) -> bool:
@@ -1056,6 +1188,7 @@ class _CommandCheck:
         argv = hydra_argv.parse(arguments)
         self.argv = argv
         self.errors.extend(argv.errors)
+        self._credentials(argv)
         self._hydra(argv)
         self._inputs(argv)
         self._outputs(argv)
@@ -1134,7 +1267,9 @@ class _CommandCheck:
 
     def _variable(self, word: str) -> None:
         name, _, value = word.partition("=")
-        if not _env_allowed(name):
+        if is_credential_name(name):
+            self.errors.append(f"may not set {name} in the command: {POINT_TO_SECRETS.format(name=name)}")
+        elif not _env_allowed(name):
             self.errors.append(
                 f"may not set {name}: only {', '.join(sorted(_ENV_NAMES))} and {', '.join(_ENV_PREFIXES)}… "
                 f"variables (no *{_ENV_REFUSED_WORD}*) may be set; others change which program or code runs"
@@ -1152,6 +1287,17 @@ class _CommandCheck:
                 self.errors.append(f"path {path!r} contains glob or brace characters")
             elif paths.other_user_home(paths.normalise(path), self.username):
                 self.errors.append(f"path {path!r} is in another user's home")
+
+    def _credentials(self, argv: hydra_argv.HydraArgv) -> None:
+        """Credentials handed to Ray through Hydra (+ray_kwargs.ray_init.runtime_env.env_vars.X=…, or
+        a group value naming them): refused as an inline assignment is."""
+        for leaf in argv.leaves:
+            parts = leaf.key.split(".")
+            if "env_vars" not in parts[:-1]:
+                continue
+            name = parts[-1]
+            if is_credential_name(name):
+                self.errors.append(f"may not set {name} in {parts[0]}…env_vars: {POINT_TO_SECRETS.format(name=name)}")
 
     def _hydra(self, argv: hydra_argv.HydraArgv) -> None:
         if argv.multirun or argv.sweeps:

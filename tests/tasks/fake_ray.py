@@ -5,14 +5,23 @@ real cluster in tests/scheduler."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 import pytest
 from ray.dashboard.modules.job.pydantic_models import JobDetails, JobType
 from ray.job_submission import JobStatus
 
-from tasks.scheduler.rayjobs import ClusterView, JobNotFound, NodeView, RayAddress, RayClient, RayJobs, Submission
+from tasks.scheduler.rayjobs import (
+    ClusterView,
+    JobNotFound,
+    NodeView,
+    RayAddress,
+    RayClient,
+    RayJobs,
+    Submission,
+    with_secrets,
+)
 
 
 class FakeRay:
@@ -30,6 +39,7 @@ class FakeRay:
         self.deleted: list[str] = []
         self.hooks: dict[str, Callable[..., None]] = {}  # call name -> run before answering
         self.placed: dict[str, dict[str, int]] = {}  # Ray job id -> {node: gpus} of its placement groups
+        self.env: dict[str, dict[str, str]] = {}  # submission id -> its runtime_env's env_vars
 
     def _hook(self, name: str, *args: object) -> None:
         if name in self.hooks:
@@ -62,10 +72,12 @@ class FakeRay:
         self._hook("jobs")
         return list(self.known.values())
 
-    def submit(self, payload: Submission) -> None:
+    def submit(self, payload: Submission, secrets: Mapping[str, str]) -> None:
         self._hook("submit", payload)
         submission_id = payload["submission_id"]
         self.submitted.append(submission_id)
+        # What the job's processes would find in their environment, as Ray is sent it.
+        self.env[submission_id] = with_secrets(payload, secrets).get("runtime_env", {}).get("env_vars", {})
         self.add(submission_id, metadata=dict(payload["metadata"]))
 
     def stop(self, submission_id: str) -> None:

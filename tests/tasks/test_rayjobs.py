@@ -75,20 +75,20 @@ PAYLOAD = {
 def test_a_verdict_on_the_payload_is_final(ray, job_server, status):
     job_server.answer = (status, "bad request")
     with pytest.raises(SubmitRejected):
-        ray.submit(PAYLOAD)
+        ray.submit(PAYLOAD, {})
 
 
 @pytest.mark.parametrize("status", [408, 429, 500, 502, 503, 504])
 def test_a_busy_or_unwell_ray_is_a_condition(ray, job_server, status):
     job_server.answer = (status, "try later")
     with pytest.raises(RayUnavailable):
-        ray.submit(PAYLOAD)
+        ray.submit(PAYLOAD, {})
 
 
 def test_a_duplicate_submission_id_is_recognised(ray, job_server):
     job_server.answer = (500, "Job with submission_id x already exists. Please use a different submission_id.")
     with pytest.raises(JobExists):
-        ray.submit(PAYLOAD)
+        ray.submit(PAYLOAD, {})
 
 
 def test_an_unknown_job_is_not_found(ray, job_server):
@@ -99,7 +99,7 @@ def test_an_unknown_job_is_not_found(ray, job_server):
 
 def test_the_payload_is_sent_exactly(ray, job_server):
     job_server.answer = (200, json.dumps({"job_id": "raysubmit_1", "submission_id": PAYLOAD["submission_id"]}))
-    ray.submit(PAYLOAD)
+    ray.submit(PAYLOAD, {})
     sent = job_server.posted[-1]
     # What submission.json records is what Ray receives: no field added or dropped on the way.
     assert {key: sent[key] for key in PAYLOAD} == PAYLOAD

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import os
 import random
@@ -182,9 +183,41 @@ class SFTCheckpoints(PPOCheckpoints):
         print(f"Updated checkpoint tracker: {write_tracker(self.folder, step)}", flush=True)
 
 
+def env_lines(config: dict[str, str], where: str) -> list[str]:
+    """What ``+standin.env_check=A,B`` asks of this process's environment, without the values
+    (a digest to compare), and ``+standin.print_env=A`` with the value itself (to test redaction)."""
+    lines = []
+    for name in filter(None, config.get("standin.env_check", "").split(",")):
+        value = os.environ.get(name)
+        seen = f"set (sha256 {hashlib.sha256(value.encode()).hexdigest()[:16]})" if value is not None else "not set"
+        lines.append(f"{where}env {name}: {seen}")
+    for name in filter(None, config.get("standin.print_env", "").split(",")):
+        lines.append(f"{where}env {name}={os.environ.get(name, '')}")
+    return lines
+
+
+def start_trackers(config: dict[str, str], project: str, experiment: str) -> None:
+    """What verl's Tracking prints once W&B's run starts (wandb.init reads WANDB_RUN_ID and
+    WANDB_RESUME from the environment of the process that calls it, here the TaskRunner)."""
+    if "wandb" not in config.get("trainer.logger", ""):
+        return
+    run_id = os.environ.get("WANDB_RUN_ID") or f"{random.getrandbits(32):08x}"
+    project = config.get("trainer.project_name", project)
+    name = config.get("trainer.experiment_name", experiment)
+    print(f"wandb: Syncing run {name}", flush=True)
+    print(f"wandb: \u2b50\ufe0f View project at https://wandb.ai/standin/{project}", flush=True)
+    print(
+        f"wandb: \U0001f680 View run at \x1b[34m\x1b[4mhttps://wandb.ai/standin/{project}/runs/{run_id}\x1b[0m",
+        flush=True,
+    )
+
+
 class TaskRunner:
     def run(self, config: dict[str, str], trainer: str) -> int:
         importlib.import_module("verl.workers.engine")  # real verl warns here first, in every log
+        for line in env_lines(config, ""):
+            print(line, flush=True)
+        start_trackers(config, *(SFTCheckpoints.defaults if trainer == "sft" else PPOCheckpoints.defaults))
 
         nnodes = int(config.get("trainer.nnodes", 1))
         per_node = int(config.get("trainer.n_gpus_per_node", 1))
@@ -264,6 +297,8 @@ class TaskRunner:
 
 def main(argv: list[str], trainer: str = "ppo") -> int:
     config = overrides(argv)
+    for line in env_lines(config, "driver "):
+        print(line, flush=True)
     ray.init()
     # Actors made here, not by class decorators, which mypy does not apply; Any as above.
     runner: Any = ray.remote(num_cpus=1)(TaskRunner).remote()

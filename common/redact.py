@@ -1,0 +1,90 @@
+"""Credentials out of what Argus serves, sends and writes: ``[redacted]`` in place of each value
+of a task owner's secrets and of well-known credential shapes.
+
+Pure (no Django, no Ray): the job driver (raypool.driver) runs it on Ray nodes over every line
+it writes to driver.log, and the service over everything it reads back (tasks.logs.redact).
+
+Lines are redacted whole. A secret's value is printable (accounts.secrets refuses line breaks
+and control characters), so it never spans two lines, and a stream cut at line ends
+(``Redactor.stream``) never splits one. What this cannot catch: a value the program transformed
+before printing it (base64, URL-encoded, reversed, printed a character at a time).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+REDACTED = "[redacted]"
+# A shorter value would turn every occurrence of a common word into [redacted] and hide the log;
+# a credential that short is no credential.
+MIN_LENGTH = 4
+# A line longer than this is redacted as far as it goes and passed on, rather than held in memory.
+HOLD_MAX = 1 << 20
+
+# The shapes redacted whatever the task's secrets (alternatives of one pattern; see _shape):
+# Hugging Face access tokens (hf_ and 34 letters and digits), OpenAI-style keys (sk-…, sk-proj-…)
+# and a W&B key (40 hex digits) written after the variable's name (WANDB_API_KEY=…, "WANDB_API_KEY": "…").
+_WANDB = r"(?P<wandb>WANDB_API_KEY['\"]?\s*[=:]\s*['\"]?)[0-9a-fA-F]{40}(?![0-9a-fA-F])"
+_SHAPES = (
+    _WANDB,
+    r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{30,}",
+    r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_-]{32,}",
+)
+
+
+class Redactor:
+    """Replaces ``values`` (those of at least MIN_LENGTH characters) and the well-known shapes."""
+
+    def __init__(self, values: Iterable[str] = ()) -> None:
+        # Longest first: a value that contains another is replaced whole.
+        self.values = sorted({v for v in values if len(v) >= MIN_LENGTH}, key=len, reverse=True)
+        own = [re.escape(value) for value in self.values]
+        self._text = re.compile("|".join([*_SHAPES, *own]))
+        own_bytes = [re.escape(value.encode("utf-8")) for value in self.values]
+        self._bytes = re.compile(b"|".join([shape.encode() for shape in _SHAPES] + own_bytes))
+
+    def text(self, text: str) -> str:
+        return self._text.sub(_replace_text, text) if text else text
+
+    def data(self, data: bytes) -> bytes:
+        return self._bytes.sub(_replace_bytes, data) if data else data
+
+    def json(self, value: Any) -> Any:
+        """``value`` with every string in it (keys too) redacted: a JSON document, before it is
+        written out (once written, a value with a quote or backslash in it is escaped)."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {self.json(key): self.json(item) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.json(item) for item in value]
+        return value
+
+    def stream(self, chunks: Iterable[bytes]) -> Iterator[bytes]:
+        """``chunks`` redacted, cut at line ends (a line feed or a carriage return): a value is
+        never split between two chunks. A partial last line waits for its end (or the stream's)."""
+        pending = b""
+        for chunk in chunks:
+            pending += chunk
+            cut = max(pending.rfind(b"\n"), pending.rfind(b"\r")) + 1
+            if cut == 0:
+                if len(pending) < HOLD_MAX:
+                    continue
+                cut = len(pending)
+            yield self.data(pending[:cut])
+            pending = pending[cut:]
+        if pending:
+            yield self.data(pending)
+
+
+def _replace_text(match: re.Match[str]) -> str:
+    return (match["wandb"] or "") + REDACTED
+
+
+def _replace_bytes(match: re.Match[bytes]) -> bytes:
+    return (match["wandb"] or b"") + REDACTED.encode()
+
+
+SHAPES_ONLY = Redactor()
