@@ -37,11 +37,15 @@ lint: venv
 	ARGUS_DEBUG=1 $(PY) manage.py makemigrations --check --dry-run >/dev/null
 
 # Every tier (pytest.ini lists them; tests/conftest.py puts each test in one), in two lanes at
-# once: real Ray, and the rest (scripts/pytest-tiers.sh).
+# once: real Ray, and the rest (scripts/pytest-tiers.sh); the lint beside them (its output once
+# it is done, from var/lint.log). Fails when either fails.
 test: venv
 	bash scripts/ensure-test-deps.sh
-	$(MAKE) lint
-	bash scripts/pytest-tiers.sh $(PYTEST_ARGS)
+	@mkdir -p var
+	@$(MAKE) --no-print-directory lint >var/lint.log 2>&1 & lint=$$!; \
+	bash scripts/pytest-tiers.sh $(PYTEST_ARGS); tiers=$$?; \
+	wait $$lint; linted=$$?; echo "== lint: exit $$linted"; cat var/lint.log; \
+	[ $$tiers = 0 ] && [ $$linted = 0 ]
 
 # The unit tier: no real Ray, no browser, no node pool.
 test-fast: venv
