@@ -487,7 +487,7 @@ def webhook() -> None:
     """Your webhooks: Argus POSTs signed JSON to them when your tasks end or are retried."""
 
 
-EVENTS = ["SUCCEEDED", "FAILED", "CANCELED", "RETRYING"]
+EVENTS = ["SUCCEEDED", "FAILED", "CANCELED", "RETRYING", "PIPELINE_SUCCEEDED", "PIPELINE_FAILED"]
 
 
 @webhook.command(name="add")
