@@ -7,6 +7,8 @@ form's (tasks.web.views.task_new_view): it takes a pipeline document as well as 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.contrib import messages
@@ -59,21 +61,51 @@ def pipeline_list_view(request: HttpRequest) -> HttpResponse:
     return _page_or_part(request, "tasks/pipeline_list.html", "tasks/_pipeline_list_live.html", context)
 
 
-def _step_rows(pipeline: Pipeline) -> list[PipelineStep]:
-    """The steps, each with its task, when that task first started on Ray (``started``) and why
-    it waits or how it ended (``reason``)."""
+@dataclass(frozen=True)
+class StepRow:
+    """A step as its page shows it: its task now, and when that task first started on Ray."""
+
+    step: PipelineStep
+    started: datetime | None
+
+    @property
+    def name(self) -> str:
+        return self.step.name
+
+    @property
+    def task(self) -> Task:
+        return self.step.task
+
+    @property
+    def after(self) -> list[str]:
+        return list(self.step.after)
+
+    @property
+    def after_any(self) -> list[str]:
+        return list(self.step.after_any)
+
+    @property
+    def depends_on(self) -> tuple[str, ...]:
+        return self.step.depends_on
+
+    @property
+    def reason(self) -> str:
+        """Why it waits ("waits for alice-sft-…, RUNNING"), or how it ended."""
+        return self.task.pending_reason or self.task.error_summary
+
+
+def _step_rows(pipeline: Pipeline) -> list[StepRow]:
     attempts = Attempt.objects.order_by("attempt_no")
-    steps = list(
+    steps = (
         pipeline.steps.select_related("task")
         .prefetch_related(Prefetch("task__attempts", queryset=attempts))
         .order_by("position")
     )
+    rows = []
     for step in steps:
-        task = step.task
-        starts = [attempt.start_time for attempt in task.attempts.all() if attempt.start_time]
-        step.started = starts[0] if starts else None  # type: ignore[attr-defined]  # for the page only
-        step.reason = task.pending_reason or task.error_summary  # type: ignore[attr-defined]
-    return steps
+        starts = [attempt.start_time for attempt in step.task.attempts.all() if attempt.start_time]
+        rows.append(StepRow(step=step, started=starts[0] if starts else None))
+    return rows
 
 
 @never_cache
@@ -81,7 +113,7 @@ def _step_rows(pipeline: Pipeline) -> list[PipelineStep]:
 def pipeline_detail_view(request: HttpRequest, pipeline_id: str) -> HttpResponse:
     pipeline = _own_pipeline(request, pipeline_id)
     steps = _step_rows(pipeline)
-    current = {step.task_id for step in steps}
+    current = {row.task.pk for row in steps}
     context: dict[str, Any] = {
         "pipeline": pipeline,
         "steps": steps,
