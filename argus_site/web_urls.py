@@ -6,6 +6,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from accounts.web import views as account_views
+from tasks.web import pipelines as pipeline_views
 from tasks.web import views as task_views
 
 app_name = "web"
@@ -28,6 +29,10 @@ urlpatterns = [
     path("tasks/new/", task_views.task_new_view, name="task-new"),
     path("tasks/<str:task_id>/", task_views.task_detail_view, name="task-detail"),
     path("tasks/<str:task_id>/cancel/", task_views.task_cancel_view, name="task-cancel"),
+    path("pipelines/", pipeline_views.pipeline_list_view, name="pipelines"),
+    path("pipelines/<str:pipeline_id>/", pipeline_views.pipeline_detail_view, name="pipeline-detail"),
+    path("pipelines/<str:pipeline_id>/cancel/", pipeline_views.pipeline_cancel_view, name="pipeline-cancel"),
+    path("pipelines/<str:pipeline_id>/retry/", pipeline_views.pipeline_retry_view, name="pipeline-retry"),
     path("queue/", task_views.queue_view, name="queue"),
     path("cluster/", task_views.cluster_view, name="cluster"),
 ]

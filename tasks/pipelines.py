@@ -27,7 +27,7 @@ from tasks.models import (
     request_tick,
 )
 from tasks.specs.builders import hf_model_dir
-from tasks.specs.parse import ParsedSpec, parse_spec
+from tasks.specs.parse import ParsedSpec, SpecError, load_document, parse_spec
 from tasks.specs.paths import NoCheckpoint, latest_checkpoint
 from tasks.specs.pipeline import (
     PipelineDocument,
@@ -39,6 +39,17 @@ from tasks.specs.pipeline import (
     topological,
 )
 from tasks.submit import check_request, within_quota
+
+
+def is_pipeline_document(source: str | bytes) -> bool:
+    """Whether ``source`` is a pipeline document (a mapping with ``steps``) rather than a task
+    spec: what a form or a client that takes either sends it to. A document that does not load
+    is not one: the task spec's checks then say what is wrong with it."""
+    try:
+        _, data = load_document(source)
+    except SpecError:
+        return False
+    return isinstance(data, dict) and "steps" in data
 
 
 class PipelineConflict(Exception):

@@ -57,3 +57,26 @@ def test_the_reward_example_scores_gsm8k_answers() -> None:
     assert score(data_source="gsm8k", solution_str="so #### 1,234", ground_truth="1234") == 1.0
     assert score(data_source="gsm8k", solution_str="#### 7", ground_truth="8") == 0.1
     assert score(data_source="gsm8k", solution_str="no answer", ground_truth="8") == 0.0
+
+
+def test_the_pipeline_demo_is_a_valid_pipeline_document(alice) -> None:
+    from tasks.pipelines import is_pipeline_document
+    from tasks.specs.pipeline import parse_pipeline
+
+    text = (EXAMPLES / "pipeline.yaml").read_text()
+    assert is_pipeline_document(text)
+    document = parse_pipeline(text, username="alice")
+    assert document.name == "demo-sft-export-ppo"
+    assert [(s.name, s.parsed.workload, s.after, s.after_any) for s in document.steps] == [
+        ("sft", "sft", (), ()),
+        ("sft-export", "export", ("sft",), ()),
+        ("ppo", "ppo", ("sft-export",), ()),
+    ]
+    # The stand-in reads no data: the trainers' only warning says so (no data.train_files).
+    assert [len(step.parsed.warnings) for step in document.steps] == [1, 0, 1]
+    assert all("data.train_files" in step.parsed.warnings[0] for step in (document.steps[0], document.steps[2]))
+    # The outputs it hands on stay macros until each step starts (tasks.pipelines.resolve_step).
+    assert document.steps[1].parsed.resolved["checkpoint"] == "${steps.sft.checkpoint}"
+    assert "actor_rollout_ref.model.path=${steps.sft-export.hf_model} " in document.steps[2].parsed.resolved["command"]
+    # Every step fits one of make run's workers (ARGUS_DEV_GPUS, 4 by default).
+    assert max(step.parsed.nnodes * step.parsed.n_gpus_per_node for step in document.steps) <= 4

@@ -1,4 +1,5 @@
-"""Follow a task to its end: its attempts' logs as they are written, and a step progress bar."""
+"""Follow a task to its end: its attempts' logs as they are written, and a step progress bar; and
+a pipeline, each of its steps' tasks in turn."""
 
 from __future__ import annotations
 
@@ -146,3 +147,30 @@ def follow(client: Client, task_id: str, *, interval: float) -> dict[str, Any]:
         return Follower(client, task_id, interval=interval).run()
     except KeyboardInterrupt:
         raise ApiError(f"Stopped following {task_id}; it goes on (argus cancel {task_id} stops it).") from None
+
+
+def follow_pipeline(client: Client, pipeline_id: str, *, interval: float) -> dict[str, Any]:
+    """Follow each step's task in turn, as ``submit --follow`` follows a task: a step is taken up
+    once it has left WAITING (in the pipeline's order, one at a time: a second branch's log is
+    picked up from its last lines), until the pipeline has ended. A retry's new tasks are
+    followed too. Returns the pipeline as it ended."""
+    followed: set[str] = set()
+    try:
+        while True:
+            pipeline = client.get(f"pipelines/{pipeline_id}")
+            step = next(
+                (s for s in pipeline["steps"] if s["task_id"] not in followed and s["state"] != "WAITING"), None
+            )
+            if step is not None:
+                say((f"step {step['name']}: {step['task_id']}", "bold"))
+                Follower(client, step["task_id"], interval=interval).run()
+                followed.add(step["task_id"])
+                continue
+            if pipeline["state"] in TERMINAL:
+                say(f"{pipeline_id}: {pipeline['state']}")
+                return pipeline
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        raise ApiError(
+            f"Stopped following {pipeline_id}; it goes on (argus pipeline cancel {pipeline_id} stops it)."
+        ) from None

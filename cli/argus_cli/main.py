@@ -4,6 +4,8 @@ and exits 3 when the server refuses or cannot be reached: never a traceback."""
 from __future__ import annotations
 
 import functools
+import json
+import re
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -16,11 +18,25 @@ from argus_cli import follow as following
 from argus_cli.client import ApiError, Client
 from argus_cli.render import say
 
-# Exit codes: 0 done; 1 the task FAILED or was CANCELED (following.EXIT_TASK_FAILED); 2 usage
+# Exit codes: 0 done; 1 the task (or pipeline) FAILED or was CANCELED (following.EXIT_TASK_FAILED); 2 usage
 # (click's own); 3 the server refused or could not be reached.
 EXIT_ERROR = 3
-STATES = ["QUEUED", "PENDING_RESOURCES", "SUBMITTING", "SUBMITTED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELED"]
-WORKLOADS = ["ppo", "grpo", "sft"]
+STATES = [
+    "WAITING",
+    "QUEUED",
+    "PENDING_RESOURCES",
+    "SUBMITTING",
+    "SUBMITTED",
+    "RUNNING",
+    "SUCCEEDED",
+    "FAILED",
+    "CANCELED",
+]
+WORKLOADS = ["ppo", "grpo", "sft", "export"]
+# A pipeline document is a mapping with steps: (a task spec never has that key). The command has
+# no YAML parser (no dependency beyond click, rich and httpx): a top-level key of a block
+# mapping starts a line; a flow mapping or JSON names it after its opening brace.
+PIPELINE_KEY = re.compile(r"""^(?:\{\s*)?(["']?)steps\1\s*:""", re.MULTILINE)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -63,10 +79,10 @@ interval_option = click.option(
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="argus")
 def cli() -> None:
-    """Submit and follow training tasks on Argus.
+    """Submit and follow training tasks and pipelines on Argus.
 
     The server and token come from ARGUS_URL and ARGUS_TOKEN, else from `argus login`.
-    Exit codes: 0 done, 1 the task FAILED or was CANCELED (wait, --follow), 2 usage error,
+    Exit codes: 0 done, 1 the task (or pipeline) FAILED or was CANCELED (wait, --follow), 2 usage error,
     3 the server refused or could not be reached.
     """
 
@@ -91,15 +107,49 @@ def login(url: str | None, token_stdin: bool) -> None:
 
 @cli.command()
 @click.argument("file", type=click.File("rb"))
-@click.option("--follow", "-f", is_flag=True, help="Stream the log with a step bar; exit 0 if it SUCCEEDED, else 1.")
+@click.option(
+    "--follow",
+    "-f",
+    is_flag=True,
+    help="Stream the log with a step bar (a pipeline's steps in turn); exit 0 if it SUCCEEDED, else 1.",
+)
 @interval_option
 @json_option
 @api_command
 def submit(file: Any, follow: bool, interval: float, as_json: bool) -> None:
-    """Submit the task spec FILE (YAML; - for standard input) and print the new task's id."""
+    """Submit the task spec FILE (YAML; - for standard input) and print the new task's id.
+
+    A pipeline document (a mapping with steps:) is submitted as a pipeline: its id is printed,
+    and --follow follows each step in turn."""
     api = client()
-    task = api.post("tasks", content=file.read(), content_type="application/yaml")
+    content = file.read()
+    if is_pipeline(content):
+        pipeline = api.post("pipelines", content=content, content_type="application/yaml")
+        announce_pipeline(api, pipeline, follow=follow, interval=interval, as_json=as_json)
+        return
+    task = api.post("tasks", content=content, content_type="application/yaml")
     announce(api, task, follow=follow, interval=interval, as_json=as_json)
+
+
+def is_pipeline(content: bytes) -> bool:
+    """Whether ``content`` is a pipeline document rather than a task spec (see PIPELINE_KEY)."""
+    text = content.decode("utf-8", errors="replace")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return PIPELINE_KEY.search(text) is not None
+    return isinstance(data, dict) and "steps" in data
+
+
+def announce_pipeline(api: Client, pipeline: dict[str, Any], *, follow: bool, interval: float, as_json: bool) -> None:
+    """A new pipeline: its id (alone on stdout, for scripts); then follow its steps if asked."""
+    if as_json:
+        render.as_json(pipeline)
+    else:
+        click.echo(pipeline["pipeline_id"])
+    if follow:
+        ended = following.follow_pipeline(api, pipeline["pipeline_id"], interval=interval)
+        sys.exit(following.exit_code(ended))
 
 
 def announce(api: Client, task: dict[str, Any], *, follow: bool, interval: float, as_json: bool) -> None:
@@ -314,11 +364,130 @@ def cluster(as_json: bool) -> None:
 
 
 @cli.group()
+def pipeline() -> None:
+    """Your pipelines: several tasks submitted as one document (argus submit FILE with steps:)."""
+
+
+def steps_note(steps: list[dict[str, Any]]) -> str:
+    """``2/3 succeeded; grpo RUNNING``: how far it is, and the steps not done."""
+    done = sum(1 for step in steps if step["state"] == "SUCCEEDED")
+    rest = [f"{step['name']} {step['state']}" for step in steps if step["state"] != "SUCCEEDED"]
+    return "; ".join([f"{done}/{len(steps)} succeeded", *rest[:3]]) + ("; …" if len(rest) > 3 else "")
+
+
+@pipeline.command(name="ls")
+@click.option("--limit", "-n", default=50, show_default=True, type=click.IntRange(min=1), help="At most this many.")
+@json_option
+@api_command
+def pipeline_list(limit: int, as_json: bool) -> None:
+    """List your pipelines (an admin sees everyone's), newest first."""
+    rows = client().get_all("pipelines", limit=limit)
+    if as_json:
+        render.as_json(rows)
+        return
+    render.table(
+        ["PIPELINE", "NAME", "STATE", "USER", "CREATED", "FINISHED", "STEPS"],
+        [
+            [
+                row["pipeline_id"],
+                row["name"],
+                render.state(row["state"]),
+                row["user"],
+                render.when(row["created_at"]),
+                render.when(row["finished_at"]),
+                steps_note(row["steps"]),
+            ]
+            for row in rows
+        ],
+        empty="No pipelines.",
+    )
+
+
+def show_pipeline(data: dict[str, Any]) -> None:
+    render.fields(
+        [
+            ("pipeline", data["pipeline_id"]),
+            ("name", data["name"]),
+            ("state", render.state(data["state"])),
+            ("user", data["user"]),
+            ("created", render.when(data["created_at"])),
+            ("finished", render.when(data["finished_at"]) if data["finished_at"] else None),
+        ]
+    )
+    click.echo()
+    render.table(
+        ["STEP", "TASK", "STATE", "WORKLOAD", "AFTER", "QUEUED", "FINISHED", "NOTE"],
+        [
+            [
+                step["name"],
+                step["task_id"],
+                render.state(step["state"]),
+                step["workload"],
+                ", ".join([*step["after"], *(f"{name} (any end)" for name in step["after_any"])]),
+                render.when(step["queued_at"]),
+                render.when(step["finished_at"]),
+                step["reason"],
+            ]
+            for step in data["steps"]
+        ],
+        empty="",
+    )
+
+
+@pipeline.command(name="show")
+@click.argument("pipeline_id")
+@json_option
+@api_command
+def pipeline_show(pipeline_id: str, as_json: bool) -> None:
+    """A pipeline: its state, and each step's task, state and why it waits or how it ended."""
+    data = client().get(f"pipelines/{pipeline_id}")
+    if as_json:
+        render.as_json(data)
+        return
+    show_pipeline(data)
+
+
+@pipeline.command(name="cancel")
+@click.argument("pipeline_id")
+@json_option
+@api_command
+def pipeline_cancel(pipeline_id: str, as_json: bool) -> None:
+    """Cancel every step that has not ended: at once if it waits, else once Ray has stopped it."""
+    data = client().post(f"pipelines/{pipeline_id}/cancel")
+    if as_json:
+        render.as_json(data)
+    elif data["state"] == "CANCELED":
+        say(f"{pipeline_id}: CANCELED")
+    else:
+        say(f"{pipeline_id}: canceled; its steps on Ray become CANCELED when Ray has stopped them.")
+
+
+@pipeline.command(name="retry")
+@click.argument("pipeline_id")
+@click.option("--follow", "-f", is_flag=True, help="Then follow its steps, as submit --follow.")
+@interval_option
+@json_option
+@api_command
+def pipeline_retry(pipeline_id: str, follow: bool, interval: float, as_json: bool) -> None:
+    """Run an ended pipeline again: new tasks for the steps that did not succeed and those after
+    them; the steps that succeeded are reused, their outputs handed on as before."""
+    api = client()
+    data = api.post(f"pipelines/{pipeline_id}/retry")
+    if as_json:
+        render.as_json(data)
+    else:
+        again = [step["name"] for step in data["steps"] if step["state"] != "SUCCEEDED"]
+        say(f"{pipeline_id}: RUNNING again; new tasks for {', '.join(again)}")
+    if follow:
+        sys.exit(following.exit_code(following.follow_pipeline(api, pipeline_id, interval=interval)))
+
+
+@cli.group()
 def webhook() -> None:
     """Your webhooks: Argus POSTs signed JSON to them when your tasks end or are retried."""
 
 
-EVENTS = ["SUCCEEDED", "FAILED", "CANCELED", "RETRYING"]
+EVENTS = ["SUCCEEDED", "FAILED", "CANCELED", "RETRYING", "PIPELINE_SUCCEEDED", "PIPELINE_FAILED"]
 
 
 @webhook.command(name="add")

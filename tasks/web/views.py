@@ -37,10 +37,12 @@ from tasks.models import (
     Attempt,
     ClusterState,
     IllegalTransition,
+    Pipeline,
     StaleState,
     Task,
     TaskState,
 )
+from tasks.pipelines import is_pipeline_document, submit_pipeline
 from tasks.queue.read import current_queue, queue_entries, share_rows, waiting_reason
 from tasks.specs.parse import SPEC_KEYS, SpecError
 from tasks.submit import PriorityNotAllowed, QuotaError, submit_spec
@@ -55,6 +57,8 @@ SCHEDULER_SILENT_AFTER = timedelta(minutes=3)
 TIME_LEFT_LOW = 15 * 60
 # The buttons of the new-task form, each filling templates/tasks/specs/<key>.yaml.
 SPEC_TEMPLATES = [("ppo", "PPO"), ("grpo", "GRPO"), ("sft", "SFT"), ("advanced", "Advanced")]
+# The pipeline documents it offers too (a document with steps: is submitted as a pipeline).
+PIPELINE_TEMPLATES = [("pipeline", "SFT → export → GRPO → export")]
 
 
 def _actor(request: HttpRequest) -> str:
@@ -81,7 +85,7 @@ def _ray() -> dict[str, Any]:
 
 def _own_task(request: HttpRequest, task_id: str) -> Task:
     """The task, when the user may see it; another user's task is a 404, as in the API."""
-    queryset = Task.objects.visible_to(request.user).select_related("user")
+    queryset = Task.objects.visible_to(request.user).select_related("user", "pipeline")
     return get_object_or_404(queryset, task_id=task_id)
 
 
@@ -108,12 +112,17 @@ def task_list_view(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def task_new_view(request: HttpRequest) -> HttpResponse:
-    text, errors, refusal, status = "", {}, "", 200
+    """A task spec, or a pipeline document (a mapping with steps:), submitted as such."""
+    text, errors, refusal, status, is_pipeline = "", {}, "", 200, False
     if request.method == "POST":
         # Browsers send a textarea's line breaks as CRLF; an advanced command must not hold a \r.
         text = request.POST.get("spec", "").replace("\r\n", "\n")
+        is_pipeline = is_pipeline_document(text)
         try:
-            task = submit_spec(request.user, text, actor=_actor(request))
+            if is_pipeline:
+                pipeline = submit_pipeline(request.user, text, actor=_actor(request))
+            else:
+                task = submit_spec(request.user, text, actor=_actor(request))
         except SpecError as error:
             errors = error.fields
             status = 413 if error.code == "too_large" else 400
@@ -124,6 +133,8 @@ def task_new_view(request: HttpRequest) -> HttpResponse:
             # The spec stays in the form too: with priority: normal it can go as it is.
             refusal, status = str(error), 403
         else:
+            if is_pipeline:
+                return _pipeline_submitted(request, pipeline)
             messages.success(request, f"Task {task.task_id} is queued.")
             for warning in task.warnings:
                 messages.warning(request, warning)
@@ -132,12 +143,19 @@ def task_new_view(request: HttpRequest) -> HttpResponse:
         # "Copy to a new task" on a task's page: its spec as it was sent, to edit and submit.
         source = Task.objects.visible_to(request.user).filter(task_id=request.GET["from"]).first()
         text = source.spec_raw if source else ""
+    elif "from_pipeline" in request.GET:
+        # "Copy to a new pipeline" on a pipeline's page: its document as it was sent.
+        found = Pipeline.objects.visible_to(request.user).filter(pipeline_id=request.GET["from_pipeline"]).first()
+        text = found.document if found else ""
     root = shared_root()
     context = {
         "spec": text,
         "errors": errors,
         "refusal": refusal,
+        # What was refused: "the task" or "the pipeline", in the form's error box.
+        "what": "pipeline" if is_pipeline else "task",
         "templates": SPEC_TEMPLATES,
+        "pipeline_templates": PIPELINE_TEMPLATES,
         "spec_keys": SPEC_KEYS,
         "home": home_dir(request.user.username),
         "datasets": root / "datasets",
@@ -145,6 +163,20 @@ def task_new_view(request: HttpRequest) -> HttpResponse:
         "ray": _ray(),
     }
     return render(request, "tasks/new.html", context, status=status)
+
+
+def _pipeline_submitted(request: HttpRequest, pipeline: Pipeline) -> HttpResponse:
+    steps = list(pipeline.steps.select_related("task").order_by("position"))
+    first = [step.name for step in steps if step.task.state != TaskState.WAITING]
+    messages.success(
+        request,
+        f"Pipeline {pipeline.pipeline_id} is submitted: {len(steps)} step{'s' if len(steps) != 1 else ''}; "
+        f"queued now: {', '.join(first)}.",
+    )
+    for step in steps:
+        for warning in step.task.warnings:
+            messages.warning(request, f"{step.name}: {warning}")
+    return redirect("web:pipeline-detail", pipeline_id=pipeline.pipeline_id)
 
 
 def _shell_word(arg: str) -> str:
@@ -197,10 +229,13 @@ def task_detail_view(request: HttpRequest, task_id: str) -> HttpResponse:
         "events": events,
         "event_count": task.events.count() if len(events) == EVENTS_SHOWN else len(events),
         "waiting": task.state in QUEUE_STATES,
+        "held": task.is_waiting_for_dependencies,
         "on_ray": task.state in ACTIVE_STATES,
     }
     if not request.headers.get("HX-Request"):
-        context.update(_spec_as_run(task), ray=_ray())
+        # What it runs after (after / after_any, a pipeline's earlier steps), linked.
+        dependencies = task.dependencies.select_related("depends_on").order_by("id")
+        context.update(_spec_as_run(task), ray=_ray(), dependencies=list(dependencies))
     return _page_or_part(request, "tasks/detail.html", "tasks/_detail_live.html", context)
 
 

@@ -172,6 +172,7 @@ def test_it_creates_a_token_shows_it_once_and_revokes_it(signed_in_page: Page) -
 PAGES = {
     "tasks": "/tasks/",
     "task-new": "/tasks/new/",
+    "pipelines": "/pipelines/",
     "queue": "/queue/",
     "cluster": "/cluster/",
     "data-home": "/data/",
