@@ -25,7 +25,9 @@ pytest=.venv/bin/pytest
 lane() {
   local name=$1
   shift
-  "$pytest" "$@" 2>&1 | sed -u "s/^/[$name] /"
+  # sed keeps reading through a Ctrl-C, so that pytest's teardown (which stops the Ray nodes
+  # it started) is still printed.
+  "$pytest" "$@" 2>&1 | (trap '' INT; exec sed -u "s/^/[$name] /")
   local code=${PIPESTATUS[0]}
   # 5: nothing collected, as when the arguments name tests of one kind only.
   if [ "$code" = 5 ]; then code=0; fi
@@ -39,9 +41,19 @@ if [ "${LANES:-parallel}" = serial ]; then
   lane rest -n "$REST_XDIST" --dist loadgroup -m "$REST_MARK" "$@"
   lane ray -n "$RAY_XDIST" --dist loadgroup -m "$RAY_MARK" "$@"
 else
+  # Job control: each lane in a process group of its own, where SIGINT is not ignored (a
+  # background job's is, without it). A Ctrl-C (or SIGTERM) is passed on to both lanes as
+  # SIGINT: pytest stops and tears its fixtures down, Ray nodes included.
+  set -m
   lane ray -n "$RAY_XDIST" --dist loadgroup -m "$RAY_MARK" "$@" &
+  ray_lane=$!
   lane rest -n "$REST_XDIST" --dist loadgroup -m "$REST_MARK" "$@" &
-  wait
+  rest_lane=$!
+  trap 'kill -INT -- -"$ray_lane" -"$rest_lane" 2>/dev/null' INT TERM
+  # wait returns early when a signal is trapped: wait until both lanes have ended.
+  while kill -0 "$ray_lane" 2>/dev/null || kill -0 "$rest_lane" 2>/dev/null; do
+    wait
+  done
 fi
 status=0
 for name in rest ray; do
