@@ -20,14 +20,15 @@ ray_default=$(( cores / 2 < 4 ? cores / 2 : 4 ))
 RAY_XDIST=${RAY_XDIST:-$(( ray_default < 2 ? 0 : ray_default ))}
 RAY_MARK=${RAY_MARK:-ray}
 REST_MARK=${REST_MARK:-not ray}
-pytest=.venv/bin/pytest
+# Each lane ends with its slowest tests: what to look at when CI grows.
+pytest=(.venv/bin/pytest --durations=15)
 
 lane() {
   local name=$1
   shift
   # sed keeps reading through a Ctrl-C, so that pytest's teardown (which stops the Ray nodes
   # it started) is still printed.
-  "$pytest" "$@" 2>&1 | (trap '' INT; exec sed -u "s/^/[$name] /")
+  "${pytest[@]}" "$@" 2>&1 | (trap '' INT; exec sed -u "s/^/[$name] /")
   local code=${PIPESTATUS[0]}
   # 5: nothing collected, as when the arguments name tests of one kind only.
   if [ "$code" = 5 ]; then code=0; fi
