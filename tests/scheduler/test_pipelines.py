@@ -65,32 +65,36 @@ def started_at(task: Task) -> datetime:
     return attempt.created_at
 
 
-def test_sft_export_ppo_run_in_order_each_reading_the_last_ones_output(on_ray, alice, pipeline_of):
-    pipeline = pipeline_of(
-        alice,
-        [
-            trainer("sft", module="sft_trainer_ray"),
-            {"name": "sft-export", "workload": "export", "checkpoint": "${steps.sft.checkpoint}"},
-            trainer("ppo", extra="actor_rollout_ref.model.path=${steps.sft-export.hf_model}"),
-        ],
-    )
-    tick_until(lambda: ended(pipeline), timeout=150)
-    assert pipeline.state == PipelineState.SUCCEEDED
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "pipeline.yaml"
+
+
+def test_the_example_runs_sft_export_ppo_in_order_each_reading_the_last_ones_output(on_ray, client_for, alice):
+    """examples/pipeline.yaml, `make run`'s pipeline demo, as shipped but for the stand-in's step
+    time (0.5 s there, for people to watch)."""
+    document = EXAMPLE.read_text().replace("+standin.step_s=0.5", "+standin.step_s=0.05")
+    assert document.count("+standin.step_s=0.05") == 2
+    response = client_for(alice).post("/api/v2/pipelines", document, content_type="application/yaml")
+    assert response.status_code == 201, response.content
+    pipeline = Pipeline.objects.get(pipeline_id=response.json()["pipeline_id"])
+    tick_until(lambda: ended(pipeline), timeout=240)
     steps = steps_of(pipeline)
+    assert pipeline.state == PipelineState.SUCCEEDED, {name: task.error_summary for name, task in steps.items()}
     sft, export, ppo = (Task.objects.get(pk=steps[name].pk) for name in ("sft", "sft-export", "ppo"))
     assert [task.state for task in (sft, export, ppo)] == [S.SUCCEEDED] * 3
     # In order: each queued (and started) only after the one before it ended.
     assert at(sft.finished_at) <= at(export.queued_at) <= started_at(export)
     assert at(export.finished_at) <= at(ppo.queued_at) <= started_at(ppo)
-    # SFT's checkpoint (verl's SFT trainer saves at the last step) went to the merger as it is...
-    global_step = checkpoint_dir("alice", sft.task_id) / "global_step_2"
+    # SFT's last checkpoint (verl's SFT trainer saves at the last step) went to the merger as it is...
+    global_step = checkpoint_dir("alice", sft.task_id) / "global_step_8"
     assert export.spec["checkpoint"] == str(global_step)
     hf_model = home_dir("alice") / "jobs" / export.task_id / "hf_model"
     assert (hf_model / "config.json").is_file()
     assert str(global_step) in (hf_model / "model.safetensors").read_text()  # merged from it
-    # ...and PPO's model path is the export's folder, in the command Ray ran.
+    # ...and PPO's model path is the export's folder, in the command Ray ran, to its last step.
     assert f"actor_rollout_ref.model.path={hf_model} " in ppo.spec["command"] + " "
     assert "${steps." not in ppo.spec["command"] and "${steps." in ppo.spec_raw
+    metrics = client_for(alice).get(f"/api/v2/tasks/{ppo.task_id}/metrics").json()
+    assert metrics["last_step"] == 12
     assert [(e.kind, e.task_id) for e in pipeline_events(pipeline)] == [(EventKind.PIPELINE_SUCCEEDED, ppo.pk)]
 
 
