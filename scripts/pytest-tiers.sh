@@ -1,21 +1,28 @@
 #!/usr/bin/env bash
-# The suite in two lanes that run at the same time (`make test` and `make test-postgres` use it;
-# any pytest arguments are passed on to both lanes):
+# The suite in two lanes (`make test` and `make test-postgres` use it; any pytest arguments are
+# passed on to both lanes):
 #   ray   the tests on real Ray (ray, pool, chaos), on RAY_XDIST workers with --dist loadgroup:
 #         the tests sharing the session's cluster stay on one worker, each node-pool module on
 #         one, the chaos run alone (tests/conftest.py sets the groups);
 #   rest  every test that needs no real Ray (unit, browser, fuzz), on REST_XDIST workers.
-# The Ray lane is mostly waiting (for Ray, for the stand-in's steps) and is the longer one: the
-# other lane runs beside it on what it leaves of the machine, one core fewer. A Ray cluster
-# takes ~1.2 GB and a core of its own while it starts: on 2 cores, two at once left a node
-# pool's workers unjoined after 90 s, so Ray gets a worker per 2 cores (none below 4: in this
-# process). Each lane's lines are prefixed with its name; the exit status is the first failure's.
-# LANES=serial runs them one after the other (for reading one lane's output whole).
+# From 4 cores the lanes run side by side (the rest on the cores the Ray lane leaves), below one
+# after the other (LANES=parallel|serial chooses). A Ray cluster takes ~1.2 GB and a core of its
+# own while it starts: on 2 cores, two at once left a node pool's workers unjoined after 90 s,
+# so Ray gets a worker per 2 cores (none below 4: in this process). Each lane's lines are
+# prefixed with its name; the exit status is the first failure's.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 cores=$(nproc)
-REST_XDIST=${REST_XDIST:-$(( cores - 1 < 1 ? 1 : cores - 1 < 4 ? cores - 1 : 4 ))}
+# Below 4 cores the lanes run one after the other: on 2 cores, side by side, the Ray lane took
+# 36 min and the rest 19 (CPU-bound both: Ray's processes, the stand-in's jobs), where one after
+# the other they take about 24 and 7.
+LANES=${LANES:-$([ "$cores" -ge 4 ] && echo parallel || echo serial)}
+if [ "$LANES" = serial ]; then
+  REST_XDIST=${REST_XDIST:-$(( cores < 4 ? cores : 4 ))}
+else
+  REST_XDIST=${REST_XDIST:-$(( cores - 1 < 4 ? cores - 1 : 4 ))}
+fi
 ray_default=$(( cores / 2 < 4 ? cores / 2 : 4 ))
 RAY_XDIST=${RAY_XDIST:-$(( ray_default < 2 ? 0 : ray_default ))}
 RAY_MARK=${RAY_MARK:-ray}
@@ -37,8 +44,8 @@ lane() {
 
 codes=$(mktemp -d)
 trap 'rm -rf "$codes"' EXIT
-echo "== lanes: ray ($RAY_MARK) on $RAY_XDIST workers, rest ($REST_MARK) on $REST_XDIST workers"
-if [ "${LANES:-parallel}" = serial ]; then
+echo "== lanes ($LANES): ray ($RAY_MARK) on $RAY_XDIST workers, rest ($REST_MARK) on $REST_XDIST workers"
+if [ "$LANES" = serial ]; then
   lane rest -n "$REST_XDIST" --dist loadgroup -m "$REST_MARK" "$@"
   lane ray -n "$RAY_XDIST" --dist loadgroup -m "$RAY_MARK" "$@"
 else
