@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
@@ -173,6 +174,21 @@ model_id: Qwen/Qwen2.5-0.5B-Instruct
 train_file: $HOME/common/datasets/gsm8k/train.parquet
 val_file: $HOME/common/datasets/gsm8k/test.parquet
 """
+
+
+# A sample pipeline, SFT -> export -> GRPO, on the gsm8k files of `datasets`: its steps as
+# mappings (tests change them), the document as a mapping (PIPELINE) and as YAML (PIPELINE_YAML).
+TRAIN = {
+    "nnodes": 1,
+    "n_gpus_per_node": 4,
+    "train_file": "$HOME/common/datasets/gsm8k/train.parquet",
+    "val_file": "$HOME/common/datasets/gsm8k/test.parquet",
+}
+SFT = {"name": "sft", "workload": "sft", "model_id": "Qwen/Qwen2.5-0.5B-Instruct", **TRAIN}
+EXPORT = {"name": "sft-export", "workload": "export", "checkpoint": "${steps.sft.checkpoint}"}
+GRPO = {"name": "grpo", "workload": "grpo", "model_id": "${steps.sft-export.hf_model}", **TRAIN}
+PIPELINE = {"name": "qwen-sft-grpo", "steps": [SFT, EXPORT, GRPO]}
+PIPELINE_YAML = yaml.safe_dump(PIPELINE, sort_keys=False)
 
 
 @pytest.fixture

@@ -18,19 +18,11 @@ from django.utils import timezone
 from tasks.models import Attempt, Pipeline, PipelineState, Role, Task, TaskState
 from tasks.pipelines import submit_pipeline
 from tests.cli.conftest import no_traceback
+from tests.conftest import EXPORT, GRPO, PIPELINE_YAML, SFT
 
 S = TaskState
 
-TRAIN = {
-    "nnodes": 1,
-    "n_gpus_per_node": 4,
-    "train_file": "$HOME/common/datasets/gsm8k/train.parquet",
-    "val_file": "$HOME/common/datasets/gsm8k/test.parquet",
-}
-SFT = {"name": "sft", "workload": "sft", "model_id": "Qwen/Qwen2.5-0.5B-Instruct", **TRAIN}
-EXPORT = {"name": "sft-export", "workload": "export", "checkpoint": "${steps.sft.checkpoint}"}
-GRPO = {"name": "grpo", "workload": "grpo", "model_id": "${steps.sft-export.hf_model}", **TRAIN}
-DOCUMENT = yaml.safe_dump({"name": "qwen-sft-grpo", "steps": [SFT, EXPORT, GRPO]}, sort_keys=False)
+DOCUMENT = PIPELINE_YAML
 
 
 @pytest.fixture

@@ -18,21 +18,13 @@ from tasks.scheduler.tick import tick
 from tasks.specs.parse import SpecError
 from tasks.specs.pipeline import parse_pipeline
 from tests.accounts.helpers import assert_error
+from tests.conftest import EXPORT, GRPO, PIPELINE, SFT
 from webhooks.models import Delivery, Webhook
 
 pytestmark = pytest.mark.django_db
 S = TaskState
 
-TRAIN = {
-    "nnodes": 1,
-    "n_gpus_per_node": 4,
-    "train_file": "$HOME/common/datasets/gsm8k/train.parquet",
-    "val_file": "$HOME/common/datasets/gsm8k/test.parquet",
-}
-SFT = {"name": "sft", "workload": "sft", "model_id": "Qwen/Qwen2.5-0.5B-Instruct", **TRAIN}
-EXPORT = {"name": "sft-export", "workload": "export", "checkpoint": "${steps.sft.checkpoint}"}
-GRPO = {"name": "grpo", "workload": "grpo", "model_id": "${steps.sft-export.hf_model}", **TRAIN}
-DOCUMENT = {"name": "qwen-sft-grpo", "steps": [SFT, EXPORT, GRPO]}
+DOCUMENT = PIPELINE
 
 
 def document(*steps: dict[str, Any]) -> dict[str, Any]:

@@ -24,21 +24,12 @@ from tasks.specs.pipeline import parse_pipeline
 from tasks.submit import submit_spec
 from tasks.web.graph import BOX_H, BOX_W, GAP_X, PAD, layout
 from tasks.web.views import PIPELINE_TEMPLATES
-from tests.conftest import PPO_SPEC
+from tests.conftest import EXPORT, GRPO, PIPELINE_YAML, PPO_SPEC, SFT
 
 pytestmark = pytest.mark.django_db
 S = TaskState
 
-TRAIN = {
-    "nnodes": 1,
-    "n_gpus_per_node": 4,
-    "train_file": "$HOME/common/datasets/gsm8k/train.parquet",
-    "val_file": "$HOME/common/datasets/gsm8k/test.parquet",
-}
-SFT = {"name": "sft", "workload": "sft", "model_id": "Qwen/Qwen2.5-0.5B-Instruct", **TRAIN}
-EXPORT = {"name": "sft-export", "workload": "export", "checkpoint": "${steps.sft.checkpoint}"}
-GRPO = {"name": "grpo", "workload": "grpo", "model_id": "${steps.sft-export.hf_model}", **TRAIN}
-DOCUMENT = yaml.safe_dump({"name": "qwen-sft-grpo", "steps": [SFT, EXPORT, GRPO]}, sort_keys=False)
+DOCUMENT = PIPELINE_YAML
 
 
 def text_of(response: Any) -> str:
