@@ -552,8 +552,12 @@ class Attempt(models.Model):
     # Ray's own id for the job (JobDetails.job_id): what its placement groups and actors name.
     ray_job_id = models.CharField(max_length=32, blank=True)
     # {node_id: gpus} where Ray really placed the job's placement groups, read back from Ray
-    # (tasks.scheduler.placements); empty until known. Planning prefers it to ``placement``.
+    # (tasks.scheduler.sync.record_nodes); empty until known. Planning prefers it to ``placement``.
     nodes = models.JSONField(default=dict, blank=True)
+    # A read of Ray's placement groups found none of this running attempt's any more (after
+    # ``nodes`` were known): it is ending (its driver's node died, or it failed after its status
+    # was read) and Ray gives that room again. It holds none; ``nodes`` stays where it ran.
+    released = models.BooleanField(default=False)
     # When sync last saw the job alive on Ray: a job lost in a head outage ran until then.
     last_seen_at = models.DateTimeField(null=True, blank=True)
     # When Argus decided to stop it (the reason is written in the same UPDATE, before Ray is
@@ -640,8 +644,9 @@ class Attempt(models.Model):
     @property
     def awaits_placement(self) -> bool:
         """Ray has not placed all of its GPUs yet, as far as Argus has read (an attempt with no
-        GPU, an export, has nothing to place)."""
-        return self.gpus > 0 and sum(int(gpus) for gpus in (self.nodes or {}).values()) < self.gpus
+        GPU, an export, has nothing to place; one whose groups Ray released, nothing more)."""
+        placed = sum(int(gpus) for gpus in (self.nodes or {}).values())
+        return self.gpus > 0 and not self.released and placed < self.gpus
 
     @property
     def resume_words(self) -> str:

@@ -62,6 +62,8 @@ def held_nodes(attempt: Attempt | Any, settling: bool = False) -> dict[str, int]
     promise, and Ray may put it in the room this one was promised: until every attempt is
     placed, a placed one holds both its promise and its real room, so that no third attempt is
     admitted into room that is about to be taken (seconds, while verl creates its groups)."""
+    if attempt.released:
+        return {}  # Ray gives its room again (Attempt.released); Ray's own count shows what is left
     real = {node: int(gpus) for node, gpus in (attempt.nodes or {}).items()}
     promise = {node: int(gpus) for node, gpus in (attempt.placement or {}).items()}
     if not real:

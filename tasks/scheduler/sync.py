@@ -63,9 +63,15 @@ def sync(ray: RayClient, cluster: ClusterView, budget: Budget, ended: list[str])
 
 
 def record_nodes(ray: RayClient, attempts: list[Attempt]) -> None:
-    """Where Ray placed each running attempt whose nodes are not known yet (all of its GPUs)."""
-    waiting = [a for a in attempts if a.ray_status == JobStatus.RUNNING and a.ray_job_id and a.awaits_placement]
-    if not waiting:
+    """Where Ray has each running attempt's GPUs (Attempt.nodes), read while some running
+    attempt's are not all known.
+
+    Each read looks at every running attempt, not only those it was made for: one whose groups
+    are gone (its driver's node died, or it failed between its status and this read) is
+    ``released``, so that it does not count the room Ray is giving to the next job as its own
+    (the chaos run saw 6 GPUs on a 4-GPU node)."""
+    running = [a for a in attempts if a.ray_status == JobStatus.RUNNING and a.ray_job_id and a.gpus]
+    if not any(attempt.awaits_placement for attempt in running):
         return
     try:
         found = ray.placements()
@@ -73,11 +79,12 @@ def record_nodes(ray: RayClient, attempts: list[Attempt]) -> None:
         # The state API is a nicety for planning: without it, admission's promise stands.
         logger.info("placement groups unread: %s", error)
         return
-    for attempt in waiting:
-        nodes = found.get(attempt.ray_job_id)
-        if nodes and nodes != attempt.nodes:
-            attempt.nodes = nodes
-            attempt.save(update_fields=["nodes"])
+    for attempt in running:
+        nodes = found.get(attempt.ray_job_id) or attempt.nodes
+        released = attempt.ray_job_id not in found and bool(attempt.nodes)
+        if (nodes, released) != (attempt.nodes, attempt.released):
+            attempt.nodes, attempt.released = nodes, released
+            attempt.save(update_fields=["nodes", "released"])
 
 
 def follow(ray: RayClient, task: Task, attempt: Attempt, cluster: ClusterView | None = None) -> bool:

@@ -90,19 +90,20 @@ class Seen:
         # Admission plans, Ray places: once Ray has placed an attempt (Attempt.nodes) its real
         # room counts, and a promise made before may sit beside it for a moment on the node Ray
         # chose. So each is checked on its own: what Ray placed, and what Argus promised to
-        # attempts Ray has not placed yet, never exceed a node.
+        # attempts Ray has not placed yet, never exceed a node. An attempt whose groups Ray
+        # released (Attempt.released: it is ending) holds neither.
         placed: Counter[str] = Counter()
         promised: Counter[str] = Counter()
-        for attempt in Attempt.objects.live().only("nodes", "placement"):
-            for node, gpus in (attempt.nodes or {}).items():
-                placed[node] += int(gpus)
-            if not attempt.nodes:
-                for node, gpus in (attempt.placement or {}).items():
-                    promised[node] += int(gpus)
+        holders: dict[str, list[str]] = {}
+        for attempt in Attempt.objects.live().filter(released=False).only("ray_submission_id", "nodes", "placement"):
+            held = attempt.nodes or attempt.placement or {}
+            for node, gpus in held.items():
+                (placed if attempt.nodes else promised)[node] += int(gpus)
+                holders.setdefault(node, []).append(f"{attempt.ray_submission_id} {gpus}")
         for what, counts in (("placed by Ray", placed), ("promised", promised)):
             for node, gpus in counts.items():
                 if node in totals and gpus > totals[node]:
-                    self.overcommits.append(f"{gpus} GPUs {what} on {node} of {totals[node]}")
+                    self.overcommits.append(f"{gpus} GPUs {what} on {node} of {totals[node]}: {holders[node]}")
 
 
 @pytest.mark.timeout(DEADLINE_S + 240)  # the deadline, plus two clusters' start and stop

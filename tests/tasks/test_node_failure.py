@@ -302,3 +302,41 @@ def test_a_placement_ray_chose_elsewhere_frees_no_room_before_everything_is_plac
     ray.placed["02000000"] = {promised_a: 4}  # B's groups land where A was promised
     tick()
     assert promised_gpus() == {other: 4, promised_a: 4}
+
+
+def test_a_job_whose_groups_ray_released_holds_no_room(alice, make_task, fake_ray, clock):
+    """Found by the chaos run (6 GPUs placed on a 4-GPU node): A's status was read RUNNING, then
+    its job died and Ray gave its node to B's groups before the same tick read the placements.
+    A no longer holds that room; where it ran stays known, for the verdict on its end."""
+    ray = fake_ray([4, 4])
+    for node in ray.nodes:
+        node.gpus_free, node.cpus_free = 4.0, 14.0
+    a = make_task(alice, max_retries=0, stall_timeout_s=None)
+    b = make_task(alice, stall_timeout_s=None)
+    tick()
+    first, second = a.attempts.get(), b.attempts.get()
+    ran_on = next(iter(second.placement))  # Ray puts A where B was promised
+    ray.set_status(first.ray_submission_id, "RUNNING", job_id="01000000")
+    ray.set_status(second.ray_submission_id, "RUNNING", job_id="02000000")
+    ray.placed = {"01000000": {ran_on: 4}}
+    tick()
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert (first.nodes, first.released) == ({ran_on: 4}, False)
+    assert second.awaits_placement and not second.released  # not placed yet is not released
+
+    def a_dies_and_b_takes_its_node() -> None:  # after A's status was read this tick
+        ray.placed = {"02000000": {ran_on: 4}}
+
+    ray.hooks["placements"] = a_dies_and_b_takes_its_node
+    tick()
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert first.released and first.nodes == {ran_on: 4} and not first.awaits_placement
+    assert second.nodes == {ran_on: 4} and not second.released
+    assert promised_gpus() == {ran_on: 4}  # B's alone, not 8 on a 4-GPU node
+    # Ray then says A failed as a node of its actors died: the node Ray had put it on.
+    ray.kill_node(ran_on)
+    log(a, first, ACTOR_NODE_DIED)
+    failed_with_node(ray, a, first, error_type="JOB_ENTRYPOINT_COMMAND_ERROR", message="exit 1")
+    assert first.failure_kind == FailureKind.NODE_FAILURE
