@@ -163,7 +163,7 @@ def test_chaos(alice, submit, own_cluster, start_qcluster, settings):
             elif action == "replace_head":
                 seen.look(client)
                 client = None
-                cluster.stop()  # the old head and its workers are gone, with every job on them
+                cluster.stop()  # the old head and its workers crash, with every job on them
                 cluster = own_cluster(workers=2)
                 client = JobSubmissionClient(cluster.job_server_url)
             elif action == "submit":
