@@ -106,16 +106,17 @@ def _record_cluster(
             if node["node_id"] in free:
                 node["gpus_free"], node["cpus_free"] = free[node["node_id"]].gpus, free[node["node_id"]].cpus
             nodes.append(node)
-    ClusterState.objects.update_or_create(
-        name="default",
-        defaults={
-            "reachable": cluster is not None,
-            "error": error[:2000],
-            "nodes": nodes,
-            "job_server_url": url or "",
-            "checked_at": timezone.now(),
-        },
-    )
+    seen = {
+        "reachable": cluster is not None,
+        "error": error[:2000],
+        "nodes": nodes,
+        "job_server_url": url or "",
+        "checked_at": timezone.now(),
+    }
+    # One UPDATE a tick (update_or_create takes four statements: a transaction, a locking read);
+    # the row is made once, on the first tick.
+    if not ClusterState.objects.filter(name="default").update(**seen):
+        ClusterState.objects.update_or_create(name="default", defaults=seen)
 
 
 def _ray_down(report: TickReport, error: str) -> None:
