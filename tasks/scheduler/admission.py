@@ -280,6 +280,9 @@ class _Pass:
     reasons: dict[Shape, str] = field(default_factory=dict)
     fits: dict[Shape, bool] = field(default_factory=dict)
     no_victims: set[tuple[Shape, int]] = field(default_factory=set)
+    # Whether a running task has a lower priority than this one, per priority: the running tasks
+    # do not change during a pass, and a long queue has few priorities.
+    lower_running: dict[int, bool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.releases = [
@@ -367,7 +370,7 @@ class _Pass:
             self.fits[shape]
             and not self.preempt_tried
             and (shape, request.priority) not in self.no_victims
-            and any(r.priority < request.priority for r in self.running)
+            and self._lower_running(request.priority)
         ):
             making_room = _preempt(request, self.free, self.running, self.decision, self.profile, self.now + self.grace)
             if making_room is not None:
@@ -379,6 +382,12 @@ class _Pass:
                 self.no_victims.add((shape, request.priority))
         self.decision.waiting[request.key] = reason
         return self.fits[shape]
+
+    def _lower_running(self, priority: int) -> bool:
+        lower = self.lower_running.get(priority)
+        if lower is None:
+            lower = self.lower_running[priority] = any(r.priority < priority for r in self.running)
+        return lower
 
     def block_or_reserve(self, request: Request) -> bool:
         """What a task that could fit but cannot start now does to those behind it: strict FIFO
