@@ -25,6 +25,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from tasks.scheduler.plan import NEVER, Profile, Release
 from tasks.scheduler.rooms import Request, Room, can_ever_fit, place, plural, shortfall
@@ -226,9 +227,13 @@ def decide(
     )
     index = 0
     while index < len(pending):
+        if state.blocked:
+            # Every task left waits for the same reason: one step, not a pass over the queue.
+            state.decision.waiting.update(dict.fromkeys(map(attrgetter("key"), pending[index:]), state.blocked))
+            break
         request = pending[index]
         index += 1
-        reason = state.blocked or state.held_back(request)
+        reason = state.held_back(request)
         if reason:
             state.decision.waiting[request.key] = reason
             continue
