@@ -38,6 +38,8 @@ def latest_attempts(tasks: Iterable[Task] | None = None) -> list[tuple[Task, Att
     if tasks is None:
         tasks = Task.objects.filter(state__in=ACTIVE_STATES).select_related("user")
     by_pk = {task.pk: task for task in tasks}
+    if not by_pk:
+        return []  # (stop_canceled's case nearly every tick: building the query costs more)
     latest: dict[int, Attempt] = {}
     for attempt in Attempt.objects.filter(task_id__in=by_pk).order_by("task_id", "attempt_no"):
         latest[attempt.task_id] = attempt
