@@ -43,12 +43,16 @@ def charge(now: datetime) -> None:
     with transaction.atomic():
         check_fence()  # a scheduler that lost its lease charges nothing: the new holder will
         Attempt.objects.bulk_update(changed, ["charged_until", "usage_open"])
-        stored = {row.user_id: row for row in Usage.objects.select_for_update().filter(user_id__in=added)}
-        for user, seconds in added.items():
-            row = stored.get(user) or Usage(user_id=user, gpu_seconds=0.0, as_of=now)
-            row.gpu_seconds = decayed(row.gpu_seconds, (now - row.as_of).total_seconds(), half_life_s()) + seconds
+        stored = list(Usage.objects.select_for_update().filter(user_id__in=added))
+        new = [Usage(user_id=user, gpu_seconds=0.0, as_of=now) for user in added.keys() - {r.user_id for r in stored}]
+        for row in [*stored, *new]:
+            row.gpu_seconds = (
+                decayed(row.gpu_seconds, (now - row.as_of).total_seconds(), half_life_s()) + added[row.user_id]
+            )
             row.as_of = now
-            row.save()
+        # One statement for the users charged before and one for the first-timers, however many.
+        Usage.objects.bulk_update(stored, ["gpu_seconds", "as_of"])
+        Usage.objects.bulk_create(new)
 
 
 @dataclass(frozen=True)
