@@ -137,13 +137,14 @@ def admit(
         _hold_while_paused(due, control.reason, live)
         return
     totals, free = room
-    ordered, _ = order_waiting(due.waiting, users, now)
+    limits = limits_by_user(users)  # read once: the fair-share weights and the running limits
+    ordered, _ = order_waiting(due.waiting, users, now, limits)
     requests = due.keep_order(ordered)
     holders = running_now(now, holdings)
     caps = {
-        users[user_id]: admission.Caps(limits.max_running_gpus, limits.max_running_tasks)
-        for user_id, limits in limits_by_user(users).items()
-        if limits.max_running_gpus or limits.max_running_tasks
+        users[user_id]: admission.Caps(own.max_running_gpus, own.max_running_tasks)
+        for user_id, own in limits.items()
+        if own.max_running_gpus or own.max_running_tasks
     }
     decision = _decide(requests, free, totals, holders, caps, now)
     _write_reasons(_changed(decision.waiting, due.reasons), decision.short & due.queued)
