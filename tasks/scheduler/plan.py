@@ -17,7 +17,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from tasks.scheduler.rooms import Request, Room, place
+from tasks.scheduler.rooms import Request, Room, holding, place
 
 NEVER = math.inf
 # A running task past its planned end (over its time limit, being stopped) gives its room back
@@ -104,13 +104,13 @@ class Profile:
             # The least room over the span, of the nodes that hold the request all along: a node
             # that lacks it at any point can take no part (place() would pass it over), and
             # dropping it at once keeps a profile of many segments cheap (200 estimates a tick).
-            window = {node: room for node, room in self.rooms[index].items() if room.holds(gpus, cpus)}
+            window = holding(self.rooms[index], gpus, cpus)
             end = start + span
             following = index + 1
             while len(window) >= request.nnodes and following < len(self.times) and self.times[following] < end:
                 later = self.rooms[following]
-                lesser = ((node, _lesser(room, later.get(node, Room(0.0, 0.0)))) for node, room in window.items())
-                window = {node: room for node, room in lesser if room.holds(gpus, cpus)}
+                lesser = {node: _lesser(room, later.get(node, Room(0.0, 0.0))) for node, room in window.items()}
+                window = holding(lesser, gpus, cpus)
                 following += 1
             placement = place(request, window)
             if placement is not None:
