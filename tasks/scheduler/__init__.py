@@ -16,10 +16,12 @@ Read it in the order a tick runs it:
    step's ``${steps.…}`` outputs written in) or CANCELED (an ``after`` one failed); pipelines whose
    last step ended end;
 7. ``launch.admit``: the queue (``queue_rows``, a copy kept between ticks: each tick reads only
-   what changed) in order (``queue_order``), free room (``launch.free_room``),
-   the decision of the pure core below, then each attempt started, the row first (SUBMITTING,
-   deterministic submission id), then Ray, with the job's environment from ``job_env`` (secrets,
-   the tracker's run); ``preempt`` marks and withdraws victims;
+   what changed, and what admission reads of it is made again only when it changed) in order
+   (``queue_order``), free room (``launch.free_room``, from the live attempts the tick reads
+   once, ``launch.live_holdings``), the decision of the pure core below, then each attempt
+   started, the row first (SUBMITTING, deterministic submission id), then Ray, with the job's
+   environment from ``job_env`` (secrets, the tracker's run); ``preempt`` marks and withdraws
+   victims;
 8. ``sweep.sweep``, now and then: Ray's whole job table (orphans, retention, foreign jobs).
 
 An attempt's end is decided in one place, ``settle.settle``: how it failed (``failures``, read

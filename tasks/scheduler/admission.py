@@ -25,6 +25,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from tasks.scheduler.plan import NEVER, Profile, Release
 from tasks.scheduler.rooms import Request, Room, can_ever_fit, place, plural, shortfall
@@ -226,9 +227,13 @@ def decide(
     )
     index = 0
     while index < len(pending):
+        if state.blocked:
+            # Every task left waits for the same reason: one step, not a pass over the queue.
+            state.decision.waiting.update(dict.fromkeys(map(attrgetter("key"), pending[index:]), state.blocked))
+            break
         request = pending[index]
         index += 1
-        reason = state.blocked or state.held_back(request)
+        reason = state.held_back(request)
         if reason:
             state.decision.waiting[request.key] = reason
             continue
@@ -280,6 +285,9 @@ class _Pass:
     reasons: dict[Shape, str] = field(default_factory=dict)
     fits: dict[Shape, bool] = field(default_factory=dict)
     no_victims: set[tuple[Shape, int]] = field(default_factory=set)
+    # Whether a running task has a lower priority than this one, per priority: the running tasks
+    # do not change during a pass, and a long queue has few priorities.
+    lower_running: dict[int, bool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.releases = [
@@ -367,7 +375,7 @@ class _Pass:
             self.fits[shape]
             and not self.preempt_tried
             and (shape, request.priority) not in self.no_victims
-            and any(r.priority < request.priority for r in self.running)
+            and self._lower_running(request.priority)
         ):
             making_room = _preempt(request, self.free, self.running, self.decision, self.profile, self.now + self.grace)
             if making_room is not None:
@@ -379,6 +387,12 @@ class _Pass:
                 self.no_victims.add((shape, request.priority))
         self.decision.waiting[request.key] = reason
         return self.fits[shape]
+
+    def _lower_running(self, priority: int) -> bool:
+        lower = self.lower_running.get(priority)
+        if lower is None:
+            lower = self.lower_running[priority] = any(r.priority < priority for r in self.running)
+        return lower
 
     def block_or_reserve(self, request: Request) -> bool:
         """What a task that could fit but cannot start now does to those behind it: strict FIFO

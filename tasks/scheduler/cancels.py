@@ -16,10 +16,15 @@ from tasks.scheduler.sync import latest_attempts
 
 
 def stop_canceled(ray: RayClient, budget: Budget) -> None:
-    # Read afresh, not from the tick's first look: a cancel may have landed since.
-    canceling = Task.objects.filter(state__in=ACTIVE_STATES, cancel_requested_at__isnull=False)
+    # Read afresh, not from the tick's first look: a cancel may have landed since. One query for
+    # the tasks on Ray and the waiting ones.
+    canceling = list(
+        Task.objects.filter(
+            state__in=[*ACTIVE_STATES, *QUEUE_STATES], cancel_requested_at__isnull=False
+        ).select_related("user")
+    )
     now = timezone.now()
-    for task, attempt in latest_attempts(canceling):
+    for task, attempt in latest_attempts([task for task in canceling if task.state in ACTIVE_STATES]):
         if budget.spent():
             return
         if attempt.stop_requested_at is None:
@@ -28,8 +33,9 @@ def stop_canceled(ray: RayClient, budget: Budget) -> None:
             guarded(task, partial(send_stop, ray, task, attempt))
     # Waiting tasks are canceled at once by Task.cancel(); one with a cancel pending can only be
     # left from before moves were guarded. It must never be admitted: cancel it here.
-    for task in Task.objects.filter(state__in=QUEUE_STATES, cancel_requested_at__isnull=False):
-        guarded(task, partial(_cancel_waiting, task))
+    for task in canceling:
+        if task.state in QUEUE_STATES:
+            guarded(task, partial(_cancel_waiting, task))
 
 
 def _cancel_waiting(task: Task) -> None:

@@ -5,12 +5,12 @@ ended.
 Runs each tick just before admission, so a task whose dependency ended in this tick's sync is
 queued (and may start) in the same tick. Its reads depend on how many tasks wait for
 dependencies and how many pipelines run, never on the queue's length: one query for every
-WAITING task's dependencies, one for WAITING tasks without any, one for the running pipelines
-whose steps all ended.
+WAITING task with its dependencies, one for the running pipelines whose steps all ended.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -27,7 +27,6 @@ from tasks.models import (
     PipelineStep,
     Role,
     Task,
-    TaskDependency,
     TaskState,
 )
 from tasks.pipelines import Unresolvable, resolve_step
@@ -49,12 +48,14 @@ class Waiting:
     broken: tuple[str, str] | None = None  # an `after` dependency that failed or was canceled
 
 
-def judge(rows: list[tuple[int, str, bool, str, str]]) -> dict[int, Waiting]:
+def judge(rows: Sequence[tuple[int, str, bool | None, str | None, str | None]]) -> dict[int, Waiting]:
     """Each WAITING task's verdict from rows (task pk, its reason, any_end, dependency's id and
-    state). Pure: the rules at a glance."""
+    state; the last three None for a task with no dependency). Pure: the rules at a glance."""
     waiting: dict[int, Waiting] = {}
     for pk, reason, any_end, other, state in rows:
         entry = waiting.setdefault(pk, Waiting(reason))
+        if other is None or state is None:
+            continue  # no dependency left (none should be): nothing holds it
         if not any_end and state in DEPENDENCY_BROKEN:
             entry.broken = entry.broken or (other, state)
         elif state not in TERMINAL_STATES or (not any_end and state != TaskState.SUCCEEDED):
@@ -69,18 +70,19 @@ def reason_for(unmet: list[tuple[str, str]]) -> str:
 
 def release(budget: Budget) -> None:
     """One pass over the WAITING tasks (see the module's docstring)."""
+    # Each WAITING task once per dependency (an outer join: once, with None, if it has none).
     rows = list(
-        TaskDependency.objects.filter(task__state=TaskState.WAITING)
-        .order_by("task_id", "id")
-        .values_list("task_id", "task__pending_reason", "any_end", "depends_on__task_id", "depends_on__state")
+        Task.objects.filter(state=TaskState.WAITING)
+        .order_by("pk", "dependencies__id")
+        .values_list(
+            "pk",
+            "pending_reason",
+            "dependencies__any_end",
+            "dependencies__depends_on__task_id",
+            "dependencies__depends_on__state",
+        )
     )
     verdicts = judge(rows)
-    # A WAITING task with no dependency left (none should be): nothing holds it.
-    alone = Task.objects.filter(state=TaskState.WAITING).exclude(
-        Exists(TaskDependency.objects.filter(task=OuterRef("pk")))
-    )
-    for pk in alone.values_list("pk", flat=True):
-        verdicts[pk] = Waiting("")
     reasons: dict[str, list[int]] = {}
     for pk, verdict in verdicts.items():
         if verdict.broken is None and verdict.unmet:

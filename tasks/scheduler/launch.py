@@ -73,17 +73,22 @@ def held_nodes(attempt: Attempt | Any, settling: bool = False) -> dict[str, int]
     return {node: max(real.get(node, 0), promise.get(node, 0)) for node in real.keys() | promise.keys()}
 
 
-def live_holdings() -> list[tuple[Attempt, dict[str, int]]]:
-    """Each live attempt with the room it holds (held_nodes), in one query."""
+# Each live attempt with the room it holds: what a tick plans with.
+Holdings = list[tuple[Attempt, dict[str, int]]]
+
+
+def live_holdings() -> Holdings:
+    """Each live attempt with the room it holds (held_nodes), in one query. A tick reads them
+    once, after sync and the cancels: free room, admission and preemption all plan with it."""
     attempts = list(Attempt.objects.live().select_related("task__user"))
     settling = any(a.awaits_placement for a in attempts)
     return [(attempt, held_nodes(attempt, settling)) for attempt in attempts]
 
 
-def promised_gpus() -> dict[str, int]:
+def promised_gpus(holdings: Holdings) -> dict[str, int]:
     """GPUs Argus counts as taken per node by live attempts (settled attempts have an end time)."""
     promised: dict[str, int] = {}
-    for _, held in live_holdings():
+    for _, held in holdings:
         for node, gpus in held.items():
             promised[node] = promised.get(node, 0) + gpus
     return promised
@@ -95,7 +100,7 @@ def cpus_for(gpus: float) -> float:
     return gpus * settings.ARGUS_CPUS_PER_GPU
 
 
-def free_room(cluster: ClusterView) -> tuple[dict[str, Room], dict[str, Room]]:
+def free_room(cluster: ClusterView, holdings: Holdings) -> tuple[dict[str, Room], dict[str, Room]]:
     """Each live worker node's total room and its free room as admission counts it: Ray's free
     room less what Argus promised attempts Ray has not allocated yet (rooms.effective_free).
     The one measure of free room: the pages, the API and /metrics show this too (the tick
@@ -104,14 +109,20 @@ def free_room(cluster: ClusterView) -> tuple[dict[str, Room], dict[str, Room]]:
     totals = {node.node_id: Room(node.gpus_total, node.cpus_total) for node in workers}
     ray_free = {node.node_id: Room(node.gpus_free, node.cpus_free) for node in workers}
     # Promised CPUs follow promised GPUs, as verl's bundles do.
-    promised = {node: Room(gpus, cpus_for(gpus)) for node, gpus in promised_gpus().items()}
+    promised = {node: Room(gpus, cpus_for(gpus)) for node, gpus in promised_gpus(holdings).items()}
     return totals, effective_free(totals, ray_free, promised)
 
 
-def admit(ray: RayClient, room: tuple[dict[str, Room], dict[str, Room]], budget: Budget, submitted: list[str]) -> None:
+def admit(
+    ray: RayClient,
+    room: tuple[dict[str, Room], dict[str, Room]],
+    holdings: Holdings,
+    budget: Budget,
+    submitted: list[str],
+) -> None:
     """Start what the policy lets start, in queue order, appending each started task's id to
     ``submitted``; mark the preemptible tasks that must make room; write each waiting task's
-    reason and estimated start.
+    reason and estimated start. ``room``: free_room(cluster, holdings), once a tick.
 
     Stops at the first RayUnavailable (it propagates: Ray will not take the next one either)
     and when the budget is spent; the rest waits for the next tick.
@@ -119,30 +130,28 @@ def admit(ray: RayClient, room: tuple[dict[str, Room], dict[str, Room]], budget:
     now = timezone.now()
     queue_rows.read(now)
     users = usernames(queue_rows.user_ids())
-    listed = queue_rows.due(now, users, settings.ARGUS_CPUS_PER_GPU)
-    if not listed:
+    due = queue_rows.due(now, users, settings.ARGUS_CPUS_PER_GPU)
+    if not due.by_pk:
         return
-    due = {item.row.pk: item for item in listed}
+    live = [attempt for attempt, _ in holdings]
     control = AdmissionControl.current()
     if control.paused:
-        _hold_while_paused(due, control.reason)
+        _hold_while_paused(due, control.reason, live)
         return
-    totals, free = room  # free_room(cluster), once a tick
-    ordered, _ = order_waiting([item.waiting for item in listed], users, now)
-    queue_rows.keep_order([due[item.key] for item in ordered])
-    holders = running_now(now)
+    totals, free = room
+    limits = limits_by_user(users)  # read once: the fair-share weights and the running limits
+    ordered, _ = order_waiting(due.waiting, users, now, limits)
+    requests = due.keep_order(ordered)
+    holders = running_now(now, holdings)
     caps = {
-        users[user_id]: admission.Caps(limits.max_running_gpus, limits.max_running_tasks)
-        for user_id, limits in limits_by_user(users).items()
-        if limits.max_running_gpus or limits.max_running_tasks
+        users[user_id]: admission.Caps(own.max_running_gpus, own.max_running_tasks)
+        for user_id, own in limits.items()
+        if own.max_running_gpus or own.max_running_tasks
     }
-    decision = _decide([due[item.key].request for item in ordered], free, totals, holders, caps, now)
-    # Only the reasons and estimates that changed: in a steady queue that is none, and no UPDATE
-    # naming every waiting task runs each tick (bench/tick.py).
-    changed = {pk: reason for pk, reason in decision.waiting.items() if due[pk].row.pending_reason != reason[:500]}
-    _write_reasons(changed, {pk for pk in decision.short if due[pk].row.state == TaskState.QUEUED})
-    _write_estimates(due, decision.estimates)
-    _withdraw_unserved(due, free, holders, caps, now)
+    decision = _decide(requests, free, totals, holders, caps, now)
+    _write_reasons(_changed(decision.waiting, due.reasons), decision.short & due.queued)
+    _write_estimates(due.by_pk, decision.estimates)
+    _withdraw_unserved(due.by_pk, free, holders, caps, now, preempt.pending(live))
     for victim, beneficiary in decision.preempt.items():
         preempt.mark(victim, beneficiary, now)
     for request, placement in decision.admitted:
@@ -153,11 +162,20 @@ def admit(ray: RayClient, room: tuple[dict[str, Room], dict[str, Room]], budget:
             submitted.append(task.task_id)
 
 
-def _hold_while_paused(due: Mapping[int, queue_rows.Queued], why: str) -> None:
+def _changed(reasons: dict[int, str], stored: dict[int, str]) -> dict[int, str]:
+    """Of ``reasons``, those that differ from the ones ``stored`` (truncated as stored). In a
+    steady queue that is none, and no UPDATE naming every waiting task runs each tick; that case
+    is one comparison of two dicts, not a pass over 10,000 tasks in Python (bench/tick.py)."""
+    if reasons == stored:
+        return {}
+    return {pk: reason for pk, reason in reasons.items() if stored[pk] != reason[:500]}
+
+
+def _hold_while_paused(due: queue_rows.Due, why: str, live: list[Attempt]) -> None:
     """Admission is paused: every due task says so, and no preemption stands."""
     reason = f"admission is paused: {why}; running tasks go on, nothing new starts"
-    _write_reasons({pk: reason for pk, item in due.items() if item.row.pending_reason != reason[:500]}, set())
-    for attempt in preempt.pending():
+    _write_reasons(_changed(dict.fromkeys(due.by_pk, reason), due.reasons), set())
+    for attempt in preempt.pending(live):
         preempt.withdraw(attempt.task, attempt, "admission is paused")
 
 
@@ -196,12 +214,13 @@ def _withdraw_unserved(
     holders: list[admission.Running],
     caps: Mapping[str, admission.Caps],
     now: datetime,
+    pending: list[Attempt],
 ) -> None:
     """A preemption stands only while the task it serves would start once its victims are gone:
     it fits then, is within its user's limits, is due (not in a retry's backoff) and not
-    canceled. Otherwise the victims run on."""
+    canceled. Otherwise the victims run on. ``pending``: preempt.pending, the victims in their grace."""
     by_beneficiary: dict[int | None, list[Attempt]] = {}
-    for attempt in preempt.pending():
+    for attempt in pending:
         by_beneficiary.setdefault(attempt.preempted_for_id, []).append(attempt)
     running = {holder.key: holder for holder in holders}
     for beneficiary, attempts in by_beneficiary.items():
@@ -216,14 +235,16 @@ def _withdraw_unserved(
                 preempt.withdraw(attempt.task, attempt, why)
 
 
-def running_now(now: datetime) -> list[admission.Running]:
+def running_now(now: datetime, holdings: Holdings) -> list[admission.Running]:
     """Live attempts as admission sees them: their room, planned end, owner, and whether they
     are stopping (canceled, over time, preempted)."""
     grace = settings.ARGUS_PREEMPT_GRACE_S
     min_run = settings.ARGUS_PREEMPT_MIN_RUN_S
-    resumed = preempt.resumed_after_preemption()
+    # Only a preemptible task asks whether it resumed after a preemption: no query while none runs.
+    preemptible = any(attempt.task.preemptible for attempt, _ in holdings)
+    resumed = preempt.resumed_after_preemption() if preemptible else set()
     holders = []
-    for attempt, held in live_holdings():
+    for attempt, held in holdings:
         task = attempt.task
         started = attempt.start_time or attempt.created_at
         run_s = queue_rows.planned_run_s(task.time_limit_s)

@@ -7,6 +7,7 @@ is withdrawn, to run on, as soon as the task it serves would not start once it i
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from datetime import datetime
 
 from django.conf import settings
@@ -54,9 +55,10 @@ def mark(victim_pk: int, beneficiary_pk: int, now: datetime) -> None:
     )
 
 
-def pending() -> list[Attempt]:
-    """Chosen victims still in their grace: withdrawable."""
-    return list(Attempt.objects.live().filter(stop_requested_at=None).exclude(preempted_at=None).select_related("task"))
+def pending(live: Iterable[Attempt]) -> list[Attempt]:
+    """Of the live attempts (Attempt.objects.live(), as the tick read them), the chosen victims
+    still in their grace: withdrawable."""
+    return [attempt for attempt in live if attempt.stop_requested_at is None and attempt.preempted_at is not None]
 
 
 def served(attempt: Attempt, now: datetime | None = None) -> str:

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db.models import FloatField, Func
 
+from accounts.limits import Limits
 from tasks.models import Task
 from tasks.scheduler.fairshare import Waiting, order
 from tasks.scheduler.usage import Share, shares
@@ -19,9 +20,12 @@ T = TypeVar("T", bound=Task)
 W = TypeVar("W", bound=Waiting)
 
 
-def order_waiting(waiting: Sequence[W], users: Mapping[int, str], now: datetime) -> tuple[list[W], dict[str, Share]]:
-    """``waiting`` in scheduling order, and every user's share (``users``: {id: name} of theirs)."""
-    share = shares(now, dict(users))
+def order_waiting(
+    waiting: Sequence[W], users: Mapping[int, str], now: datetime, limits: Mapping[int, Limits] | None = None
+) -> tuple[list[W], dict[str, Share]]:
+    """``waiting`` in scheduling order, and every user's share (``users``: {id: name} of theirs;
+    ``limits``: their limits_by_user, if already read)."""
+    share = shares(now, dict(users), limits)
     window = float(settings.ARGUS_FAIR_SHARE_WINDOW or 0)
     factor = {name: s.factor for name, s in share.items()} if window else {}
     return order(waiting, factor, window), share

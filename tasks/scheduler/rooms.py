@@ -72,14 +72,18 @@ def place(request: Request, free: Mapping[str, Room]) -> dict[str, int] | None:
 
     Best fit (the fullest nodes that still fit first) keeps large holes for large requests.
     """
-    fitting = sorted(
-        (room.gpus, room.cpus, node)
-        for node, room in free.items()
-        if room.holds(request.gpus_per_node, request.cpus_per_node)
-    )
+    fitting = holding(free, request.gpus_per_node, request.cpus_per_node)
     if len(fitting) < request.nnodes:
         return None
-    return {node: request.gpus_per_node for _, _, node in fitting[: request.nnodes]}
+    best = sorted((room.gpus, room.cpus, node) for node, room in fitting.items())
+    return {node: request.gpus_per_node for _, _, node in best[: request.nnodes]}
+
+
+def holding(rooms: Mapping[str, Room], gpus: float, cpus: float) -> dict[str, Room]:
+    """The nodes of ``rooms`` with ``gpus`` and ``cpus`` each (Room.holds written out: the
+    scheduler asks this of every node for each task it plans, tens of thousands of times a tick
+    with 100 nodes, and the call costs more than the comparison)."""
+    return {node: room for node, room in rooms.items() if room.gpus >= gpus and room.cpus >= cpus}
 
 
 def can_ever_fit(request: Request, totals: Mapping[str, Room]) -> bool:

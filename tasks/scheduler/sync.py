@@ -10,11 +10,11 @@ saw it alive: a job Ray forgets in a head outage is charged until then, not unti
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from functools import partial
 
 from django.conf import settings
-from django.db.models import QuerySet
 from django.utils import timezone
 from ray.job_submission import JobDetails, JobStatus
 
@@ -32,11 +32,14 @@ LOG_TAIL_BYTES = 64 * 1024
 logger = logging.getLogger(__name__)
 
 
-def latest_attempts(tasks: QuerySet[Task] | None = None) -> list[tuple[Task, Attempt]]:
-    """Each task on Ray (or on its way; or of ``tasks``) with its latest attempt, in two queries."""
+def latest_attempts(tasks: Iterable[Task] | None = None) -> list[tuple[Task, Attempt]]:
+    """Each task on Ray (or on its way; or of ``tasks``, read with their users) with its latest
+    attempt, in two queries (one when ``tasks`` are given)."""
     if tasks is None:
-        tasks = Task.objects.filter(state__in=ACTIVE_STATES)
-    by_pk = {task.pk: task for task in tasks.select_related("user")}
+        tasks = Task.objects.filter(state__in=ACTIVE_STATES).select_related("user")
+    by_pk = {task.pk: task for task in tasks}
+    if not by_pk:
+        return []  # (stop_canceled's case nearly every tick: building the query costs more)
     latest: dict[int, Attempt] = {}
     for attempt in Attempt.objects.filter(task_id__in=by_pk).order_by("task_id", "attempt_no"):
         latest[attempt.task_id] = attempt

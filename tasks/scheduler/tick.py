@@ -16,7 +16,7 @@ from django.utils import timezone
 from tasks.models import ACTIVE_STATES, QUEUE_STATES, ClusterState, Task
 from tasks.scheduler.cancels import stop_canceled
 from tasks.scheduler.dependencies import release
-from tasks.scheduler.launch import admit, free_room
+from tasks.scheduler.launch import admit, free_room, live_holdings
 from tasks.scheduler.rayjobs import ClusterView, RayJobs, RayUnavailable
 from tasks.scheduler.rooms import Room
 from tasks.scheduler.steps import Budget
@@ -61,15 +61,16 @@ def tick(budget: Budget | None = None, *, force_sweep: bool = False) -> TickRepo
                 # Admission plans on the cluster as it is after sync: a job that just ended is
                 # no longer counted (nor is a victim chosen to free room that is free).
                 cluster = ray.cluster()
-            # Free room once a tick, as admission counts it: what it plans on is what the pages,
-            # the API and /metrics show.
-            room = free_room(cluster)
+            # Live attempts and free room once a tick, as admission counts it: what it plans on
+            # is what the pages, the API and /metrics show.
+            holdings = live_holdings()
+            room = free_room(cluster, holdings)
             _record_cluster(cluster, room, "", url)
             recorded = True
             release(budget)  # WAITING tasks whose dependencies ended (in this sync too): QUEUED or CANCELED
             # Each submission may wait on Ray: none is started once the budget is spent.
             if not budget.spent():
-                admit(ray, room, budget, report.submitted)
+                admit(ray, room, holdings, budget, report.submitted)
             if (force_sweep or sweep_due()) and not budget.spent():
                 sweep(ray, budget)
                 report.swept = True
@@ -78,7 +79,7 @@ def tick(budget: Budget | None = None, *, force_sweep: bool = False) -> TickRepo
             report.error = str(error)
             logger.warning("tick stopped: %s", error)
             if not recorded:
-                _record_cluster(cluster, free_room(cluster), "", url)
+                _record_cluster(cluster, free_room(cluster, live_holdings()), "", url)
     report.idle = not Task.objects.filter(state__in=[*ACTIVE_STATES, *QUEUE_STATES]).exists()
     report.seconds = time.monotonic() - started
     if report.reachable:
@@ -105,16 +106,17 @@ def _record_cluster(
             if node["node_id"] in free:
                 node["gpus_free"], node["cpus_free"] = free[node["node_id"]].gpus, free[node["node_id"]].cpus
             nodes.append(node)
-    ClusterState.objects.update_or_create(
-        name="default",
-        defaults={
-            "reachable": cluster is not None,
-            "error": error[:2000],
-            "nodes": nodes,
-            "job_server_url": url or "",
-            "checked_at": timezone.now(),
-        },
-    )
+    seen = {
+        "reachable": cluster is not None,
+        "error": error[:2000],
+        "nodes": nodes,
+        "job_server_url": url or "",
+        "checked_at": timezone.now(),
+    }
+    # One UPDATE a tick (update_or_create takes four statements: a transaction, a locking read);
+    # the row is made once, on the first tick.
+    if not ClusterState.objects.filter(name="default").update(**seen):
+        ClusterState.objects.update_or_create(name="default", defaults=seen)
 
 
 def _ray_down(report: TickReport, error: str) -> None:

@@ -8,13 +8,14 @@ that nothing needs rewriting for time to pass.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
 from django.db import transaction
 
-from accounts.limits import limits_by_user
+from accounts.limits import Limits, limits_by_user
 from tasks.models import Attempt, Usage, check_fence
 from tasks.scheduler.fairshare import HOUR, decayed, factors
 
@@ -43,12 +44,16 @@ def charge(now: datetime) -> None:
     with transaction.atomic():
         check_fence()  # a scheduler that lost its lease charges nothing: the new holder will
         Attempt.objects.bulk_update(changed, ["charged_until", "usage_open"])
-        stored = {row.user_id: row for row in Usage.objects.select_for_update().filter(user_id__in=added)}
-        for user, seconds in added.items():
-            row = stored.get(user) or Usage(user_id=user, gpu_seconds=0.0, as_of=now)
-            row.gpu_seconds = decayed(row.gpu_seconds, (now - row.as_of).total_seconds(), half_life_s()) + seconds
+        stored = list(Usage.objects.select_for_update().filter(user_id__in=added))
+        new = [Usage(user_id=user, gpu_seconds=0.0, as_of=now) for user in added.keys() - {r.user_id for r in stored}]
+        for row in [*stored, *new]:
+            row.gpu_seconds = (
+                decayed(row.gpu_seconds, (now - row.as_of).total_seconds(), half_life_s()) + added[row.user_id]
+            )
             row.as_of = now
-            row.save()
+        # One statement for the users charged before and one for the first-timers, however many.
+        Usage.objects.bulk_update(stored, ["gpu_seconds", "as_of"])
+        Usage.objects.bulk_create(new)
 
 
 @dataclass(frozen=True)
@@ -59,15 +64,17 @@ class Share:
     factor: float  # 1: has used nothing; 1/2: used exactly its share; near 0: heavy
 
 
-def shares(now: datetime, users: dict[int, str]) -> dict[str, Share]:
-    """Each user's share now: those of ``users`` ({id: name}) and everyone with usage."""
+def shares(now: datetime, users: dict[int, str], known: Mapping[int, Limits] | None = None) -> dict[str, Share]:
+    """Each user's share now: those of ``users`` ({id: name}) and everyone with usage.
+    ``known``: limits_by_user of some of them, already read (the rest are read here)."""
     rows = list(Usage.objects.values_list("user_id", "user__username", "gpu_seconds", "as_of"))
     names = dict(users)
     usage: dict[str, float] = {}
     for user_id, name, seconds, as_of in rows:
         names[user_id] = name
         usage[name] = decayed(seconds, (now - as_of).total_seconds(), half_life_s())
-    limits = limits_by_user(names)
+    limits = dict(known or {})
+    limits.update(limits_by_user(names.keys() - limits.keys()))
     weights = {name: limits[user_id].weight for user_id, name in names.items()}
     factor = factors(usage, weights, names.values())
     return {name: Share(name, usage.get(name, 0.0) / HOUR, weights[name], factor[name]) for name in names.values()}

@@ -5,6 +5,7 @@ last seen alive, not until Ray came back."""
 from __future__ import annotations
 
 import pytest
+from django.conf import settings
 
 from tasks.models import Attempt, FailureKind, TaskState, Usage
 from tasks.scheduler.rayjobs import RayUnavailable
@@ -74,3 +75,24 @@ def test_an_attempt_lost_in_a_head_outage_is_charged_until_last_seen(alice, make
     assert attempt.failure_kind == FailureKind.LOST
     assert attempt.end_time == seen
     assert Usage.objects.get(user=alice).gpu_seconds == pytest.approx(4 * 60)
+
+
+def test_one_charge_decays_a_user_charged_before_and_starts_a_first_timer(alice, bob, make_task, fake_ray, clock):
+    ray = fake_ray([4, 4])
+    first = make_task(alice, stall_timeout_s=None)
+    tick()
+    ray.set_status(first.attempts.get().ray_submission_id, "RUNNING")
+    tick()  # alice runs from here
+    clock.advance(100)
+    second = make_task(bob, stall_timeout_s=None)
+    tick()
+    ray.set_status(second.attempts.get().ray_submission_id, "RUNNING")
+    tick()  # bob runs from here; this charge writes alice's row again and bob's for the first time
+    clock.advance(3600)
+    tick()
+    half_life = settings.ARGUS_FAIR_SHARE_HALF_LIFE_H * 3600
+    alice_usage, bob_usage = (Usage.objects.get(user=user) for user in (alice, bob))
+    assert alice_usage.as_of == bob_usage.as_of == clock.now
+    assert bob_usage.gpu_seconds == pytest.approx(4 * 3600)
+    # Charged at each tick, decayed between: within a rounding of 3,700 s of 4 GPUs less the decay.
+    assert 4 * 3700 * 2 ** (-3700 / half_life) < alice_usage.gpu_seconds < 4 * 3700

@@ -154,3 +154,16 @@ def test_a_requeued_task_with_dependencies_waits_for_them_again(alice, make_task
     tick()  # first is still FAILED: canceled again, never admitted
     second.refresh_from_db()
     assert second.state == S.CANCELED and not second.attempts.exists()
+
+
+def test_a_waiting_task_with_no_dependency_left_is_queued_beside_one_that_still_waits(alice, make_task, fake_ray):
+    fake_ray([1])  # room for nothing made here: what is queued stays queued
+    first = make_task(alice)
+    held = make_task(alice, after(first))
+    orphan = make_task(alice, after(first))
+    TaskDependency.objects.filter(task=orphan).delete()  # none should be left so; nothing holds it
+    tick()
+    held.refresh_from_db()
+    orphan.refresh_from_db()
+    assert (held.state, held.pending_reason) == (S.WAITING, f"waits for {first.task_id}, QUEUED")
+    assert orphan.state in (S.QUEUED, S.PENDING_RESOURCES) and orphan.queued_at is not None

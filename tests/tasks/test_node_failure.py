@@ -12,7 +12,7 @@ import pytest
 from tasks.models import Attempt, EventKind, FailureKind, TaskState
 from tasks.scheduler.admission import Running, decide
 from tasks.scheduler.failures import node_death
-from tasks.scheduler.launch import promised_gpus
+from tasks.scheduler.launch import live_holdings, promised_gpus
 from tasks.scheduler.plan import Profile, Release
 from tasks.scheduler.rooms import Request, Room
 from tasks.scheduler.tick import tick
@@ -167,7 +167,7 @@ def test_a_training_actor_lost_with_its_node_counts_the_node_ray_placed_it_on(al
     tick()
     attempt.refresh_from_db()
     assert attempt.nodes == {elsewhere: 4}
-    assert promised_gpus() == {elsewhere: 4}  # planning follows where Ray put it, not the promise
+    assert promised_gpus(live_holdings()) == {elsewhere: 4}  # planning follows where Ray put it, not the promise
     ray.kill_node(elsewhere)
     failed_with_node(
         ray, task, attempt, error_type="JOB_ENTRYPOINT_COMMAND_ERROR", message="RuntimeError: NCCL timeout"
@@ -272,7 +272,7 @@ def test_a_failed_job_awaiting_its_verdict_holds_no_room(alice, bob, make_task, 
     assert Attempt.objects.get(pk=attempt.pk).end_time is None  # the verdict waits
     waiting.refresh_from_db()
     assert waiting.state == S.SUBMITTED  # the room went to the next task at once
-    assert promised_gpus() == {"n0": 4}  # the next task's alone, not 8 on a 4-GPU node
+    assert promised_gpus(live_holdings()) == {"n0": 4}  # the next task's alone, not 8 on a 4-GPU node
 
 
 def test_a_placement_ray_chose_elsewhere_frees_no_room_before_everything_is_placed(alice, make_task, fake_ray, clock):
@@ -301,7 +301,7 @@ def test_a_placement_ray_chose_elsewhere_frees_no_room_before_everything_is_plac
     assert c.state == S.PENDING_RESOURCES and not c.attempts.exists()
     ray.placed["02000000"] = {promised_a: 4}  # B's groups land where A was promised
     tick()
-    assert promised_gpus() == {other: 4, promised_a: 4}
+    assert promised_gpus(live_holdings()) == {other: 4, promised_a: 4}
 
 
 def test_a_job_whose_groups_ray_released_holds_no_room(alice, make_task, fake_ray, clock):
@@ -334,7 +334,7 @@ def test_a_job_whose_groups_ray_released_holds_no_room(alice, make_task, fake_ra
     second.refresh_from_db()
     assert first.released and first.nodes == {ran_on: 4} and not first.awaits_placement
     assert second.nodes == {ran_on: 4} and not second.released
-    assert promised_gpus() == {ran_on: 4}  # B's alone, not 8 on a 4-GPU node
+    assert promised_gpus(live_holdings()) == {ran_on: 4}  # B's alone, not 8 on a 4-GPU node
     # Ray then says A failed as a node of its actors died: the node Ray had put it on.
     ray.kill_node(ran_on)
     log(a, first, ACTOR_NODE_DIED)

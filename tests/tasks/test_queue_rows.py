@@ -113,5 +113,74 @@ def test_a_task_in_its_retry_backoff_or_with_a_cancel_pending_is_kept_but_not_du
     kept = rows()
     assert set(kept) == {later.pk, canceling.pk, due.pk}
     names = {alice.pk: alice.username}
-    assert [q.row.pk for q in queue_rows.due(now, names, 3.0)] == [due.pk]
-    assert {q.row.pk for q in queue_rows.due(now + timedelta(minutes=6), names, 3.0)} == {later.pk, due.pk}
+    assert list(queue_rows.due(now, names, 3.0).by_pk) == [due.pk]
+    assert set(queue_rows.due(now + timedelta(minutes=6), names, 3.0).by_pk) == {later.pk, due.pk}
+
+
+def fresh_due(now, names: dict[int, str], cpus: float) -> queue_rows.Due:
+    """The due tasks as a scheduler that just started makes them: the whole queue read anew."""
+    kept = queue_rows._copy
+    queue_rows.forget()
+    try:
+        queue_rows.read(now)
+        return queue_rows.due(now, names, cpus)
+    finally:
+        queue_rows._copy = kept
+
+
+def due_matching_a_fresh_one(now, names: dict[int, str], cpus: float = 3.0) -> queue_rows.Due:
+    queue_rows.read(now)
+    kept = queue_rows.due(now, names, cpus)
+    fresh = fresh_due(now, names, cpus)
+    assert kept.by_pk == fresh.by_pk
+    assert sorted(kept.waiting) == sorted(fresh.waiting)
+    assert kept.requests == [kept.by_pk[item.key].request for item in kept.waiting]
+    assert (kept.reasons, kept.queued) == (fresh.reasons, fresh.queued)
+    return kept
+
+
+def test_the_due_tasks_kept_between_ticks_match_fresh_ones_after_every_kind_of_change(
+    alice, bob, make_task, fake_ray, settings
+):
+    ray = fake_ray([4, 1])
+    tasks = [make_task(user) for user in (alice, bob, alice, bob)]
+    tick()  # one starts; the others wait with their reasons, moved to PENDING_RESOURCES or not
+    names = {alice.pk: alice.username, bob.pk: bob.username}
+    now = timezone.now()
+    due = due_matching_a_fresh_one(now, names)
+    assert queue_rows.due(now, names, 3.0) is due  # nothing changed: the same, nothing made anew
+
+    # An order of this tick's own: its requests follow it, and it is what the next tick starts from.
+    reversed_order = list(reversed(due.waiting))
+    assert [request.key for request in due.keep_order(reversed_order)] == [item.key for item in reversed_order]
+    assert due.keep_order(list(reversed_order)) is due.requests  # the same order: nothing made anew
+
+    # A new task, a priority changed by the admin, a retry's backoff, a task canceled.
+    new = make_task(alice)
+    edited = Task.objects.get(pk=tasks[1].pk)
+    edited.priority = "high"
+    edited.save(update_fields=["priority"])
+    Task.objects.filter(pk=tasks[2].pk).update(next_run_at=now + timedelta(minutes=5), updated_at=timezone.now())
+    tasks[3].cancel("bob")
+    now = timezone.now()
+    due = due_matching_a_fresh_one(now, names)
+    assert [item.key for item in due.waiting] == [item.key for item in reversed_order if item.key in due.by_pk] + [
+        new.pk
+    ]  # the last order first, the new task after
+    assert tasks[2].pk not in due.by_pk and tasks[3].pk not in due.by_pk
+    assert due_matching_a_fresh_one(now + timedelta(minutes=6), names).by_pk.keys() >= {tasks[2].pk}
+
+    # Reasons the scheduler writes and tasks it moves (room frees up; the started task ends).
+    ray.nodes[1].gpus_free = ray.nodes[1].gpus_total = 4.0
+    tick()
+    due_matching_a_fresh_one(timezone.now(), names)
+
+    # A user renamed, and another CPUs-per-GPU setting: what admission reads of each task follows.
+    alice.username = "alice2"
+    alice.save(update_fields=["username"])
+    names = {alice.pk: "alice2", bob.pk: bob.username}
+    due = due_matching_a_fresh_one(timezone.now(), names, cpus=2.0)
+    assert {request.user for request in due.requests} <= {"alice2", "bob"}
+    assert {request.cpus_per_node for request in due.requests} == {8.0}
+    Task.objects.filter(pk=new.pk).delete()
+    assert new.pk not in due_matching_a_fresh_one(timezone.now(), names, cpus=2.0).by_pk

@@ -11,7 +11,7 @@ from django.db import IntegrityError
 
 from tasks.models import Attempt, EventKind, FailureKind, LeaseLost, Task, TaskState
 from tasks.scheduler import launch
-from tasks.scheduler.launch import promised_gpus
+from tasks.scheduler.launch import live_holdings, promised_gpus
 from tasks.scheduler.rayjobs import RayUnavailable, SubmitRejected
 from tasks.scheduler.steps import Budget
 from tasks.scheduler.tick import tick
@@ -179,7 +179,7 @@ def test_a_storage_hiccup_waits_and_retries_with_backoff(alice, make_task, fake_
     assert task.state == S.QUEUED and task.next_run_at is not None
     assert "the job folder could not be written" in task.pending_reason
     assert attempt.failure_kind == FailureKind.STORAGE_ERROR and attempt.end_time is not None
-    assert promised_gpus() == {}  # an ended attempt holds no GPUs
+    assert promised_gpus(live_holdings()) == {}  # an ended attempt holds no GPUs
     assert ray.submitted == []
 
     # Not before its backoff; then it runs once storage is back.
@@ -205,7 +205,7 @@ def test_a_refused_submission_ends_its_attempt(alice, make_task, fake_ray, error
     task.refresh_from_db()
     assert task.state == S.FAILED and "Ray refused the submission" in task.error_summary
     assert task.attempts.get().end_time is not None
-    assert promised_gpus() == {}
+    assert promised_gpus(live_holdings()) == {}
 
 
 def test_promises_count_only_live_attempts_after_a_requeue(alice, make_task, fake_ray):
@@ -220,7 +220,7 @@ def test_promises_count_only_live_attempts_after_a_requeue(alice, make_task, fak
     task.refresh_from_db()
     assert task.state == S.SUBMITTED
     live = task.attempts.get(attempt_no=2)
-    assert promised_gpus() == live.placement  # attempt 1 reserves nothing any more
+    assert promised_gpus(live_holdings()) == live.placement  # attempt 1 reserves nothing any more
 
 
 def test_every_attempt_the_scheduler_ended_has_an_end_time(alice, make_task, fake_ray):
