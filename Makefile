@@ -9,10 +9,10 @@ STAMP := $(VENV)/.installed
 .PHONY: run test test-fast test-ray test-browser test-postgres lint venv clean-venv
 
 # pytest-xdist workers: one per core, at most 4 (each has its own test database; beyond 4 their
-# start-up costs more than it saves). XDIST=0 runs in this process. Real Ray gets fewer
-# (RAY_XDIST, one per 2 cores): scripts/pytest-tiers.sh says why.
+# start-up costs more than it saves). XDIST=0 runs in this process. Real Ray gets 2, one per 2
+# cores from 4 cores on, at most 4 (RAY_XDIST): scripts/pytest-tiers.sh says why.
 export XDIST ?= $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 )))
-export RAY_XDIST ?= $(shell n=$$(( $$(nproc) / 2 )); echo $$(( n < 2 ? 0 : n < 4 ? n : 4 )))
+export RAY_XDIST ?= $(shell n=$$(( $$(nproc) / 2 )); echo $$(( n < 2 ? 2 : n < 4 ? n : 4 )))
 PARALLEL := -n $(XDIST) --dist loadgroup
 
 $(PY):

@@ -2,21 +2,22 @@
 # The suite in two lanes (`make test` and `make test-postgres` use it; any pytest arguments are
 # passed on to both lanes):
 #   ray   the tests on real Ray (ray, pool, chaos), on RAY_XDIST workers with --dist loadgroup:
-#         the tests sharing the session's cluster stay on one worker, each node-pool module on
-#         one, the chaos run alone (tests/conftest.py sets the groups);
+#         each module on one worker (its own cluster or node pool starts once; each worker
+#         starts the session's shared cluster when a module of its needs it; tests/conftest.py
+#         sets the groups);
 #   rest  every test that needs no real Ray (unit, browser, fuzz), on REST_XDIST workers.
 # From 4 cores the lanes run side by side (the rest on the cores the Ray lane leaves), below one
-# after the other (LANES=parallel|serial chooses). A Ray cluster takes ~1.2 GB and a core of its
-# own while it starts: on 2 cores, two at once left a node pool's workers unjoined after 90 s,
-# so Ray gets a worker per 2 cores (none below 4: in this process). Each lane's lines are
-# prefixed with its name; the exit status is the first failure's.
+# after the other (LANES=parallel|serial chooses). The Ray lane gets 2 workers, one per 2 cores
+# from 4 cores on, at most 4: a test on real Ray waits on Ray more than it computes (a job's
+# start, its steps, a node's health checks): on 2 cores one worker kept them about half busy,
+# two ran the lane in 14 min at 92 % of both; each worker's cluster takes ~1.2 GB. Each lane's
+# lines are prefixed with its name; the exit status is the first failure's.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 cores=$(nproc)
-# Below 4 cores the lanes run one after the other: on 2 cores, side by side, the Ray lane took
-# 36 min and the rest 19 (CPU-bound both: Ray's processes, the stand-in's jobs), where one after
-# the other they take about 24 and 7.
+# Below 4 cores the lanes run one after the other: both are CPU-bound there (on 2 cores, side by
+# side, the lanes of 2026-11-25 took 36 and 19 min, one after the other 24 and 7).
 LANES=${LANES:-$([ "$cores" -ge 4 ] && echo parallel || echo serial)}
 if [ "$LANES" = serial ]; then
   REST_XDIST=${REST_XDIST:-$(( cores < 4 ? cores : 4 ))}
@@ -24,7 +25,7 @@ else
   REST_XDIST=${REST_XDIST:-$(( cores - 1 < 4 ? cores - 1 : 4 ))}
 fi
 ray_default=$(( cores / 2 < 4 ? cores / 2 : 4 ))
-RAY_XDIST=${RAY_XDIST:-$(( ray_default < 2 ? 0 : ray_default ))}
+RAY_XDIST=${RAY_XDIST:-$(( ray_default < 2 ? 2 : ray_default ))}
 RAY_MARK=${RAY_MARK:-ray}
 REST_MARK=${REST_MARK:-not ray}
 # Each lane ends with its slowest tests: what to look at when CI grows.
