@@ -34,13 +34,35 @@ class HangsUpOnce:
             except OSError:
                 return  # closed
             with conn:
-                request = conn.recv(65536)
+                request = _read_request(conn)
                 self.requests.append(request.split(b"\r\n", 1)[0])
                 if len(self.requests) > 1:
                     conn.sendall(ANSWER)
 
     def close(self) -> None:
         self.sock.close()
+
+
+def _read_request(conn: socket.socket) -> bytes:
+    """The whole request, body included: a socket closed with unread bytes sends a reset
+    ("Connection reset by peer"), not the end of the stream the test means (the client may
+    send the head and the body in two writes)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        (int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")), 0
+    )
+    while len(body) < length:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return head + b"\r\n\r\n" + body
 
 
 @pytest.fixture
