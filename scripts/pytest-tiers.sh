@@ -36,7 +36,8 @@ lane() {
   shift
   # sed keeps reading through a Ctrl-C, so that pytest's teardown (which stops the Ray nodes
   # it started) is still printed.
-  "${pytest[@]}" "$@" 2>&1 | (trap '' INT; exec sed -u "s/^/[$name] /")
+  # ARGUS_TEST_LANE: each lane's test databases apart from the other's (tests/conftest.py).
+  ARGUS_TEST_LANE=$name "${pytest[@]}" "$@" 2>&1 | (trap '' INT; exec sed -u "s/^/[$name] /")
   local code=${PIPESTATUS[0]}
   # 5: nothing collected, as when the arguments name tests of one kind only.
   if [ "$code" = 5 ]; then code=0; fi

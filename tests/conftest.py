@@ -3,6 +3,7 @@ test tiers, applied here so that nobody has to remember a marker."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -81,6 +82,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         # shared cluster (~1.2 GB, ~20 s) only if a module of its needs it.
         if tier in ("ray", "pool", "chaos"):
             item.add_marker(pytest.mark.xdist_group(f"ray:{Path(str(item.path)).relative_to(ROOT)}"))
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
+    """Each lane of scripts/pytest-tiers.sh its own test databases (ARGUS_TEST_LANE): side by
+    side, both lanes' xdist workers are gw0, gw1, … on one PostgreSQL server (SQLite's test
+    files are named by process already)."""
+    from django.conf import settings
+
+    lane = os.environ.get("ARGUS_TEST_LANE")
+    for db in settings.DATABASES.values():
+        if lane and db["ENGINE"] != "django.db.backends.sqlite3":
+            test = db.setdefault("TEST", {})
+            test["NAME"] = f"{test.get('NAME') or 'test_' + db['NAME']}_{lane}"
 
 
 @pytest.fixture(autouse=True)
