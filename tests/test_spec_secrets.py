@@ -13,6 +13,7 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from accounts.models import Secret
+from tasks.jobvars import JobVar
 from tasks.models import Task
 from tasks.specs.builders import build_argv
 from tasks.specs.parse import SpecError, command_trackers, parse_spec
@@ -66,7 +67,11 @@ def test_secrets_trackers_and_project_resolve() -> None:
         (["PYTHONPATH"], "PYTHONPATH cannot be given to a job"),
         (["HF_HOME"], "HF_HOME cannot be given to a job"),
         (["WANDB_RUN_ID"], "Argus sets this variable itself"),
-        (["ARGUS_CHECKPOINT_DIR"], "Argus sets this variable itself"),
+        (["SWANLAB_RUN_ID"], "Argus sets this variable itself"),
+        (["SWANLAB_RESUME"], "Argus sets this variable itself"),
+        (["SWANLAB_LOG_DIR"], "SWANLAB_LOG_DIR cannot be given to a job"),
+        (["ARGUS_CHECKPOINT_DIR"], "ARGUS_CHECKPOINT_DIR: the ARGUS_… and RAY_… variables are Argus's and Ray's own"),
+        (["RAY_AUTH_TOKEN"], "RAY_AUTH_TOKEN: the ARGUS_… and RAY_… variables are Argus's and Ray's own"),
         ([f"K{i}_KEY" for i in range(33)], "at most 32"),
     ],
 )
@@ -76,7 +81,19 @@ def test_it_refuses_secrets_a_job_may_not_get(secrets: Any, message: str) -> Non
 
 def test_it_takes_credential_and_tracker_setting_names() -> None:
     names = ["WANDB_API_KEY", "HF_TOKEN", "OPENAI_API_KEY", "AWS_SECRET", "DB_PASSWORD_X", "WANDB_ENTITY"]
+    names += ["SWANLAB_API_KEY", "SWANLAB_WORKSPACE"]
     assert parse_spec(basic(secrets=names), username="alice").resolved["secrets"] == names
+
+
+@pytest.mark.parametrize("name", [str(name) for name in JobVar])
+def test_no_secret_replaces_a_variable_argus_sets(name: str) -> None:
+    """Every variable job_env sets (the one declaration, tasks.jobvars) is refused as a secret."""
+    assert errors(basic(secrets=[name]))["secrets"] == [f"{name}: Argus sets this variable itself"]
+
+
+def test_a_swanlab_setting_may_be_set_in_a_command_as_a_wandb_one_may() -> None:
+    command = f"SWANLAB_PROJ_NAME=gsm8k SWANLAB_MODE=cloud WANDB_ENTITY=lab {GOOD_COMMAND}"
+    parse_spec(advanced(command), username="alice")
 
 
 @pytest.mark.parametrize(
@@ -105,6 +122,7 @@ def test_trackers_and_project_are_for_basic_specs() -> None:
         "OPENAI_API_KEY='sk-x' ",
         "DB_PASSWORD=pw-value-1 ",
         "MY_SECRET=secret-value-1 ",
+        "SWANLAB_API_KEY=swanlab-value-0123456789 ",
     ],
 )
 def test_an_inline_credential_assignment_is_refused_and_points_to_secrets(inline: str) -> None:

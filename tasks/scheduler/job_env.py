@@ -2,13 +2,15 @@
 runtime_env. Ray gives them to the driver and to every worker process of the job (verl's
 TaskRunner and worker actors run in Ray workers, which do not inherit the driver's environment).
 
-- The task's secrets (``secrets: [WANDB_API_KEY]``), decrypted now, at each attempt: a secret
-  deleted since the submission fails the attempt, naming it. Their values go to Ray and nowhere
-  else; ARGUS_SECRET_NAMES names them (for the driver's redaction, raypool.driver, and for
-  submission.json, which records the payload without them).
+- The task's secrets (``secrets: [WANDB_API_KEY]``; SwanLab's key is SWANLAB_API_KEY), decrypted
+  now, at each attempt: a secret deleted since the submission fails the attempt, naming it. Their
+  values go to Ray and nowhere else; ARGUS_SECRET_NAMES names them (for the driver's redaction,
+  raypool.driver, and for submission.json, which records the payload without them).
 - For a task that logs to a tracker, one run for the whole task: W&B's WANDB_RUN_ID (stable for
   the task, a valid W&B id), WANDB_RESUME=allow and WANDB_DIR in the task's folder; SwanLab's
   SWANLAB_RUN_ID and SWANLAB_RESUME=allow. Retries, requeues and preemptions continue that run.
+
+Every variable set here is a member of tasks.jobvars.JobVar: a secret may not replace one.
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ from pathlib import Path
 
 from accounts.models import MissingSecrets, Secret
 from accounts.secrets import SecretsUnavailable, Undecryptable
-from raypool.config import SECRET_NAMES_ENV
 from tasks.choices import TaskKind, Tracker
 from tasks.jobfiles import tracker_dir
+from tasks.jobvars import JobVar
 from tasks.models import Task
 from tasks.specs.parse import command_trackers
 
@@ -75,13 +77,15 @@ def for_attempt(task: Task) -> JobEnv:
             f"the secrets {', '.join(names)} cannot be read ({error}): set them again, or ask an "
             "administrator to restore ARGUS_SECRETS_KEY"
         ) from None
-    plain: dict[str, str] = {SECRET_NAMES_ENV: ",".join(names)} if names else {}
+    # Keyed by JobVar: what Argus sets is declared there, where the spec's checks read it.
+    sets: dict[JobVar, str] = {JobVar.SECRET_NAMES: ",".join(names)} if names else {}
     folders: list[Path] = []
     trackers = trackers_of(task)
     if Tracker.WANDB in trackers:
         folder = tracker_dir(task.user.username, task.task_id)
-        plain.update(WANDB_RUN_ID=run_id(task.task_id), WANDB_RESUME="allow", WANDB_DIR=str(folder))
+        sets.update({JobVar.WANDB_RUN_ID: run_id(task.task_id), JobVar.WANDB_RESUME: "allow"})
+        sets[JobVar.WANDB_DIR] = str(folder)
         folders.append(folder)
     if Tracker.SWANLAB in trackers:
-        plain.update(SWANLAB_RUN_ID=run_id(task.task_id), SWANLAB_RESUME="allow")
-    return JobEnv(plain, values, tuple(folders))
+        sets.update({JobVar.SWANLAB_RUN_ID: run_id(task.task_id), JobVar.SWANLAB_RESUME: "allow"})
+    return JobEnv({name.value: value for name, value in sets.items()}, values, tuple(folders))

@@ -22,6 +22,7 @@ from accounts import secrets as secrets_crypto
 from accounts.homes import home_dir
 from common.durations import format_seconds, parse_duration
 from tasks.choices import TRAINING_WORKLOADS, Priority, TaskKind, Tracker, Workload
+from tasks.jobvars import set_by_argus
 from tasks.specs import hydra_argv, paths
 
 # Upper bounds that no real request reaches; they keep absurd numbers out of the database and
@@ -498,8 +499,9 @@ SPEC_KEYS: tuple[SpecKey, ...] = (
         BASIC,
         list,
         "Experiment trackers to log to besides the console: [wandb], [swanlab] or both (added to "
-        "trainer.logger). Every attempt of the task continues one run (W&B: WANDB_RUN_ID, WANDB_RESUME=allow); "
-        "put the tracker's key in secrets: [WANDB_API_KEY].",
+        "trainer.logger). Every attempt of the task continues one run (W&B: WANDB_RUN_ID, WANDB_RESUME=allow; "
+        "SwanLab: SWANLAB_RUN_ID, SWANLAB_RESUME=allow); put the tracker's key in secrets: [WANDB_API_KEY] "
+        "or [SWANLAB_API_KEY].",
         choices=Tracker,
         rule=_trackers,
     ),
@@ -1030,7 +1032,7 @@ _FORBIDDEN_CHARS = {
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _ASSIGNMENT = re.compile(r"""([A-Za-z_][A-Za-z0-9_]*)=(?:'[^']*'|"[^"]*"|[^\s'"])*\s+""")
 _ENTRY = re.compile(r"(python3?)\s+-m\s+([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)(?:\s|$)")
-# The variables verl users set to tune and log a run (NCCL, CUDA, vLLM, PyTorch, W&B, the HF hub).
+# The variables verl users set to tune and log a run (NCCL, CUDA, vLLM, PyTorch, W&B, SwanLab, the HF hub).
 _ENV_NAMES = frozenset(
     {
         "PYTHONUNBUFFERED",
@@ -1042,7 +1044,7 @@ _ENV_NAMES = frozenset(
         "MKL_NUM_THREADS",
     }
 )
-_ENV_PREFIXES = ("NCCL_", "CUDA_", "VLLM_", "TORCH_", "PYTORCH_", "WANDB_", "HF_")
+_ENV_PREFIXES = ("NCCL_", "CUDA_", "VLLM_", "TORCH_", "PYTORCH_", "WANDB_", "SWANLAB_", "HF_")
 # NCCL_NET_PLUGIN and the like load a shared library or module by name.
 _ENV_REFUSED_WORD = "PLUGIN"
 # A variable with such a name holds a place (HF_HOME, WANDB_DIR, TORCH_EXTENSIONS_DIR): it must
@@ -1122,8 +1124,9 @@ def _env_allowed(name: str) -> bool:
 # A variable that holds a credential, by its name: *_KEY, *_TOKEN, *_SECRET, *PASSWORD*. In a
 # command it would be stored, shown and sent to Ray in plain text: it goes in `secrets:` instead.
 _CREDENTIAL = re.compile(r"(?:_KEY|_TOKEN|_SECRET)$|PASSWORD")
-# What Argus itself sets in a job's environment (tasks.scheduler.job_env): no secret replaces it.
-_ARGUS_SET = ("ARGUS_", "RAY_", "WANDB_RUN_ID", "WANDB_RESUME", "WANDB_DIR", "SWANLAB_")
+# Namespaces no secret may enter: Argus's own settings, and Ray's (RAY_ADDRESS, RAY_AUTH_TOKEN…
+# configure the job's connection to Ray). What Argus sets in a job is declared in tasks.jobvars.
+_RESERVED_PREFIXES = ("ARGUS_", "RAY_")
 POINT_TO_SECRETS = (
     "store it as a secret (argus secret set {name}, or your account page) and name it in the spec's "
     "secrets: [{name}]: a value in a command is stored, shown and sent to Ray in plain text"
@@ -1138,10 +1141,13 @@ def secret_env_refusal(name: str) -> str | None:
     """Why a job may not get secret ``name`` as an environment variable; None when it may.
 
     Credential names, and the variables a command may set (tuning and tracker settings), but none
-    that names a place (HF_HOME: a path no check has seen) and none Argus sets itself. Anything
-    else (PATH, LD_PRELOAD, PYTHONPATH…) would change which code runs, as in a command."""
-    if name.startswith(_ARGUS_SET):
+    that names a place (HF_HOME: a path no check has seen) and none Argus sets itself (a
+    secret's value would replace it). Anything else (PATH, LD_PRELOAD, PYTHONPATH…) would change
+    which code runs, as in a command."""
+    if set_by_argus(name):
         return f"{name}: Argus sets this variable itself"
+    if name.startswith(_RESERVED_PREFIXES):
+        return f"{name}: the {' and '.join(p + '…' for p in _RESERVED_PREFIXES)} variables are Argus's and Ray's own"
     if is_credential_name(name):
         return None
     if _env_allowed(name) and not name.endswith(_ENV_PATH_SUFFIXES):
