@@ -1,7 +1,7 @@
 """Secrets and one tracker run per task, on real Ray with the stand-in trainer: a secret reaches the
 driver and the training actor (a Ray worker process, which does not inherit the driver's
-environment) and nothing Argus writes or serves holds it; two attempts continue one W&B run; a
-secret deleted before an attempt fails it, named; inline keys are refused."""
+environment), SwanLab's key as W&B's, and nothing Argus writes or serves holds it; two attempts
+continue one W&B run; a secret deleted before an attempt fails it, named; inline keys are refused."""
 
 from __future__ import annotations
 
@@ -29,7 +29,11 @@ from tests.secrets_helpers import database_bytes
 pytestmark = [pytest.mark.ray, pytest.mark.django_db(transaction=True)]
 
 VALUE = "wandb-secret-value-0f9e8d7c6b5a4938"
-DIGEST = hashlib.sha256(VALUE.encode()).hexdigest()[:16]
+SWANLAB_VALUE = "swanlab-secret-value-1a2b3c4d5e6f"
+
+
+def digest(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()[:16]
 
 
 def with_secrets(spec: str, *names: str, max_retries: int = 0) -> str:
@@ -44,30 +48,36 @@ def test_a_secret_reaches_the_actor_and_is_served_nowhere_and_retries_continue_o
     client: Client,
 ) -> None:
     Secret.put(alice, "WANDB_API_KEY", VALUE)
+    Secret.put(alice, "SWANLAB_API_KEY", SWANLAB_VALUE)  # a tracker's key, as W&B's
     # Each attempt fails after placement (NCCL's error, a RUNTIME_ERROR): max_retries 1 gives two.
     extra = (
-        "trainer.logger=['console','wandb'] +standin.env_check=WANDB_API_KEY "
-        "+standin.print_env=WANDB_API_KEY +standin.fail=runtime"
+        "trainer.logger=['console','wandb','swanlab'] +standin.fail=runtime "
+        "\"+standin.env_check='WANDB_API_KEY,SWANLAB_API_KEY,SWANLAB_RUN_ID'\" "
+        "\"+standin.print_env='WANDB_API_KEY,SWANLAB_API_KEY'\""
     )
-    task = submit(alice, with_secrets(standin_spec(gpus=1, steps=1, extra=extra), "WANDB_API_KEY", max_retries=1))
+    spec = with_secrets(standin_spec(gpus=1, steps=1, extra=extra), "WANDB_API_KEY", "SWANLAB_API_KEY", max_retries=1)
+    task = submit(alice, spec)
     tick_until(lambda: state_of(task) == TaskState.FAILED, timeout=150)
     attempts = list(task.attempts.order_by("attempt_no"))
     assert [a.failure_kind for a in attempts] == [FailureKind.RUNTIME_ERROR] * 2, [a.message for a in attempts]
 
     ray = JobSubmissionClient(on_ray.job_server_url)
     logs = [Path(attempt.log_path).read_text() for attempt in attempts]
+    seen = {"WANDB_API_KEY": VALUE, "SWANLAB_API_KEY": SWANLAB_VALUE, "SWANLAB_RUN_ID": task.task_id}
     for attempt, log in zip(attempts, logs, strict=True):
-        # The driver and the TaskRunner actor (a Ray worker process) both had it.
-        assert f"driver env WANDB_API_KEY: set (sha256 {DIGEST})" in log
-        assert re.search(
-            rf"\(TaskRunner pid=\d+[^)]*\)(?:\x1b\[[0-9;]*m)? env WANDB_API_KEY: set \(sha256 {DIGEST}\)", log
-        )
-        # A line printing it is written redacted.
-        assert f"env WANDB_API_KEY={REDACTED}" in log and VALUE not in log
-        root = job_root("alice", attempt.ray_submission_id)
-        assert VALUE not in (root / "submission.json").read_text() + (root / "spec.yaml").read_text()
-        job = ray.get_job_info(attempt.ray_submission_id)
-        assert VALUE not in job.entrypoint + json.dumps(job.metadata or {})
+        for name, value in seen.items():
+            # The driver and the TaskRunner actor (a Ray worker process) both had it.
+            assert f"driver env {name}: set (sha256 {digest(value)})" in log
+            assert re.search(
+                rf"\(TaskRunner pid=\d+[^)]*\)(?:\x1b\[[0-9;]*m)? env {name}: set \(sha256 {digest(value)}\)", log
+            )
+        for name, value in (("WANDB_API_KEY", VALUE), ("SWANLAB_API_KEY", SWANLAB_VALUE)):
+            # A line printing it is written redacted.
+            assert f"env {name}={REDACTED}" in log and value not in log
+            root = job_root("alice", attempt.ray_submission_id)
+            assert value not in (root / "submission.json").read_text() + (root / "spec.yaml").read_text()
+            job = ray.get_job_info(attempt.ray_submission_id)
+            assert value not in job.entrypoint + json.dumps(job.metadata or {})
     # Two attempts, one W&B run: the run id is the task's, in each attempt's TaskRunner.
     url = f"https://wandb.ai/standin/verl_examples/runs/{task.task_id}"
     assert all(f"View run at \x1b[34m\x1b[4m{url}" in log for log in logs)
@@ -82,10 +92,11 @@ def test_a_secret_reaches_the_actor_and_is_served_nowhere_and_retries_continue_o
     served += [tail, api.get(f"{base}/logs?attempt=1&tail=400").content]
     client.force_login(alice)
     served.append(client.get(f"/tasks/{task.task_id}/").content)
-    assert all(VALUE.encode() not in body for body in served)
+    assert all(value.encode() not in body for body in served for value in (VALUE, SWANLAB_VALUE))
     assert f"env WANDB_API_KEY={REDACTED}".encode() in tail
+    assert f"env SWANLAB_API_KEY={REDACTED}".encode() in tail
     assert json.loads(served[0])["tracker_url"] == url
-    assert VALUE.encode() not in database_bytes()
+    assert VALUE.encode() not in database_bytes() and SWANLAB_VALUE.encode() not in database_bytes()
 
 
 def test_a_secret_deleted_before_its_attempt_fails_it_by_name_and_inline_keys_are_refused(

@@ -25,7 +25,9 @@ def overrides(argv: list[str]) -> dict[str, str]:
     for arg in argv:
         key, sep, value = arg.partition("=")
         if sep:
-            found[key.lstrip("+")] = value
+            # A quoted value is Hydra's string, quotes dropped ('A,B': a comma unquoted is a sweep).
+            quoted = len(value) >= 2 and value[0] == value[-1] and value[0] in "'\""
+            found[key.lstrip("+")] = value[1:-1] if quoted else value
     return found
 
 
