@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TypeGuard
 
-from tasks.logs.lines import clean_lines, strip_ansi
+from tasks.logs.lines import ACTOR_PREFIX, clean_lines, strip_ansi
 from tasks.models import FailureKind
 
 # verl's fail-fast check (ResourcePoolManager._check_resource_available), in any of the
@@ -42,6 +43,13 @@ USAGE = re.compile(r"^usage: ")
 ARGPARSE_ERROR = re.compile(r"^[^\s:][^:]*: error: .+$")
 # Shutdown noise after the real error: "Exception ignored in: <function …>" and its traceback.
 IGNORED = re.compile(r"^Exception ignored in\b")
+# A traceback's frame or carets, or the words that start one: never the message of the exception
+# before them (which may run on in tab-indented lines of Ray's).
+FRAME = re.compile(
+    r"^(?:\s+File \"|\s+\^+$|Traceback \(most recent call last\):|During handling of the above|The above exception)"
+)
+# How a traceback names Ray's own exceptions (ray/exceptions.py): module and all.
+RAY_EXCEPTIONS = "ray.exceptions."
 
 # What the user asked for is wrong: running it again fails the same way.
 USER_EXCEPTIONS = frozenset(
@@ -61,11 +69,17 @@ USER_TEXT = re.compile(r"Could not override '|Key '[^']*' is not in struct|^Erro
 @dataclass(frozen=True)
 class FinalError:
     """The error that ended a run: its line as a person should read it, and its exception name
-    ("" for Hydra's and argparse's unnamed errors)."""
+    ("" for Hydra's and argparse's unnamed errors). ``ray``: the exception is Ray's own, as a
+    traceback names it (``ray.exceptions.ActorDiedError: …``, ``ray.exceptions.RayTaskError(X): …``),
+    not a bare name anyone can print; ``detail``: the lines of its message that follow it, from
+    the same process (Ray's messages run on: ``\tclass_name: …``, ``The actor died because its
+    node has died. Node Id: …``)."""
 
     line: str
     name: str
     user_error: bool
+    ray: bool = False
+    detail: str = ""
 
 
 def final_error(message: str, log_tail: str) -> FinalError | None:
@@ -77,18 +91,27 @@ def final_error(message: str, log_tail: str) -> FinalError | None:
 def _last_error(text: str) -> FinalError | None:
     """The last traceback's closing exception, Hydra's compact error or argparse's error."""
     found: FinalError | None = None
-    usage_seen = ignoring = in_hydra_block = False
-    for line in clean_lines(text, keep_indent=True):
+    detail: list[str] = []  # the lines that follow the last exception, while its message runs on
+    source = ""  # the Ray prefix of that exception's line: its process
+    usage_seen = ignoring = in_hydra_block = following = False
+    for raw in strip_ansi(text).replace("\r\n", "\n").replace("\r", "\n").split("\n"):
+        prefix = ACTOR_PREFIX.match(raw)
+        line = clean_lines(raw, keep_indent=True)[0]
         if not line.strip():
-            in_hydra_block = ignoring = False
+            in_hydra_block = ignoring = following = False
             continue
         if IGNORED.match(line):
             ignoring = True
+            following = False
             continue
         if USAGE.match(line):
             usage_seen = True
             continue
         match = EXCEPTION.match(line)
+        if following and not match and (prefix.group(0) if prefix else "") == source and not FRAME.match(line):
+            detail.append(line)
+            continue
+        following = False
         if match:
             in_hydra_block = False
             if ignoring:
@@ -96,26 +119,30 @@ def _last_error(text: str) -> FinalError | None:
                 continue
             name = (match.group("inner") or match.group("name")).rsplit(".", 1)[-1]
             user = name in USER_EXCEPTIONS or bool(USER_TEXT.search(match.group("text") or ""))
-            found = FinalError(line, name, user)
+            found = FinalError(line, name, user, ray=match.group("name").startswith(RAY_EXCEPTIONS))
+            detail, source, following = [], prefix.group(0) if prefix else "", True
         elif HYDRA_ERROR.match(line):
             # "Could not override 'x'." then its cause "Key 'x' is not in struct": one error, and
             # its first line says it best.
             if not in_hydra_block:
-                found = FinalError(line, "", True)
+                found, detail = FinalError(line, "", True), []
                 in_hydra_block = True
         elif usage_seen and ARGPARSE_ERROR.match(line):
-            found = FinalError(line, "", True)
+            found, detail = FinalError(line, "", True), []
+    if found is not None and detail:
+        found = replace(found, detail="\n".join(detail))
     return found
 
 
-def classify(message: str, log_tail: str) -> FailureKind:
-    """1. verl's fail-fast message anywhere: INSUFFICIENT_RESOURCES (retried when GPUs free up).
+def classify(message: str, log_tail: str, error_type: str = "") -> FailureKind:
+    """1. verl's fail-fast message anywhere, or Ray's word that the job never found room
+    (``error_type``, SHORTAGE_ERROR_TYPES): INSUFFICIENT_RESOURCES (retried when room frees up).
     2. The error that ended the run (``final_error``) is the user's (a missing file or module, a bad
        Hydra override, a bad argument): USER_ERROR, never retried.
     3. Any other error: RUNTIME_ERROR. 4. No error at all: UNKNOWN."""
     text = strip_ansi(f"{message}\n{log_tail}")
     # verl's fail-fast check means "try again later", wherever it shows.
-    if INSUFFICIENT.search(text):
+    if INSUFFICIENT.search(text) or error_type in SHORTAGE_ERROR_TYPES:
         return FailureKind.INSUFFICIENT_RESOURCES
     final = final_error(message, log_tail)
     if final is None:
@@ -124,12 +151,19 @@ def classify(message: str, log_tail: str) -> FailureKind:
     return FailureKind.USER_ERROR if final.user_error else FailureKind.RUNTIME_ERROR
 
 
-# Ray's own verdicts that a job's node went away (JobDetails.error_type, JobErrorType): its
-# supervisor actor (and the driver under it) died with its node, or could not start on it.
-NODE_ERROR_TYPES = frozenset({"JOB_SUPERVISOR_ACTOR_DIED", "JOB_SUPERVISOR_ACTOR_START_TIMEOUT"})
+# Ray's verdict (JobDetails.error_type, JobErrorType) that a job's supervisor actor died, and the
+# driver under it: of its node's death when Ray's message says so or Ray lists its node dead (the
+# actor can die of other things too: Ray's memory monitor, a signal from the user's own driver).
+SUPERVISOR_DIED = "JOB_SUPERVISOR_ACTOR_DIED"
+# Ray's verdicts that a job never started for want of room: Ray fails a job still PENDING after
+# RAY_JOB_START_TIMEOUT_SECONDS (job_manager._monitor_job_internal), when no node could take its
+# supervisor, which asks for the entrypoint's resources (worker_node, an export's CPUs) and says
+# so ("… aren't available on the cluster"). Nothing of the user's ran and no node died: the
+# cluster had no room, so the task waits for room as after verl's fail-fast, uncounted.
+SHORTAGE_ERROR_TYPES = frozenset({"JOB_SUPERVISOR_ACTOR_START_TIMEOUT"})
 # Ray's exceptions for work lost with its process or node (ray/exceptions.py). Alone they may be a
-# crash (an actor's os._exit gives ActorDiedError too): they mean a node death when Ray's words
-# say so, or when Ray lists one of the attempt's nodes as dead.
+# crash (an actor's os._exit gives ActorDiedError too): they mean a node death when Ray's own
+# message of them says so, or when Ray lists one of the attempt's nodes as dead.
 NODE_EXCEPTIONS = frozenset(
     {
         "ActorDiedError",
@@ -140,10 +174,10 @@ NODE_EXCEPTIONS = frozenset(
         "ObjectLostError",
     }
 )
-# ActorDiedError's context when the GCS saw the node go ("The actor died because its node has
-# died. Node Id: 5f3c…"), and NodeDiedError's.
-NODE_DIED = re.compile(r"its node has died|NodeDiedError|node \S+ (?:has )?died", re.IGNORECASE)
-NODE_ID = re.compile(r"Node Id: (?P<id>[0-9a-f]{8,})")
+# The GCS's words when an actor's node died (gcs_server: "The actor died because its node has died.
+# Node Id: 5f3c…"), in ActorDiedError's message and in the supervisor's. Read only where Ray wrote
+# them, never anywhere in the log: a program may print anything.
+RAY_NODE_DIED = re.compile(r"The actor died because its node has died\. Node Id: (?P<id>[0-9a-f]{8,})")
 
 
 @dataclass(frozen=True)
@@ -159,39 +193,49 @@ def node_name(node_id: str, ip: str = "") -> str:
 
 
 def node_death(error_type: str, message: str, log_tail: str, dead: Mapping[str, str]) -> NodeDeath | None:
-    """Whether the run ended because a node died, by Ray's own account.
+    """Whether the run ended because a node died, by Ray's own account: its status, its node
+    table and its exceptions, never text the program printed.
 
-    ``dead``: the attempt's nodes (its driver's, its placement groups') that Ray lists as dead,
-    {node_id: ip}.
-    1. Ray's error_type says the job's supervisor died or never started: its node went.
-    2. The run ended on one of Ray's lost-work exceptions, and Ray's words or its node table say
-       a node died.
+    ``dead``: the nodes the attempt really ran on (tasks.scheduler.sync._failed says which) that
+    Ray lists as dead, {node_id: ip}.
+    1. Ray's job supervisor died (error_type), and Ray's message says of its node's death, or one
+       of the attempt's nodes is dead.
+    2. The run ended on one of Ray's lost-work exceptions (``ray.exceptions.…``), and the message
+       Ray wrote with it says its node died (NodeDiedError says so by its name).
     3. One of its nodes is dead and the run ended on no error of the user's (a training rank that
        lost its peer fails with whatever NCCL says).
     """
     final = final_error(message, log_tail)
-    text = strip_ansi(f"{message}\n{log_tail}")
+    supervisor = error_type == SUPERVISOR_DIED
+    # Where Ray's own words are: the supervisor's message is Ray's; otherwise the message of the
+    # final exception, when that is Ray's.
+    words = strip_ansi(message if supervisor else (final.detail if _ray_lost(final) else ""))
     named = dict(dead)
-    for match in NODE_ID.finditer(text):
+    for match in RAY_NODE_DIED.finditer(words):
         named.setdefault(match["id"], "")
     nodes = tuple(sorted(node_name(node, ip) for node, ip in named.items()))
     where = ", ".join(nodes)
-    if error_type in NODE_ERROR_TYPES:
-        what = "its Ray job supervisor died" if error_type.endswith("_DIED") else "its Ray job supervisor never started"
-        return NodeDeath(f"{what} ({where or 'its node is gone'}): {key_error_line(message, '')}"[:500], nodes)
-    said = final is not None and final.name in NODE_EXCEPTIONS and (bool(dead) or bool(NODE_DIED.search(text)))
-    if said or (dead and not (final is not None and final.user_error) and not INSUFFICIENT.search(text)):
+    said = bool(RAY_NODE_DIED.search(words)) or (_ray_lost(final) and final.name == "NodeDiedError")
+    if supervisor and (said or dead):
+        what = f"its Ray job supervisor died ({where or 'its node is gone'}): {key_error_line(message, '')}"
+        return NodeDeath(what[:500], nodes)
+    user_error = final is not None and final.user_error
+    if said or (dead and not user_error and not INSUFFICIENT.search(strip_ansi(f"{message}\n{log_tail}"))):
         line = final.line if final is not None else "the job ended with no error of its own"
         return NodeDeath(f"node {where or '(unnamed)'} died: {line}"[:500], nodes)
     return None
+
+
+def _ray_lost(final: FinalError | None) -> TypeGuard[FinalError]:
+    """The run ended on one of Ray's own lost-work exceptions."""
+    return final is not None and final.ray and final.name in NODE_EXCEPTIONS
 
 
 def lost_work(message: str, log_tail: str) -> bool:
     """The run ended on one of Ray's lost-work exceptions: a node may have died, though Ray may
     not have said so yet (its health checks take seconds to tens of seconds; a caller whose peer
     vanished hears "Connection refused" at once, tests/standin/logs/node_died.log)."""
-    final = final_error(message, log_tail)
-    return final is not None and final.name in NODE_EXCEPTIONS
+    return _ray_lost(final_error(message, log_tail))
 
 
 def key_error_line(message: str, log_tail: str) -> str:

@@ -201,8 +201,12 @@ def _failed(
     """How a FAILED job ended; None while it may yet turn out to be a node's death."""
     tail = _log_tail(task, attempt)
     message = job.message or ""
-    ran_on = {attempt.node_id, *attempt.nodes, *attempt.placement}
-    death = node_death(str(job.error_type or ""), message, tail, {n: ip for n, ip in dead.items() if n in ran_on})
+    error_type = str(job.error_type or "")
+    # Where Ray really ran it: its driver's node and its placement groups' once read back; the
+    # nodes admission planned only while nothing of Ray's placement is known (a planned node
+    # that dies under another job is no death of this one).
+    ran_on = {attempt.node_id, *(attempt.nodes or attempt.placement)} - {""}
+    death = node_death(error_type, message, tail, {n: ip for n, ip in dead.items() if n in ran_on})
     if death is not None:
         return Outcome(failure=FailureKind.NODE_FAILURE, line=death.line, nodes=death.nodes, ended_at=ended_at)
     wait = timedelta(seconds=settings.ARGUS_NODE_DEATH_WAIT_S)
@@ -210,7 +214,7 @@ def _failed(
         # The run lost a peer, and Ray's health checks may not have declared its node dead yet:
         # the verdict waits (a node death is not the task's failure; a crash is).
         return None
-    return Outcome(failure=classify(message, tail), line=key_error_line(message, tail), ended_at=ended_at)
+    return Outcome(failure=classify(message, tail, error_type), line=key_error_line(message, tail), ended_at=ended_at)
 
 
 def _finished(task: Task, attempt: Attempt, ended_at: datetime | None) -> Outcome:

@@ -11,7 +11,7 @@ import pytest
 
 from tasks.models import Attempt, EventKind, FailureKind, TaskState
 from tasks.scheduler.admission import Running, decide
-from tasks.scheduler.failures import node_death
+from tasks.scheduler.failures import classify, node_death
 from tasks.scheduler.launch import live_holdings, promised_gpus
 from tasks.scheduler.plan import Profile, Release
 from tasks.scheduler.rooms import Request, Room
@@ -57,10 +57,6 @@ def test_ray_error_type_decides_a_supervisor_death():
     death = node_death("JOB_SUPERVISOR_ACTOR_DIED", SUPERVISOR_DIED, "", {})
     assert death is not None and death.nodes == ("5f3c1a9b",)
     assert death.line.startswith("its Ray job supervisor died (5f3c1a9b)")
-    timeout = node_death(
-        "JOB_SUPERVISOR_ACTOR_START_TIMEOUT", "Job supervisor actor failed to start within 900s", "", {}
-    )
-    assert timeout is not None and "never started" in timeout.line
 
 
 def test_an_actor_lost_with_its_node_is_a_node_death_and_a_crash_is_not():
@@ -216,6 +212,13 @@ def test_the_api_and_the_task_page_show_where_ray_placed_it(alice, make_task, fa
 NODE_DIED_LOG = (Path(__file__).resolve().parent.parent / "standin" / "logs" / "node_died.log").read_text()
 
 
+def ended_with_log(ray, task, attempt, clock, text: str) -> None:
+    """The run wrote ``text``, and Ray reports its job FAILED now (the driver exited non-zero)."""
+    log(task, attempt, text)
+    ended = int(clock.now.timestamp() * 1000)
+    ray.set_status(attempt.ray_submission_id, "FAILED", error_type="JOB_ENTRYPOINT_COMMAND_ERROR", end_time=ended)
+
+
 def test_a_peer_lost_before_ray_names_the_dead_node_waits_for_ray(alice, make_task, fake_ray, clock, settings):
     """The stand-in's real log of a node killed under its training actor: the caller hears
     "Connection refused" (ActorUnavailableError) seconds before Ray's health checks declare the
@@ -224,9 +227,7 @@ def test_a_peer_lost_before_ray_names_the_dead_node_waits_for_ray(alice, make_ta
     ray = fake_ray([4, 4])
     task = make_task(alice, max_retries=0, stall_timeout_s=None)
     attempt = running(ray, task, clock)
-    log(task, attempt, NODE_DIED_LOG)
-    ended = int(clock.now.timestamp() * 1000)
-    ray.set_status(attempt.ray_submission_id, "FAILED", error_type="JOB_ENTRYPOINT_COMMAND_ERROR", end_time=ended)
+    ended_with_log(ray, task, attempt, clock, NODE_DIED_LOG)
     tick()
     attempt.refresh_from_db()
     assert attempt.end_time is None  # not judged yet
@@ -244,9 +245,7 @@ def test_a_lost_peer_with_no_node_dead_is_the_runs_own_failure_after_the_wait(
     ray = fake_ray([4])
     task = make_task(alice, max_retries=0, stall_timeout_s=None)
     attempt = running(ray, task, clock)
-    log(task, attempt, NODE_DIED_LOG)
-    ended = int(clock.now.timestamp() * 1000)
-    ray.set_status(attempt.ray_submission_id, "FAILED", error_type="JOB_ENTRYPOINT_COMMAND_ERROR", end_time=ended)
+    ended_with_log(ray, task, attempt, clock, NODE_DIED_LOG)
     clock.advance(44)
     tick()
     assert Attempt.objects.get(pk=attempt.pk).end_time is None
@@ -340,3 +339,158 @@ def test_a_job_whose_groups_ray_released_holds_no_room(alice, make_task, fake_ra
     log(a, first, ACTOR_NODE_DIED)
     failed_with_node(ray, a, first, error_type="JOB_ENTRYPOINT_COMMAND_ERROR", message="exit 1")
     assert first.failure_kind == FailureKind.NODE_FAILURE
+
+
+# --- Only Ray's own account, and only the nodes Ray really used (issue 25, item 5) ----------------
+
+# What Ray 2.60's job manager writes when a job's supervisor could not start in time
+# (ray/dashboard/modules/job/job_manager.py, _monitor_job_internal), for a job with entrypoint
+# resources, as every Argus job has (worker_node; an export's CPUs).
+START_TIMEOUT = (
+    "Job supervisor actor failed to start within 900.0 seconds. This timeout can be configured by setting the "
+    "environment variable RAY_JOB_START_TIMEOUT_SECONDS. This may be because the job entrypoint's specified "
+    "resources (entrypoint_num_cpus, entrypoint_num_gpus, entrypoint_resources, entrypoint_memory)aren't available "
+    "on the cluster. Try checking the cluster's available resources with `ray status` and specifying fewer "
+    "resources for the job entrypoint."
+)
+# The user's own program printing words about nodes, then crashing the way an os._exit does: Ray's
+# exception says an actor died, and nothing Ray wrote says a node did.
+PRINTED_NODE_DEATH = (
+    "(TaskRunner pid=8812) watchdog: node 10.0.0.3 died, giving up\n"
+    "(TaskRunner pid=8812) The actor died because its node has died. Node Id: 77aa55cc33ee11ff77aa55cc\n"
+    "node worker-3 has died\n"
+    + ACTOR_CRASHED
+    + "\nSet the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.\n"
+)
+# A bare exception name printed at the start of a line is no exception of Ray's.
+PRINTED_RAY_WORDS = (
+    "ActorDiedError: The actor died unexpectedly before finishing this task.\n"
+    "The actor died because its node has died. Node Id: 77aa55cc33ee11ff77aa55cc\n"
+)
+
+
+def test_an_export_that_waited_for_cpus_past_rays_start_timeout_waits_for_room(
+    alice, make_task, fake_ray, clock, settings
+):
+    """Ray fails a job still PENDING after its start timeout: no node could take its driver. Not a
+    node's death (nothing died) and not the task's failure (nothing of it ran): a shortage, so
+    it waits for room with a backoff, its max_retries untouched."""
+    assert node_death("JOB_SUPERVISOR_ACTOR_START_TIMEOUT", START_TIMEOUT, "", {}) is None
+    assert classify(START_TIMEOUT, "", "JOB_SUPERVISOR_ACTOR_START_TIMEOUT") == FailureKind.INSUFFICIENT_RESOURCES
+    settings.ARGUS_RETRY_INTERVAL_S = 60
+    step = alice_home(alice) / "jobs" / "alice-sft-1" / "checkpoints" / "global_step_2"
+    step.mkdir(parents=True)
+    ray = fake_ray([4])
+    task = make_task(alice, f"workload: export\ncheckpoint: {step}\nmax_retries: 0\n", stall_timeout_s=None)
+    tick()
+    attempt = task.attempts.get()
+    assert attempt.gpus == 0  # an export: its driver asks CPUs only
+    ray.set_status(
+        attempt.ray_submission_id, "FAILED", error_type="JOB_SUPERVISOR_ACTOR_START_TIMEOUT", message=START_TIMEOUT
+    )
+    tick()
+    task.refresh_from_db()
+    attempt.refresh_from_db()
+    assert attempt.failure_kind == FailureKind.INSUFFICIENT_RESOURCES
+    assert task.state == S.PENDING_RESOURCES
+    assert task.pending_reason.startswith("the cluster had no room (Job supervisor actor failed to start within")
+    back = task.events.get(kind=EventKind.RETRY_SCHEDULED)
+    assert back.data["retry_in_s"] == 60
+    assert "dead_nodes" not in back.data
+
+
+def alice_home(user) -> Path:
+    from accounts.homes import home_dir
+
+    return home_dir(user.username)
+
+
+def test_a_supervisor_that_died_with_no_node_dead_is_no_node_failure(alice, make_task, fake_ray, clock):
+    """The supervisor actor can die of other things than its node (Ray's memory monitor; the
+    user's driver signalling its parent): Ray's message says which, and so does its node table."""
+    killed = (
+        "Job supervisor actor died: The actor died unexpectedly before finishing this task.\n"
+        "\tclass_name: JobSupervisor\n\tactor_id: 3f2e1d0c\n\tpid: 4242\n"
+        "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit "
+        "detail: Worker unexpectedly exits with a connection error code 2. End of file."
+    )
+    assert node_death("JOB_SUPERVISOR_ACTOR_DIED", killed, "", {}) is None
+    ray = fake_ray([4, 4])
+    task = make_task(alice, max_retries=0, stall_timeout_s=None)
+    attempt = running(ray, task, clock)
+    driver = next(iter(attempt.placement))
+    failed_with_node(ray, task, attempt, error_type="JOB_SUPERVISOR_ACTOR_DIED", message=killed, driver_node_id=driver)
+    assert attempt.failure_kind == FailureKind.UNKNOWN
+    assert task.state == S.FAILED
+    # The same death with the driver's node dead in Ray's node table is the node's.
+    other = make_task(alice, max_retries=0, stall_timeout_s=None)
+    second = running(ray, other, clock)
+    ray.kill_node(next(iter(second.placement)))
+    failed_with_node(
+        ray,
+        other,
+        second,
+        error_type="JOB_SUPERVISOR_ACTOR_DIED",
+        message=killed,
+        driver_node_id=next(iter(second.placement)),
+    )
+    assert second.failure_kind == FailureKind.NODE_FAILURE
+
+
+@pytest.mark.parametrize(
+    ("tail", "waits"),
+    [(PRINTED_NODE_DEATH, True), (PRINTED_RAY_WORDS, False)],
+    ids=["os-exit", "bare-name"],
+)
+def test_words_the_program_printed_are_not_rays(alice, make_task, fake_ray, clock, settings, tail, waits):
+    """Its own crash, whatever it printed of nodes. Only Ray's own lost-work exception (the
+    os._exit's ActorDiedError) makes the verdict wait for Ray's node table; it names none dead."""
+    assert node_death("JOB_ENTRYPOINT_COMMAND_ERROR", "", tail, {}) is None
+    settings.ARGUS_NODE_DEATH_WAIT_S = 45
+    ray = fake_ray([4])
+    task = make_task(alice, max_retries=0, stall_timeout_s=None)
+    attempt = running(ray, task, clock)
+    ended_with_log(ray, task, attempt, clock, tail)
+    tick()
+    assert (Attempt.objects.get(pk=attempt.pk).end_time is None) is waits
+    clock.advance(46)
+    tick()
+    attempt.refresh_from_db()
+    task.refresh_from_db()
+    assert attempt.failure_kind == FailureKind.RUNTIME_ERROR
+    assert task.state == S.FAILED
+
+
+def test_a_planned_node_that_dies_after_ray_placed_the_job_elsewhere_is_not_its_death(
+    alice, make_task, fake_ray, clock
+):
+    """Admission planned n0; Ray placed the groups on n1 and the driver there too. n0 dies (under
+    another job): this job's crash is its own, not a free retry."""
+    ray = fake_ray([4, 4])
+    task = make_task(alice, max_retries=0, stall_timeout_s=None)
+    attempt = running(ray, task, clock)
+    planned = next(iter(attempt.placement))
+    placed = next(node.node_id for node in ray.nodes if node.node_id != planned)
+    ray.set_status(attempt.ray_submission_id, "RUNNING", job_id="07000000", driver_node_id=placed)
+    ray.placed = {"07000000": {placed: 4}}
+    tick()
+    attempt.refresh_from_db()
+    assert attempt.nodes == {placed: 4} and attempt.placement == {planned: 4}
+    ray.kill_node(planned)
+    failed_with_node(
+        ray, task, attempt, error_type="JOB_ENTRYPOINT_COMMAND_ERROR", message="RuntimeError: NCCL timeout"
+    )
+    assert attempt.failure_kind == FailureKind.RUNTIME_ERROR
+    assert task.state == S.FAILED
+
+
+def test_while_nothing_of_rays_placement_is_known_the_planned_nodes_stand(alice, make_task, fake_ray, clock):
+    ray = fake_ray([4, 4])
+    task = make_task(alice, max_retries=0, stall_timeout_s=None)
+    attempt = running(ray, task, clock)
+    assert attempt.nodes == {} and attempt.node_id == ""
+    ray.kill_node(next(iter(attempt.placement)))
+    failed_with_node(
+        ray, task, attempt, error_type="JOB_ENTRYPOINT_COMMAND_ERROR", message="RuntimeError: NCCL timeout"
+    )
+    assert attempt.failure_kind == FailureKind.NODE_FAILURE
