@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from raypool.discovery import head_path
+from raypool.raytoken import AUTH_MODES, TokenError, ray_env, read_token, token_path_beside
 
 # Same default as settings.ARGUS_SHARED_ROOT, so the head, the workers and the scheduler of a
 # checkout agree on where head.json lives without any configuration.
@@ -49,6 +50,8 @@ class NodeConfig:
     worker_resources: dict[str, float]
     ray_extra_args: tuple[str, ...]
     log_dir: Path | None  # None: logs go to stdout
+    ray_auth: str  # "token": Ray's token authentication on every node; "off": none (raypool.raytoken)
+    token_file: Path  # the cluster's token, beside head.json unless ARGUS_RAY_TOKEN_FILE says otherwise
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> NodeConfig:
@@ -62,11 +65,15 @@ class NodeConfig:
         role = env.text("ARGUS_ROLE", "")
         if role and role not in ROLES:
             raise ConfigError(f"ARGUS_ROLE must be one of {', '.join(ROLES)}, not {role!r}")
+        ray_auth = env.text("ARGUS_RAY_AUTH", "token")
+        if ray_auth not in AUTH_MODES:
+            raise ConfigError(f"ARGUS_RAY_AUTH must be one of {', '.join(AUTH_MODES)}, not {ray_auth!r}")
+        head_file = Path(env.text("ARGUS_HEAD_IP_FILE", str(default_head_file)))
         config = cls(
             role=role,
             shared_root=shared_root,
             cluster_name=cluster_name,
-            head_file=Path(env.text("ARGUS_HEAD_IP_FILE", str(default_head_file))),
+            head_file=head_file,
             ray_port=env.port("ARGUS_RAY_PORT", 6379),
             dashboard_port=env.port("ARGUS_DASHBOARD_PORT", 8265),
             ttl_s=env.seconds("ARGUS_TTL_S", 60),
@@ -80,11 +87,28 @@ class NodeConfig:
             },
             ray_extra_args=tuple(_split_args(env.text("ARGUS_RAY_EXTRA_ARGS", ""))),
             log_dir=Path(log_dir) if (log_dir := env.text("ARGUS_LOG_DIR", "")) else None,
+            ray_auth=ray_auth,
+            token_file=Path(env.text("ARGUS_RAY_TOKEN_FILE", str(token_path_beside(head_file)))),
         )
         if config.ttl_s <= config.refresh_s:
             # Otherwise the record goes stale between two refreshes of a healthy head.
             raise ConfigError("ARGUS_TTL_S must be longer than ARGUS_REFRESH_S")
         return config
+
+    def token(self) -> str | None:
+        """The cluster's token when this node uses one and its file is there; None with
+        ARGUS_RAY_AUTH=off or while there is no file yet. A file that is there but unusable (open to
+        others, unreadable) is a configuration error: the node must not run with it."""
+        if self.ray_auth != "token":
+            return None
+        try:
+            return read_token(self.token_file)
+        except TokenError as e:
+            raise ConfigError(str(e)) from None
+
+    def ray_env(self, base: Mapping[str, str]) -> dict[str, str]:
+        """The environment for this node's `ray start`: ``base`` with Ray's authentication set."""
+        return ray_env(base, self.ray_auth, self.token_file)
 
 
 def parse_resources_kv(text: str) -> dict[str, float]:

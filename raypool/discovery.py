@@ -213,10 +213,10 @@ def write_head(path: str | os.PathLike[str], record: HeadRecord) -> None:
         # Also on KeyboardInterrupt: a stray temp file would pile up on shared storage.
         Path(tmp_name).unlink(missing_ok=True)
         raise
-    _fsync_dir(target.parent)
+    fsync_dir(target.parent)
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
     # Makes the rename itself durable. Best effort: some filesystems refuse fsync on a directory.
     try:
         fd = os.open(directory, os.O_RDONLY)

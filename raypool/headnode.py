@@ -14,6 +14,7 @@ Were they to take turns, every worker would drain and rejoin on each turn.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -23,10 +24,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from raypool.config import NodeConfig
+from raypool.config import ConfigError, NodeConfig
 from raypool.discovery import HeadRecord, format_time, read_head, write_head
 from raypool.probe import DEAD_AFTER_LOOKS, HeadWatch, Look, job_server_answers, nobody_at_gcs, port_open
 from raypool.rayproc import RayNode, RayProcess
+from raypool.raytoken import TokenError, ensure_token
 
 logger = logging.getLogger(__name__)
 
@@ -53,10 +55,10 @@ def head_args(config: NodeConfig, node_ip: str) -> list[str]:
     ]
 
 
-def head_answers(record: HeadRecord) -> bool:
-    """The GCS accepts connections and the job server answers: what workers and the
-    scheduler need from the head."""
-    return port_open(record.head_ip, record.gcs_port) and job_server_answers(record.job_server_url)
+def head_answers(record: HeadRecord, token: str | None) -> bool:
+    """The GCS accepts connections and the job server answers (to the cluster's token, when
+    it has one): what workers and the scheduler need from the head."""
+    return port_open(record.head_ip, record.gcs_port) and job_server_answers(record.job_server_url, token)
 
 
 def new_head_id() -> str:
@@ -109,16 +111,17 @@ class HeadNode:
         config: NodeConfig,
         node_ip: str,
         *,
-        launch: Callable[[Sequence[str]], RayNode] = RayProcess.start,
-        probe: Callable[[HeadRecord], bool] = head_answers,
+        launch: Callable[[Sequence[str]], RayNode] | None = None,
+        probe: Callable[[HeadRecord], bool] | None = None,
         nobody_at: Callable[[HeadRecord], bool] = nobody_at_gcs,
         head_id: str | None = None,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.config = config
         self.node_ip = node_ip
-        self.launch = launch
-        self.probe = probe
+        self.launch = launch or functools.partial(RayProcess.start, env=config.ray_env(os.environ))
+        self.probe = probe or (lambda record: head_answers(record, self.token))
+        self.token: str | None = None  # the cluster's, read when Ray is started
         self.head_id = head_id or new_head_id()
         self.watch = HeadWatch(nobody_at)
         self.wall_clock = wall_clock
@@ -190,8 +193,22 @@ class HeadNode:
             logger.warning("no longer standing by: %s; starting Ray", verdict.why)
         self.standby_why = None
         self.took_over = verdict.current
+        self._prepare_token()
         self.ray = self.launch(head_args(self.config, self.node_ip))
         self.next_publish_at = now + READY_RETRY_S
+
+    def _prepare_token(self) -> None:
+        """With ARGUS_RAY_AUTH=token, the cluster's token file exists before Ray starts: made
+        here once if absent (the workers wait for it), or kept as an operator left it."""
+        if self.config.ray_auth != "token":
+            return
+        try:
+            created = ensure_token(self.config.token_file)
+        except TokenError as e:
+            raise ConfigError(str(e)) from None
+        if created:
+            logger.info("created the cluster's Ray token in %s (mode 0600)", self.config.token_file)
+        self.token = self.config.token()
 
     def _stand_by(self, verdict: Verdict, now: float) -> None:
         # Wait here rather than exit non-zero: supervisord counts a role that dies within

@@ -11,6 +11,7 @@ import urllib.request
 from collections.abc import Callable
 
 from raypool.discovery import HeadRecord
+from raypool.raytoken import bearer
 
 PROBE_TIMEOUT_S = 2.0
 # The errors that say "nobody is there" rather than "slow": the host or network has no route
@@ -31,10 +32,12 @@ def port_open(host: str, port: int, timeout: float = PROBE_TIMEOUT_S) -> bool:
         return False
 
 
-def job_server_answers(job_server_url: str, timeout: float = PROBE_TIMEOUT_S) -> bool:
+def job_server_answers(job_server_url: str, token: str | None = None, timeout: float = PROBE_TIMEOUT_S) -> bool:
     # /api/version is served by the job module itself: what JobSubmissionClient checks first.
+    # Under Ray's token authentication it answers 401 without the token.
+    request = urllib.request.Request(f"{job_server_url}/api/version", headers=bearer(token) if token else {})
     try:
-        with urllib.request.urlopen(f"{job_server_url}/api/version", timeout=timeout) as response:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status == 200
     except (OSError, urllib.error.URLError, ValueError):
         return False

@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -77,13 +77,17 @@ class RayProcess:
         self.popen = popen
 
     @classmethod
-    def start(cls, args: Sequence[str]) -> RayProcess:
-        """``ray start <args>`` (which must include ``--block``), in a session of its own so
-        a signal to raynode's process group (Ctrl-C in a terminal) does not reach it."""
+    def start(cls, args: Sequence[str], env: Mapping[str, str] | None = None) -> RayProcess:
+        """``ray start <args>`` (which must include ``--block``) with ``env`` (default: ours), in
+        a session of its own so a signal to raynode's process group (Ctrl-C in a terminal) does
+        not reach it."""
         command = [ray_executable(), "start", *args]
         logger.info("starting: %s", " ".join(command))
         popen = subprocess.Popen(
-            command, start_new_session=True, preexec_fn=functools.partial(_die_with_parent, os.getpid())
+            command,
+            env=env,
+            start_new_session=True,
+            preexec_fn=functools.partial(_die_with_parent, os.getpid()),
         )
         return cls(popen)
 

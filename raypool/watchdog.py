@@ -10,13 +10,16 @@ One ``ray start --address=<head> --block`` child at a time. The watchdog acts on
    after the raylet's own reconnect timeout, and rejoin whatever head the record names next.
 
 A stale or missing record alone changes nothing for a running node (a slow shared filesystem
-must not take the pool down); it only keeps a stopped node from starting.
+must not take the pool down); it only keeps a stopped node from starting. So does a missing
+token file under ARGUS_RAY_AUTH=token: the head makes it, and Ray would only refuse to start.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -55,14 +58,14 @@ class WorkerWatchdog:
         config: NodeConfig,
         node_ip: str,
         *,
-        launch: Callable[[Sequence[str]], RayNode] = RayProcess.start,
+        launch: Callable[[Sequence[str]], RayNode] | None = None,
         read_head: Callable[[Path], HeadRecord | None] = read_fresh_head,
         nobody_at: Callable[[HeadRecord], bool] = nobody_at_gcs,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
         self.node_ip = node_ip
-        self.launch = launch
+        self.launch = launch or functools.partial(RayProcess.start, env=config.ray_env(os.environ))
         self.read_head = read_head
         self.watch = HeadWatch(nobody_at)
         self.clock = clock
@@ -74,6 +77,7 @@ class WorkerWatchdog:
         self.retry_at = 0.0
         self.next_poll_at = 0.0
         self.waiting = False
+        self.waiting_for_token = False
 
     def tick(self) -> None:
         """One pass: notice a Ray exit, poll when due, leave a head that moved or died, join
@@ -85,7 +89,7 @@ class WorkerWatchdog:
         if (moved_to := self._head_moved()) is not None:
             logger.info("head moved to %s: leaving to rejoin", moved_to)
             self._leave()
-        if self.node is None and self.head is not None and self.clock() >= self.retry_at:
+        if self.node is None and self.head is not None and self.clock() >= self.retry_at and self._token_there():
             self.node = self.launch(worker_args(self.config, self.node_ip, self.head))
             self.joined = self.head
             self.started_at = self.clock()
@@ -101,6 +105,15 @@ class WorkerWatchdog:
         else:
             self.node.stop()
         self.node = None
+
+    def _token_there(self) -> bool:
+        """Whether Ray can start as ARGUS_RAY_AUTH says: no token needed, or its file is there
+        (ConfigError when it is there but unusable)."""
+        missing = self.config.ray_auth == "token" and self.config.token() is None
+        if missing and not self.waiting_for_token:
+            logger.warning("no Ray token in %s yet (the head creates it); waiting for it", self.config.token_file)
+        self.waiting_for_token = missing
+        return not missing
 
     def _leave(self) -> None:
         self.stop()

@@ -6,6 +6,7 @@ import configparser
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -84,6 +85,31 @@ def test_a_bad_setting_is_reported_not_a_traceback(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "ARGUS_RAY_PORT must be a port number" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_token_creates_the_clusters_token_once_and_prints_its_path(tmp_path: Path) -> None:
+    path = head_path(tmp_path, CLUSTER).with_name("ray_token")
+    first = raynode("token", env=raynode_env(tmp_path))
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.strip() == str(path)
+    assert f"created {path}" in first.stderr
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    token = path.read_text()
+    again = raynode("token", env=raynode_env(tmp_path))
+    assert (again.returncode, again.stdout.strip()) == (0, str(path))
+    assert "created" not in again.stderr
+    assert path.read_text() == token
+    assert token.strip() not in first.stdout + first.stderr  # a path to pass on, never the token
+
+
+def test_token_refuses_a_token_others_can_read(tmp_path: Path) -> None:
+    path = head_path(tmp_path, CLUSTER).with_name("ray_token")
+    path.parent.mkdir(parents=True)
+    path.write_text("a" * 64)
+    path.chmod(0o644)
+    result = raynode("token", env=raynode_env(tmp_path))
+    assert result.returncode == 1
+    assert f"chmod 600 {path}" in result.stderr and "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize("role", ["head", "worker"])

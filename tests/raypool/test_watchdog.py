@@ -18,6 +18,7 @@ from raypool.config import NodeConfig
 from raypool.discovery import HeadRecord, read_head, write_head
 from raypool.headnode import HeadNode, head_args
 from raypool.probe import nobody_listens
+from raypool.raytoken import ensure_token
 from raypool.watchdog import BACKOFF_MAX_S, HEALTHY_RUN_S, WorkerWatchdog, backoff_s, worker_args
 
 
@@ -56,7 +57,7 @@ def head(port: int = 6400, ip: str = "10.0.0.1") -> HeadRecord:
 
 @pytest.fixture
 def config(tmp_path: Path) -> NodeConfig:
-    return NodeConfig.from_env(
+    config = NodeConfig.from_env(
         {
             "ARGUS_SHARED_ROOT": str(tmp_path),
             "ARGUS_CLUSTER_NAME": "c",
@@ -64,6 +65,8 @@ def config(tmp_path: Path) -> NodeConfig:
             "ARGUS_RAY_EXTRA_ARGS": "--num-gpus=4",
         }
     )
+    ensure_token(config.token_file)  # as the head does before it starts Ray (test_raytoken.py: without it)
+    return config
 
 
 class Harness:

@@ -1,4 +1,4 @@
-"""``manage.py raynode head|worker|status|supervisor-config``: the stateless Ray node pool.
+"""``manage.py raynode head|worker|status|token|supervisor-config``: the stateless Ray node pool.
 
 Runs with no database at all (a worker image has none): no system checks, no models; all
 configuration comes from the environment (raypool.config).
@@ -25,6 +25,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from raypool.config import ROLES, ConfigError, NodeConfig, detect_node_ip
 from raypool.discovery import read_head
 from raypool.headnode import HeadNode
+from raypool.raytoken import TokenError, ensure_token
 from raypool.supervisor import program_section
 from raypool.watchdog import WorkerWatchdog
 
@@ -44,6 +45,9 @@ class Command(BaseCommand):
         actions.add_parser("head", help="run `ray start --head --block` and publish head.json")
         actions.add_parser("worker", help="find the head through head.json, join it, follow it")
         actions.add_parser("status", help="print head.json and whether it is fresh (exit 1 if not)")
+        actions.add_parser(
+            "token", help="create the cluster's Ray token file unless it exists (mode 0600); print its path"
+        )
         config = actions.add_parser("supervisor-config", help="print the supervisord [program:…] section")
         config.add_argument("--role", choices=ROLES, required=True)
 
@@ -55,6 +59,8 @@ class Command(BaseCommand):
         action = options["action"]
         if action == "status":
             self.status(config)
+        elif action == "token":
+            self.token(config)
         elif action == "supervisor-config":
             section = program_section(
                 options["role"], python=sys.executable, project_dir=settings.BASE_DIR, log_dir=config.log_dir
@@ -76,6 +82,17 @@ class Command(BaseCommand):
             raise CommandError(f"stale: expired {-left:.0f} s ago ({config.head_file})", returncode=1)
         self.stdout.write(f"fresh: expires in {left:.0f} s ({config.head_file})")
 
+    def token(self, config: NodeConfig) -> None:
+        """For an operator: make the token before any head runs, or find where it is (to start a
+        Ray node by hand: RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=<this path> ray start ...)."""
+        try:
+            created = ensure_token(config.token_file)
+        except TokenError as e:
+            raise CommandError(str(e), returncode=1) from None
+        if created:
+            self.stderr.write(f"created {config.token_file}")
+        self.stdout.write(str(config.token_file))
+
     def run_head(self, config: NodeConfig) -> None:
         self.install_signal_handlers()
         head = HeadNode(config, config.node_ip or detect_node_ip())
@@ -87,6 +104,8 @@ class Command(BaseCommand):
                     # Non-zero so supervisord restarts us, and with us the head.
                     raise CommandError(f"ray exited with code {code}", returncode=1)
                 time.sleep(SLICE_S)
+        except ConfigError as e:  # the token file is unusable: say why, exit non-zero
+            raise CommandError(str(e), returncode=1) from None
         finally:
             head.stop()
 
@@ -98,6 +117,8 @@ class Command(BaseCommand):
             while not self.shutdown:
                 watchdog.tick()
                 time.sleep(SLICE_S)
+        except ConfigError as e:
+            raise CommandError(str(e), returncode=1) from None
         finally:
             watchdog.stop()
 
