@@ -1,7 +1,7 @@
 """Where a task's files live, computed by the service, never by the user:
 
 - each attempt's ``<root>/users/<user>/jobs/<ray_submission_id>/``: spec.yaml, submission.json,
-  driver.log;
+  driver.log, metrics.jsonl (verl's file logger: the attempt's steps);
 - the task's ``<root>/users/<user>/jobs/<task_id>/checkpoints/``, shared by all its attempts so
   that a retry resumes from the last checkpoint, and ``…/<task_id>/tracking/``, the experiment
   trackers' own files (WANDB_DIR), shared the same way.
@@ -15,6 +15,8 @@ from typing import Any
 from accounts.homes import home_dir
 from tasks.models import Attempt, Task
 from tasks.specs.builders import build_argv
+
+METRICS_LOG = "metrics.jsonl"
 
 
 def job_root(username: str, submission_id: str) -> Path:
@@ -36,6 +38,12 @@ def driver_log_path(username: str, submission_id: str) -> Path:
 def attempt_log(task: Task, attempt: Attempt) -> Path:
     """The attempt's driver.log: where it was recorded, or where it belongs."""
     return Path(attempt.log_path or driver_log_path(task.user.username, attempt.ray_submission_id))
+
+
+def metrics_log(task: Task, attempt: Attempt) -> Path:
+    """Where verl's file logger writes the attempt's steps (VERL_FILE_LOGGER_PATH): beside its
+    driver.log, one file per attempt (verl truncates it at each start)."""
+    return attempt_log(task, attempt).parent / METRICS_LOG
 
 
 def resolved_spec(task: Task, attempt_no: int | None = None) -> dict[str, Any]:

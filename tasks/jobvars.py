@@ -22,6 +22,9 @@ class JobVar(StrEnum):
     WANDB_DIR = "WANDB_DIR"
     SWANLAB_RUN_ID = "SWANLAB_RUN_ID"
     SWANLAB_RESUME = "SWANLAB_RESUME"
+    # Where verl's `file` logger writes the attempt's steps (verl/utils/tracking.py, FileLogger):
+    # the progress and curves Argus reads whatever the console prints (tasks.jobfiles.metrics_log).
+    VERL_FILE_LOGGER_PATH = "VERL_FILE_LOGGER_PATH"
 
 
 NAMES = frozenset(JobVar)

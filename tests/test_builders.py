@@ -50,7 +50,7 @@ def test_it_builds_the_ppo_argv(checkpoint_dir: Path) -> None:
         "trainer.test_freq=-1",
         f"trainer.default_local_dir={checkpoint_dir}",
         "trainer.resume_mode=auto",
-        "trainer.logger=['console']",
+        "trainer.logger=['console','file']",
     ]
 
 
@@ -72,7 +72,7 @@ def test_it_builds_the_grpo_argv(checkpoint_dir: Path) -> None:
         "trainer.test_freq=-1",
         f"trainer.default_local_dir={checkpoint_dir}",
         "trainer.resume_mode=auto",
-        "trainer.logger=['console']",
+        "trainer.logger=['console','file']",
     ]
 
 
@@ -92,7 +92,7 @@ def test_it_builds_the_sft_argv(checkpoint_dir: Path) -> None:
         "trainer.test_freq=5",
         f"trainer.default_local_dir={checkpoint_dir}",
         "trainer.resume_mode=auto",
-        "trainer.logger=['console']",
+        "trainer.logger=['console','file']",
     ]
 
 

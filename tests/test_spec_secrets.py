@@ -178,12 +178,12 @@ def test_the_builders_add_trackers_project_and_the_task_id_as_the_experiment(sha
     resolved = parse_spec(basic(trackers=["wandb"], project="gsm8k"), username="alice").resolved
     argv = build_argv(resolved, username="alice", checkpoint_dir=checkpoints)
     assert argv[-3:] == [
-        "trainer.logger=['console','wandb']",
+        "trainer.logger=['console','wandb','file']",
         "trainer.project_name=gsm8k",
         "trainer.experiment_name=alice-ppo-20261125-120000-abcd",
     ]
     plain = build_argv(parse_spec(basic(), username="alice").resolved, username="alice", checkpoint_dir=checkpoints)
-    assert plain[-1] == "trainer.logger=['console']"
+    assert plain[-1] == "trainer.logger=['console','file']"
     assert not any(arg.startswith(("trainer.project_name", "trainer.experiment_name")) for arg in plain)
 
 

@@ -272,8 +272,12 @@ class MetricsQuery(serializers.Serializer):
 
 class AttemptSpanSerializer(serializers.Serializer):
     attempt_no = serializers.IntegerField()
-    first_step = serializers.IntegerField(allow_null=True, help_text="The first step its log holds; null: none yet.")
-    last_step = serializers.IntegerField(allow_null=True, help_text="The last step its log holds; null: none yet.")
+    first_step = serializers.IntegerField(
+        allow_null=True,
+        help_text="The first step it trained; null: none yet (its validation before training, at the step it "
+        "started from, is none).",
+    )
+    last_step = serializers.IntegerField(allow_null=True, help_text="The last step it trained; null: none yet.")
     resumed_from_step = serializers.IntegerField(
         allow_null=True, help_text="The checkpoint step it resumed from; null: from scratch (or not said yet)."
     )

@@ -31,8 +31,8 @@ from tasks.api.serializers import (
     TaskSerializer,
     TaskSpecSerializer,
 )
-from tasks.jobfiles import attempt_log, resolved_spec
-from tasks.logs.curves import AttemptCurves, merge_attempts, parse_log
+from tasks.jobfiles import attempt_log, metrics_log, resolved_spec
+from tasks.logs.curves import AttemptCurves, merge_attempts, read_attempt
 from tasks.logs.read import follow, read_all, tail_lines
 from tasks.models import TERMINAL_STATES, Attempt, IllegalTransition, StaleState, Task
 from tasks.specs.parse import SpecError
@@ -213,10 +213,11 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
 
     @extend_schema(
         summary="Training curves of the task, across its attempts, or of one attempt",
-        description="Parsed from verl's `step:N - key:value` lines in the driver logs. By default the "
-        "curves run across all attempts (`attempt` is null): a step logged by several attempts counts "
-        "once, the latest attempt's values win, and `attempts` says where each attempt ran and the "
-        "checkpoint step it resumed from. `attempt=N` gives that attempt's own curves.",
+        description="Read from each attempt's verl file logger (`metrics.jsonl`, which Argus has verl "
+        "write), or, where there is none, from verl's `step:N - key:value` console lines in its driver "
+        "log. By default the curves run across all attempts (`attempt` is null): a step trained by "
+        "several attempts counts once, the latest attempt's values win, and `attempts` says where each "
+        "attempt ran and the checkpoint step it resumed from. `attempt=N` gives that attempt's own curves.",
         parameters=[MetricsQuery],
         responses={200: MetricsSerializer, **ERRORS},
     )
@@ -227,9 +228,13 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         number = query.get("attempt")
         chosen = self._attempt(task, number) if number is not None else None
         attempts = [chosen] if chosen else list(task.attempts.order_by("attempt_no"))
-        # Each driver.log is read once, in chunks: they can be gigabytes.
+        # Each file is read once, in chunks: they can be gigabytes.
         merged = merge_attempts(
-            AttemptCurves(attempt.attempt_no, attempt.resumed_from_step, parse_log(attempt_log(task, attempt)))
+            AttemptCurves(
+                attempt.attempt_no,
+                attempt.resumed_from_step,
+                read_attempt(attempt_log(task, attempt), metrics_log(task, attempt)),
+            )
             for attempt in attempts
         )
         body = {"attempt": number, **merged.to_json()}

@@ -9,6 +9,9 @@ TaskRunner and worker actors run in Ray workers, which do not inherit the driver
 - For a task that logs to a tracker, one run for the whole task: W&B's WANDB_RUN_ID (stable for
   the task, a valid W&B id), WANDB_RESUME=allow and WANDB_DIR in the task's folder; SwanLab's
   SWANLAB_RUN_ID and SWANLAB_RESUME=allow. Retries, requeues and preemptions continue that run.
+- VERL_FILE_LOGGER_PATH, the attempt's own metrics.jsonl beside its driver.log: verl's `file`
+  logger (which builders add to the logger lists Argus knows) writes every step there, the
+  record of progress and curves that does not depend on the console (tasks.scheduler.progress).
 
 Every variable set here is a member of tasks.jobvars.JobVar: a secret may not replace one.
 """
@@ -23,9 +26,9 @@ from pathlib import Path
 from accounts.models import MissingSecrets, Secret
 from accounts.secrets import SecretsUnavailable, Undecryptable
 from tasks.choices import TaskKind, Tracker
-from tasks.jobfiles import tracker_dir
+from tasks.jobfiles import metrics_log, tracker_dir
 from tasks.jobvars import JobVar
-from tasks.models import Task
+from tasks.models import Attempt, Task
 from tasks.specs.parse import command_trackers
 
 # W&B run ids: letters, digits, '-' and '_' are safe (it refuses '/', '\\', '#', '?', '%', ':'),
@@ -65,8 +68,8 @@ def trackers_of(task: Task) -> list[str]:
     return list(task.spec.get("trackers") or [])
 
 
-def for_attempt(task: Task) -> JobEnv:
-    """The environment of ``task``'s next attempt. Raises SecretGone."""
+def for_attempt(task: Task, attempt: Attempt) -> JobEnv:
+    """The environment of ``task``'s ``attempt``. Raises SecretGone."""
     names = list(task.spec.get("secrets") or [])
     try:
         values = Secret.objects.values_for(task.user_id, names) if names else {}
@@ -79,6 +82,7 @@ def for_attempt(task: Task) -> JobEnv:
         ) from None
     # Keyed by JobVar: what Argus sets is declared there, where the spec's checks read it.
     sets: dict[JobVar, str] = {JobVar.SECRET_NAMES: ",".join(names)} if names else {}
+    sets[JobVar.VERL_FILE_LOGGER_PATH] = str(metrics_log(task, attempt))
     folders: list[Path] = []
     trackers = trackers_of(task)
     if Tracker.WANDB in trackers:

@@ -418,7 +418,7 @@ def submit_attempt(ray: RayClient, task: Task, attempt: Attempt) -> bool:
     """Send a SUBMITTING attempt to Ray (again, after a crash: the same id); True when Ray
     has it."""
     try:
-        env = job_env.for_attempt(task)
+        env = job_env.for_attempt(task, attempt)
     except job_env.SecretGone as error:
         line = str(error)[:300]
         settle(task, attempt, Outcome(failure=FailureKind.USER_ERROR, line=line, stopped=True, message=str(error)))

@@ -20,13 +20,14 @@ from ray.job_submission import JobDetails, JobStatus
 
 from tasks.jobfiles import attempt_log
 from tasks.models import ACTIVE_STATES, Attempt, EventKind, FailureKind, Role, Task, TaskState
+from tasks.scheduler import progress
 from tasks.scheduler.failures import classify, key_error_line, lost_work, node_death, trim
 from tasks.scheduler.launch import mark_submitted, submit_attempt
 from tasks.scheduler.rayjobs import ClusterView, JobNotFound, RayClient, RayUnavailable, is_live, status_of
 from tasks.scheduler.settle import ACTOR, Outcome, settle
 from tasks.scheduler.steps import Budget, guarded
 from tasks.scheduler.storage import bounded
-from tasks.scheduler.watch import catch_up, read_tail, watch
+from tasks.scheduler.watch import read_tail, watch
 
 LOG_TAIL_BYTES = 64 * 1024
 logger = logging.getLogger(__name__)
@@ -218,13 +219,10 @@ def _failed(
 
 
 def _finished(task: Task, attempt: Attempt, ended_at: datetime | None) -> Outcome:
-    """A job that exited 0 finished only if it reached its total steps (verl#7401: a resumed
-    run can end at once and report success)."""
-    catch_up(task, attempt)
-    total = attempt.total_steps or task.spec.get("total_training_steps")
-    reached = max(attempt.last_step or 0, attempt.resumed_from_step or 0)
-    if total and reached < int(total):
-        line = f"verl exited at step {reached} of {total}"
+    """A job that exited 0 finished unless a record says its training stopped short of its total
+    (verl#7401: a resumed run can end at once and report success); tasks.scheduler.progress."""
+    line = progress.shortfall(task, attempt)
+    if line is not None:
         return Outcome(failure=FailureKind.INCOMPLETE, line=line, ended_at=ended_at)
     return Outcome(ended_at=ended_at)
 

@@ -13,11 +13,10 @@ from typing import Any
 from accounts.homes import home_dir
 from tasks.models import TaskKind, Workload
 from tasks.specs.paths import expand_checkpoint_macro
+from tasks.specs.verl_run import PPO_MODULE, SFT_MODULE, basic_loggers, with_file_logger
 
 # The task's checkpoint folder, exported to advanced commands (they pass it to verl themselves).
 CHECKPOINT_ENV = "ARGUS_CHECKPOINT_DIR"
-PPO_MODULE = "verl.trainer.main_ppo"
-SFT_MODULE = "verl.trainer.sft_trainer_ray"
 MERGER_MODULE = "verl.model_merger"
 # Where an export writes its Hugging Face model, in the task's own folder (beside checkpoints/).
 HF_MODEL_DIR = "hf_model"
@@ -36,7 +35,8 @@ def build_argv(resolved: dict[str, Any], *, username: str, checkpoint_dir: Path)
     Advanced: ``["env", "ARGUS_CHECKPOINT_DIR=<checkpoint_dir>", "bash", "-c", <command>]`` (not a
     login shell: /etc/profile would reset PATH, and the node's python3 is found through it), the
     folder written into the command for ``$ARGUS_CHECKPOINT_DIR`` (tasks.specs.paths), so that
-    ``trainer.default_local_dir=$ARGUS_CHECKPOINT_DIR`` resumes, quoted or not.
+    ``trainer.default_local_dir=$ARGUS_CHECKPOINT_DIR`` resumes, quoted or not. A command that
+    sets ``trainer.logger`` gets ``file`` added to it (tasks.specs.verl_run.with_file_logger).
 
     PPO and GRPO (`verl.trainer.main_ppo`; GRPO is PPO's trainer with the GRPO estimator and
     no critic)::
@@ -51,7 +51,7 @@ def build_argv(resolved: dict[str, Any], *, username: str, checkpoint_dir: Path)
           trainer.total_training_steps=<steps>          (only when set)
           trainer.save_freq=<save_freq> trainer.test_freq=<test_freq>
           trainer.default_local_dir=<checkpoint_dir> trainer.resume_mode=auto
-          trainer.logger=['console']                   (['console','wandb',…] with trackers)
+          trainer.logger=['console','file']            (['console','wandb',…,'file'] with trackers)
           trainer.project_name=<project>                (with trackers)
           trainer.experiment_name=<task_id>             (with trackers)
 
@@ -81,7 +81,7 @@ def build_argv(resolved: dict[str, Any], *, username: str, checkpoint_dir: Path)
     if ".." in Path(checkpoint_dir).parts or jobs not in Path(checkpoint_dir).parents:
         raise ValueError(f"{checkpoint_dir} is not in a job directory of {username} (under {jobs})")
     if resolved["kind"] == TaskKind.ADVANCED:
-        command = expand_checkpoint_macro(resolved["command"], checkpoint_dir)
+        command = with_file_logger(expand_checkpoint_macro(resolved["command"], checkpoint_dir))
         return ["env", f"{CHECKPOINT_ENV}={checkpoint_dir}", "bash", "-c", command]
 
     workload = resolved["workload"]
@@ -113,7 +113,7 @@ def build_argv(resolved: dict[str, Any], *, username: str, checkpoint_dir: Path)
         f"trainer.test_freq={resolved['test_freq']}",
         f"trainer.default_local_dir={checkpoint_dir}",
         "trainer.resume_mode=auto",
-        "trainer.logger=[" + ",".join(f"'{name}'" for name in ["console", *trackers]) + "]",
+        "trainer.logger=[" + ",".join(f"'{name}'" for name in basic_loggers(trackers)) + "]",
     ]
     if trackers:
         # One run per task: its attempts share the project, the name and (tasks.scheduler.job_env)

@@ -1073,19 +1073,27 @@ _HYDRA_GROUPS_ALLOWED = ("hydra/job_logging", "hydra/hydra_logging")
 _HYDRA_SUBDIRS = ("hydra.sweep.subdir", "hydra.output_subdir")
 
 
-def command_trackers(command: str) -> list[str]:
-    """The trackers (Tracker values) an advanced command's trainer.logger names, read as Hydra will
-    read it (``trainer.logger=['console','wandb']``, ``trainer.logger=wandb``). ``command`` was
-    checked when the task was submitted; one that cannot be read names none."""
+def command_argv(command: str) -> tuple[str, hydra_argv.HydraArgv] | None:
+    """An advanced command's module and its arguments, read as Hydra will read them. ``command``
+    was checked when the task was submitted; None when it cannot be read."""
     try:
         tokens = shlex.split(command.replace("\\\n", ""))
     except ValueError:
-        return []
+        return None
     start = 0
     while start < len(tokens) and _ASSIGNMENT.match(tokens[start] + " "):
         start += 1
-    argv = hydra_argv.parse(tokens[start + 3 :])  # past python3 -m <module>
-    named = {str(value) for value in argv.values("trainer.logger")}
+    if len(tokens) < start + 3:
+        return None
+    return tokens[start + 2], hydra_argv.parse(tokens[start + 3 :])  # past python3 -m <module>
+
+
+def command_trackers(command: str) -> list[str]:
+    """The trackers (Tracker values) an advanced command's trainer.logger names, read as Hydra will
+    read it (``trainer.logger=['console','wandb']``, ``trainer.logger=wandb``); one that cannot be
+    read names none."""
+    read = command_argv(command)
+    named = {str(value) for value in read[1].values("trainer.logger")} if read else set()
     return [tracker for tracker in Tracker.values if tracker in named]
 
 

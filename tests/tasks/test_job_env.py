@@ -17,7 +17,7 @@ from rest_framework.test import APIClient
 
 from accounts.models import Secret
 from common.redact import REDACTED
-from tasks.jobfiles import job_root, tracker_dir
+from tasks.jobfiles import job_root, metrics_log, tracker_dir
 from tasks.logs.driverlog import tracker_url
 from tasks.models import Event, FailureKind, Task, TaskState
 from tasks.scheduler.job_env import RUN_ID_MAX, run_id
@@ -106,7 +106,8 @@ def test_an_advanced_command_logging_to_wandb_gets_the_run_settings(
     env = ray.env[started(ray, task)]
     assert env["WANDB_RUN_ID"] == task.task_id and "ARGUS_SECRET_NAMES" not in env
     plain = make_task(alice)
-    assert ray.env[started(ray, plain)] == {}  # no secrets, no tracker: no runtime_env
+    # No secrets, no tracker: only where verl's file logger writes the attempt's steps.
+    assert ray.env[started(ray, plain)] == {"VERL_FILE_LOGGER_PATH": str(metrics_log(plain, plain.attempts.get()))}
 
 
 @pytest.mark.parametrize("task_id", ["a.b-ppo-20261125-120000-abcd", "u" * 40 + "-grpo-20261125-120000-abcd"])

@@ -13,7 +13,7 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from accounts.models import Secret
-from tasks.jobfiles import job_root
+from tasks.jobfiles import job_root, metrics_log
 from tasks.jobvars import NAMES
 from tasks.models import Task
 from tasks.scheduler.tick import tick
@@ -46,11 +46,12 @@ def test_a_swanlab_key_given_as_a_secret_reaches_the_job_beside_one_run_for_the_
         "ARGUS_SECRET_NAMES": "SWANLAB_API_KEY",
         "SWANLAB_RUN_ID": task.task_id,
         "SWANLAB_RESUME": "allow",
+        "VERL_FILE_LOGGER_PATH": str(metrics_log(task, attempt)),
     }
     recorded = json.loads((job_root("alice", attempt.ray_submission_id) / "submission.json").read_text())
     # What Argus set itself is all declared (tasks.jobvars), and the key is not written down.
     assert set(recorded["runtime_env"]["env_vars"]) <= NAMES and SWANLAB_VALUE not in json.dumps(recorded)
-    assert "trainer.logger=['console','swanlab']" in shlex.split(recorded["entrypoint"])
+    assert "trainer.logger=['console','swanlab','file']" in shlex.split(recorded["entrypoint"])
 
 
 @pytest.mark.parametrize("name", ["SWANLAB_RUN_ID", "SWANLAB_RESUME", "WANDB_RUN_ID", "ARGUS_SECRET_NAMES"])

@@ -328,7 +328,7 @@ def test_the_task_page_shows_state_attempts_timeline_and_spec(
     # The spec as sent, and as run: macros expanded, the command one argument a line.
     assert "train_file: $HOME/common/datasets/gsm8k/train.parquet" in page
     assert "python3 -m verl.trainer.main_ppo \\\n    data.train_files=" in page
-    assert "\\\n    &quot;trainer.logger=[&#x27;console&#x27;]&quot;</pre>" in page
+    assert "\\\n    &quot;trainer.logger=[&#x27;console&#x27;,&#x27;file&#x27;]&quot;</pre>" in page
     assert f"job_root: {home_dir('alice')}/jobs/{task.task_id}--a02" in page
     # Live while it runs: the status polls; the log and curves come from the API.
     assert f'hx-get="/tasks/{task.task_id}/" hx-trigger="every 3s"' in page
