@@ -235,7 +235,11 @@ SPECTACULAR_SETTINGS = {
 # --- Argus --------------------------------------------------------------------------------
 ARGUS_SHARED_ROOT = Path(envstr("ARGUS_SHARED_ROOT", str(BASE_DIR / "var" / "private")))
 ARGUS_CLUSTER_NAME = envstr("ARGUS_CLUSTER_NAME", "argus-ray")
-ARGUS_ADVANCED_ALLOWED_MODULES = envlist("ARGUS_ADVANCED_ALLOWED_MODULES", "verl.trainer.")
+# verl's trainers (verl.trainer.*) and verl 0.9's experimental ones, each module by its name.
+ARGUS_ADVANCED_ALLOWED_MODULES = envlist(
+    "ARGUS_ADVANCED_ALLOWED_MODULES",
+    "verl.trainer.,verl.experimental.fully_async_policy.fully_async_main,verl.experimental.one_step_off_policy.main_ppo",
+)
 ARGUS_MAX_SPEC_BYTES = 64 * 1024
 # A token's last_used_at is written at most this often, so every API call is not a write.
 ARGUS_TOKEN_TOUCH_S = envint("ARGUS_TOKEN_TOUCH_S", 60)
@@ -244,6 +248,9 @@ ARGUS_TOKEN_TOUCH_S = envint("ARGUS_TOKEN_TOUCH_S", 60)
 ARGUS_RAY_JOB_SERVER_URL = envstr("ARGUS_RAY_JOB_SERVER_URL", "")
 ARGUS_RAY_GCS_ADDRESS = envstr("ARGUS_RAY_GCS_ADDRESS", "")
 ARGUS_RAY_TIMEOUT_S = envfloat("ARGUS_RAY_TIMEOUT_S", 5.0)
+# The cluster's Ray token (raypool/raytoken.py): empty, the file beside head.json. Argus sends it
+# to Ray when the file is there, and sends none when it is not (a cluster without tokens).
+ARGUS_RAY_TOKEN_FILE = envstr("ARGUS_RAY_TOKEN_FILE", "")
 # A submission can take longer than a status call on a busy head; a timeout there only leaves
 # the task SUBMITTING for the next sync to settle, but each one costs a tick.
 ARGUS_RAY_SUBMIT_TIMEOUT_S = envfloat("ARGUS_RAY_SUBMIT_TIMEOUT_S", 30.0)
@@ -259,8 +266,11 @@ ARGUS_TICK_BUDGET_S = envfloat("ARGUS_TICK_BUDGET_S", 30.0)
 ARGUS_SCHEDULER_ERROR_LIMIT = envint("ARGUS_SCHEDULER_ERROR_LIMIT", 3)
 # How often the scheduler reads Ray's whole job table (orphans, retention, foreign jobs).
 ARGUS_RAY_SWEEP_S = envfloat("ARGUS_RAY_SWEEP_S", 5.0)
-# Finished jobs are deleted from Ray this long after their end (their logs are on shared storage).
-ARGUS_RAY_JOB_RETENTION_S = envint("ARGUS_RAY_JOB_RETENTION_S", 3600)
+# Every finished Argus job is deleted from Ray this long after its end, driver.log or not
+# (tasks/scheduler/sweep.py): Ray's job table holds each job's runtime_env, the task's secrets
+# among its env_vars, for anyone with the cluster's token. Argus reads nothing of an ended job from
+# Ray; five minutes leave an admin time to look at one in Ray's dashboard.
+ARGUS_RAY_JOB_RETENTION_S = envint("ARGUS_RAY_JOB_RETENTION_S", 300)
 ARGUS_RETRY_INTERVAL_S = envint("ARGUS_RETRY_INTERVAL_S", 60)
 ARGUS_RETRY_MAX_INTERVAL_S = envint("ARGUS_RETRY_MAX_INTERVAL_S", 600)
 ARGUS_LOST_RETRIES = envint("ARGUS_LOST_RETRIES", 3)

@@ -715,6 +715,12 @@ class ClusterState(models.Model):
     # Live Ray jobs that Argus did not submit: they hold GPUs Argus did not place.
     foreign_jobs = models.JSONField(default=list, blank=True)
     swept_at = models.DateTimeField(null=True, blank=True, help_text="When Ray's job table was last swept.")
+    ray_auth = models.CharField(
+        max_length=16,
+        blank=True,
+        help_text="Whether Ray demands its token (token) or not (disabled), as the last sweep found; "
+        "empty: not known yet.",
+    )
 
     def __str__(self) -> str:
         return f"{self.name}: {'reachable' if self.reachable else 'unreachable'}"

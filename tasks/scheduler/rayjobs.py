@@ -4,6 +4,10 @@ Ray being down or unreachable is a normal condition, not a verdict: every engine
 out as ``RayUnavailable`` (try again later), ``JobNotFound`` (Ray does not know this
 submission id: LOST) or ``JobExists`` (a duplicate submission id: the job is already there).
 The Jobs SDK passes no timeout to its HTTP calls, so the client here adds one to each.
+
+Every call carries the cluster's Ray token when Argus has one (raypool.raytoken: the file beside
+head.json, or ARGUS_RAY_TOKEN_FILE), and none when it has not: a cluster started by hand
+without token authentication still works, and one with it refuses a client without the token.
 """
 
 from __future__ import annotations
@@ -13,13 +17,14 @@ import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, NotRequired, Protocol, TypedDict
+from typing import Any, NotRequired, Protocol, TypedDict, cast
 
 from django.conf import settings
 from ray.job_submission import JobDetails, JobSubmissionClient
 
 from raypool.config import WORKER_RESOURCE
 from raypool.discovery import head_file_from_settings, read_head
+from raypool.raytoken import TokenError, bearer, read_token, token_file_from_settings, use_in_process
 
 logger = logging.getLogger(__name__)
 
@@ -102,12 +107,23 @@ def find_ray() -> RayAddress | None:
     return RayAddress(record.job_server_url, record.gcs_address, "head.json")
 
 
-class _BoundedJobClient(JobSubmissionClient):
-    """The SDK's client with a timeout on every HTTP request it makes."""
+def find_token() -> str | None:
+    """The cluster's Ray token, None when Argus has none (no file: a cluster without tokens).
+    A file that is there but unusable is a condition for an operator to mend, not a reason to
+    send nothing: Ray would refuse the calls anyway, with a less telling message."""
+    path = token_file_from_settings()
+    try:
+        return read_token(path)
+    except TokenError as error:
+        raise RayUnavailable(str(error)) from None
 
-    def __init__(self, address: str, timeout: float) -> None:
+
+class _BoundedJobClient(JobSubmissionClient):
+    """The SDK's client with a timeout on every HTTP request it makes, and the token, if any."""
+
+    def __init__(self, address: str, timeout: float, token: str | None) -> None:
         self._argus_timeout = timeout  # set first: the constructor already makes requests
-        super().__init__(address)
+        super().__init__(address, headers=bearer(token) if token else None)
 
     def _do_request(self, method: str, endpoint: str, **kwargs: Any) -> Any:
         is_submit = method == "POST" and endpoint.rstrip("/").endswith("/api/jobs")
@@ -177,28 +193,30 @@ class RayClient(Protocol):
     def delete(self, submission_id: str) -> None: ...
     def cluster(self) -> ClusterView: ...
     def placements(self) -> dict[str, dict[str, int]]: ...
+    def auth_mode(self) -> str: ...
 
 
 class RayJobs:
     """One connection to one Ray cluster, made lazily; every call bounded."""
 
-    def __init__(self, address: RayAddress, timeout: float | None = None) -> None:
+    def __init__(self, address: RayAddress, timeout: float | None = None, token: str | None = None) -> None:
         self.address = address
         self.timeout = timeout if timeout is not None else settings.ARGUS_RAY_TIMEOUT_S
-        self._client: JobSubmissionClient | None = None
+        self.token = token
+        self._client: _BoundedJobClient | None = None
 
     @classmethod
     def connect(cls) -> RayJobs:
         address = find_ray()
         if address is None:
             raise RayUnavailable("No Ray address: no fresh head.json and none configured.")
-        return cls(address)
+        return cls(address, token=find_token())
 
     @property
-    def client(self) -> JobSubmissionClient:
+    def client(self) -> _BoundedJobClient:
         if self._client is None:
             try:
-                self._client = _BoundedJobClient(self.address.job_server_url, self.timeout)
+                self._client = _BoundedJobClient(self.address.job_server_url, self.timeout, self.token)
             except Exception as error:
                 raise RayUnavailable(f"Cannot reach Ray at {self.address.job_server_url}: {error}") from error
         return self._client
@@ -238,6 +256,16 @@ class RayJobs:
         except Exception as error:
             raise _classify(error) from error
 
+    def auth_mode(self) -> str:
+        """Whether the cluster demands its token: "token" or "disabled", as Ray's dashboard says
+        (``/api/authentication_mode``, which answers without one)."""
+        try:
+            response = self.client._do_request("GET", "/api/authentication_mode")
+            response.raise_for_status()
+            return str(response.json()["authentication_mode"])
+        except Exception as error:
+            raise RayUnavailable(f"Authentication mode from {self.address.job_server_url}: {error}"[:500]) from error
+
     def placements(self) -> dict[str, dict[str, int]]:
         """Where Ray placed each job's placement groups: {ray job id: {node_id: GPUs}}, for the
         groups Ray has created. Admission promises a task room on chosen nodes, but Ray puts
@@ -245,15 +273,19 @@ class RayJobs:
 
         One call for the whole cluster (the state API through the dashboard), made only while
         some running attempt's nodes are unknown."""
-        from ray.util.state import list_placement_groups
+        from ray.util.state.api import StateApiClient
+        from ray.util.state.common import ListApiOptions, PlacementGroupState, StateResource
 
         try:
-            groups = list_placement_groups(
-                address=self.address.job_server_url,
-                filters=[("state", "=", "CREATED")],
-                detail=True,
-                timeout=max(1, int(self.timeout)),
-                raise_on_missing_output=False,
+            # ray.util.state.list_placement_groups, with the token: its client takes headers.
+            state = StateApiClient(self.address.job_server_url, headers=bearer(self.token) if self.token else None)
+            options = ListApiOptions(
+                filters=[("state", "=", "CREATED")], detail=True, timeout=max(1, int(self.timeout))
+            )
+            # What list() returns for PLACEMENT_GROUPS (its annotation is the union of every kind).
+            groups = cast(
+                list[PlacementGroupState],
+                state.list(StateResource.PLACEMENT_GROUPS, options=options, raise_on_missing_output=False),
             )
         except Exception as error:
             raise RayUnavailable(f"Placement groups from {self.address.job_server_url}: {error}"[:500]) from error
@@ -280,6 +312,9 @@ class RayJobs:
             raise RayUnavailable(f"GCS {self.address.gcs_address} unreachable: {error}") from error
         from ray.autoscaler.v2.sdk import get_cluster_status
 
+        if self.token:
+            # The GCS client takes no header: it reads the token from Ray's process-wide config.
+            use_in_process(self.token)
         try:
             status = get_cluster_status(self.address.gcs_address, timeout=max(1, int(self.timeout)))
         except Exception as error:

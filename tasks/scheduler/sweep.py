@@ -4,10 +4,13 @@ returns every job Ray has ever run, and its cost grows with that history).
 - An orphan, a live job carrying Argus's metadata that no live attempt follows (a crash
   between Ray accepting it and its row being kept, an old head coming back with jobs Argus
   counted as lost), is stopped: it holds GPUs nobody will ever read the results of.
-- A finished Argus job whose attempt has ended, with its log on shared storage, is deleted from
-  Ray after ARGUS_RAY_JOB_RETENTION_S, so that the table (and the head's memory) stays bounded.
+- A finished Argus job is deleted from Ray ARGUS_RAY_JOB_RETENTION_S after it ended, whether
+  or not its driver wrote driver.log (a job stopped while pending, an entrypoint that failed
+  first): its runtime_env holds the task's secrets, and the table (and the head's memory) stays
+  bounded. Nothing of an ended job is read from Ray: its attempt and driver.log are its history.
 - A live job without Argus's metadata is left alone, and kept in ClusterState for the cluster
   page: it holds GPUs that Argus did not place.
+- Whether the cluster demands Ray's token is kept there too, for the admins' cluster page.
 """
 
 from __future__ import annotations
@@ -20,12 +23,10 @@ from django.conf import settings
 from django.utils import timezone
 from ray.job_submission import JobDetails
 
-from tasks.jobfiles import attempt_log
 from tasks.models import ACTIVE_STATES, Attempt, ClusterState, EventKind, Task
 from tasks.scheduler.rayjobs import JobNotFound, RayClient, is_live, status_of
 from tasks.scheduler.settle import ACTOR
 from tasks.scheduler.steps import Budget
-from tasks.scheduler.storage import bounded
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +42,7 @@ def sweep_due(now: datetime | None = None) -> bool:
 
 def sweep(ray: RayClient, budget: Budget) -> None:
     jobs = ray.jobs()
+    auth = ray.auth_mode()
     now = timezone.now()
     ours = {job.submission_id: job for job in jobs if job.submission_id and (job.metadata or {}).get("argus_task_id")}
     # Ray writes a record back after a deletion when its job monitor notices the supervisor
@@ -76,19 +78,15 @@ def sweep(ray: RayClient, budget: Budget) -> None:
     if deleted:
         logger.info("sweep: deleted %d finished jobs from Ray", deleted)
     foreign = [_describe(job) for job in jobs if job.submission_id not in ours and is_live(job)]
-    ClusterState.objects.filter(name="default").update(foreign_jobs=foreign, swept_at=now)
+    ClusterState.objects.filter(name="default").update(foreign_jobs=foreign, swept_at=now, ray_auth=auth)
 
 
 def _forgettable(job: JobDetails, attempt: Attempt | None, before: datetime) -> bool:
-    """Ended long enough ago, and nothing of it is read from Ray any more."""
-    if attempt is None:  # an orphan that has ended: Ray's own end time counts
-        return job.end_time is not None and datetime.fromtimestamp(job.end_time / 1000, tz=UTC) <= before
-    if attempt.end_time is None or attempt.end_time > before:
-        return False
-    try:
-        return bounded(attempt_log(attempt.task, attempt).exists)
-    except OSError:
-        return False  # storage does not answer: keep Ray's copy until it does
+    """Ended by ``before``: when its attempt ended as Argus recorded it, else (an orphan, an
+    attempt its task left without an end) when Ray says the job ended."""
+    if attempt is not None and attempt.end_time is not None:
+        return attempt.end_time <= before
+    return job.end_time is not None and datetime.fromtimestamp(job.end_time / 1000, tz=UTC) <= before
 
 
 def _stop_orphan(ray: RayClient, job: JobDetails, attempt: Attempt | None) -> None:

@@ -40,6 +40,7 @@ class FakeRay:
         self.hooks: dict[str, Callable[..., None]] = {}  # call name -> run before answering
         self.placed: dict[str, dict[str, int]] = {}  # Ray job id -> {node: gpus} of its placement groups
         self.env: dict[str, dict[str, str]] = {}  # submission id -> its runtime_env's env_vars
+        self.auth = "disabled"  # what Ray's /api/authentication_mode says
 
     def _hook(self, name: str, *args: object) -> None:
         if name in self.hooks:
@@ -89,6 +90,10 @@ class FakeRay:
     def placements(self) -> dict[str, dict[str, int]]:
         self._hook("placements")
         return dict(self.placed)
+
+    def auth_mode(self) -> str:
+        self._hook("auth_mode")
+        return self.auth
 
     def kill_node(self, node_id: str) -> None:
         """Ray lists the node as dead from now on."""
