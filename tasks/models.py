@@ -44,6 +44,8 @@ from tasks.lease import (  # noqa: F401 (re-exported, and Django finds the Lease
 )
 from tasks.logs import redact
 from tasks.pause import AdmissionControl as AdmissionControl
+from tasks.specs.pools import Pool, task_pools
+from tasks.specs.pools import total_gpus as pools_gpus
 
 
 class IllegalTransition(Exception):
@@ -83,8 +85,12 @@ class Task(models.Model):
     workload = models.CharField(max_length=16, choices=Workload.choices)
     kind = models.CharField(max_length=16, choices=TaskKind.choices, default=TaskKind.BASIC)
     state = models.CharField(max_length=24, choices=TaskState.choices, default=TaskState.QUEUED)
+    # The trainer's resource pool: nnodes nodes with n_gpus_per_node GPUs each.
     nnodes = models.PositiveIntegerField()
     n_gpus_per_node = models.PositiveIntegerField()
+    # verl's other resource pools the command starts (rollout, reward, teacher; tasks.specs.pools),
+    # each a per-node gang of its own: [{"name": "rollout", "nnodes": 1, "n_gpus_per_node": 4}, …].
+    extra_pools = models.JSONField(default=list, blank=True)
     priority = models.CharField(max_length=8, choices=Priority.choices, default=Priority.NORMAL)
     priority_rank = models.SmallIntegerField(default=0, editable=False)
     max_retries = models.PositiveIntegerField(default=0)
@@ -106,6 +112,9 @@ class Task(models.Model):
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     # The scheduler's steps for this task that raised since its last move (see tick.py).
     scheduler_errors = models.PositiveSmallIntegerField(default=0)
+    # Its retry budgets (max_retries, ARGUS_NODE_FAILURE_RETRIES, …) count its attempts from this
+    # number on: an operator's requeue starts them afresh (tasks.scheduler.settle).
+    budgets_from = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(default=timezone.now)
     # When it entered the queue (QUEUED): its place, wait and fair-share age count from here. A
     # task created WAITING gets it when its dependencies are met; null until then.
@@ -179,8 +188,14 @@ class Task(models.Model):
         super().save(*args, **kwargs)
 
     @property
+    def pools(self) -> list[Pool]:
+        """Every verl resource pool it holds, the trainer's first; none for an export (CPUs only)."""
+        return task_pools(self.nnodes, self.n_gpus_per_node, map(Pool.from_dict, self.extra_pools))
+
+    @property
     def total_gpus(self) -> int:
-        return self.nnodes * self.n_gpus_per_node
+        """The GPUs of all its pools: what it holds, is charged for and is limited by."""
+        return pools_gpus(self.pools)
 
     @property
     def is_terminal(self) -> bool:
@@ -376,14 +391,19 @@ class Task(models.Model):
 
     def requeue(self, actor: str) -> None:
         """An operator sends a failed or canceled task back to the queue (a new attempt follows);
-        one with dependencies back to WAITING, where they (and its macros) are judged again."""
+        one with dependencies back to WAITING, where they (and its macros) are judged again. Its
+        retry budgets start afresh: they count from its next attempt."""
         waits = self.dependencies.exists()
         # A task back to WAITING enters the queue again only when its dependencies are met.
         changes: dict[str, Any] = {"queued_at": None} if waits else {}
+        budgets_from = (self.attempts.aggregate(last=models.Max("attempt_no"))["last"] or 0) + 1
         self.transition(
             TaskState.WAITING if waits else TaskState.QUEUED,
             actor=actor,
-            message="Requeued by an operator." + (" It waits for its dependencies." if waits else ""),
+            message="Requeued by an operator; its retry budgets start afresh."
+            + (" It waits for its dependencies." if waits else ""),
+            data={"budgets_from_attempt": budgets_from},
+            budgets_from=budgets_from,
             finished_at=None,
             cancel_requested_at=None,
             next_run_at=None,
@@ -572,6 +592,9 @@ class Attempt(models.Model):
     # has not said yet (resume_known tells which).
     resumed_from_step = models.IntegerField(null=True, blank=True)
     resume_known = models.BooleanField(default=False)
+    # The step of the task's latest checkpoint (verl's tracker) when the attempt ended, read where
+    # a retry budget asks whether it made progress (tasks.scheduler.settle); null: not read, or none.
+    checkpoint_step = models.IntegerField(null=True, blank=True)
     # How far sync has read driver.log (it reads only what was added), when it last grew, and
     # since when verl has waited for a placement Ray cannot give (the line that said so).
     log_offset = models.BigIntegerField(default=0)

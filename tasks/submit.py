@@ -14,6 +14,7 @@ from accounts.limits import high_priority_refusal, limits_for, queued_limit_erro
 from accounts.models import MissingSecrets, Secret
 from tasks.models import BEFORE_RAY_STATES, Priority, Task
 from tasks.specs.parse import ParsedSpec, SpecError, parse_spec
+from tasks.specs.pools import describe
 
 
 class QuotaError(Exception):
@@ -51,9 +52,10 @@ def check_request(user: Any, parsed: ParsedSpec, field: str = "") -> None:
     if missing:
         raise SpecError({f"{field}secrets": [str(MissingSecrets(missing))]})
     limit = settings.ARGUS_MAX_TASK_GPUS
-    total = parsed.nnodes * parsed.n_gpus_per_node
+    total = parsed.total_gpus  # every verl resource pool's
     if limit and total > limit:
-        too_many = f"asks for {total} GPUs in all; the limit is {limit} (ARGUS_MAX_TASK_GPUS)"
+        pools = f" ({describe(parsed.pools)})" if parsed.extra_pools else ""
+        too_many = f"asks for {total} GPUs in all{pools}; the limit is {limit} (ARGUS_MAX_TASK_GPUS)"
         raise SpecError({f"{field}nnodes": [too_many], f"{field}n_gpus_per_node": [too_many]})
     if parsed.priority == Priority.HIGH:
         refusal = high_priority_refusal(user)

@@ -23,6 +23,7 @@ from tasks.models import (
 )
 from tasks.pause import REASON_MAX
 from tasks.specs.parse import ADVANCED, BASIC, COMMON, MAX_DEPENDENCIES, MAX_SECRETS, SPEC_KEYS, Duration, SpecKey
+from tasks.specs.pools import POOL_NAMES
 
 
 class AttemptNodeSerializer(serializers.Serializer):
@@ -72,6 +73,14 @@ class AttemptSerializer(serializers.ModelSerializer):
         return attempt.where(context["node_ips"])
 
 
+class PoolSerializer(serializers.Serializer):
+    name = serializers.ChoiceField(
+        choices=POOL_NAMES, help_text="trainer (nnodes x n_gpus_per_node), or another verl resource pool."
+    )
+    nnodes = serializers.IntegerField(help_text="Distinct nodes the pool needs.")
+    n_gpus_per_node = serializers.IntegerField(help_text="GPUs it needs free on each of them.")
+
+
 class TaskSerializer(serializers.ModelSerializer):
     user = serializers.CharField(source="user.username", read_only=True)
     pipeline_id = serializers.CharField(
@@ -80,7 +89,13 @@ class TaskSerializer(serializers.ModelSerializer):
         allow_null=True,
         help_text="The pipeline it is a step of; null: none.",
     )
-    total_gpus = serializers.IntegerField(read_only=True)
+    total_gpus = serializers.IntegerField(read_only=True, help_text="The GPUs of all its pools.")
+    pools = PoolSerializer(
+        many=True,
+        read_only=True,
+        help_text="verl's resource pools it holds, the trainer's first, each a per-node gang of its own; it starts "
+        "when every pool fits at once (pools may share a node with room for both). Empty for an export.",
+    )
     cancel_requested = serializers.SerializerMethodField()
     tracker_url = serializers.SerializerMethodField(
         help_text="The experiment tracker's run (W&B, SwanLab) the task logs to, one across all its attempts, as "
@@ -102,6 +117,7 @@ class TaskSerializer(serializers.ModelSerializer):
             "nnodes",
             "n_gpus_per_node",
             "total_gpus",
+            "pools",
             "priority",
             "preemptible",
             "max_retries",
@@ -305,7 +321,8 @@ class QueueEntrySerializer(serializers.Serializer):
     preemptible = serializers.BooleanField(help_text="May be stopped to make room for a task of higher priority.")
     nnodes = serializers.IntegerField()
     n_gpus_per_node = serializers.IntegerField()
-    gpus = serializers.IntegerField()
+    gpus = serializers.IntegerField(help_text="The GPUs of all its pools.")
+    pools = PoolSerializer(many=True, help_text="verl's resource pools, the trainer's first (as a task's).")
     reason = serializers.CharField()
     note = serializers.CharField(
         allow_blank=True,

@@ -28,7 +28,18 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 
 from tasks.scheduler.plan import NEVER, Profile, Release
-from tasks.scheduler.rooms import Request, Room, can_ever_fit, place, plural, shortfall
+from tasks.scheduler.rooms import (
+    Cpus,
+    Request,
+    Room,
+    Shape,
+    can_ever_fit,
+    cpus_at,
+    place,
+    plural,
+    shape_gangs,
+    shortfall,
+)
 
 STRICT_FIFO = "strict_fifo"
 BEST_EFFORT_FIFO = "best_effort_fifo"
@@ -44,7 +55,7 @@ class Running:
 
     key: int
     placement: Mapping[str, int]  # {node: gpus}
-    cpus_per_node: float = 0.0
+    cpus_per_node: Cpus = 0.0  # per node where its pools hold different room on different nodes
     ends_at: float | None = None  # planned end (start + time limit); None: unknown
     user: str = ""
     priority: int = 0
@@ -78,14 +89,14 @@ class Decision:
     estimates: dict[int, float | None] = field(default_factory=dict)  # waiting key -> planned start
 
 
-def _subtract(free: dict[str, Room], placement: Mapping[str, int], cpus_per_node: float) -> None:
+def _subtract(free: dict[str, Room], placement: Mapping[str, int], cpus: Cpus) -> None:
     for node, gpus in placement.items():
         room = free[node]
-        free[node] = Room(room.gpus - gpus, room.cpus - cpus_per_node)
+        free[node] = Room(room.gpus - gpus, room.cpus - cpus_at(cpus, node))
 
 
-def _fits(placement: Mapping[str, int], cpus_per_node: float, free: Mapping[str, Room]) -> bool:
-    return all(node in free and free[node].holds(gpus, cpus_per_node) for node, gpus in placement.items())
+def _fits(placement: Mapping[str, int], cpus: Cpus, free: Mapping[str, Room]) -> bool:
+    return all(node in free and free[node].holds(gpus, cpus_at(cpus, node)) for node, gpus in placement.items())
 
 
 def _add(free: Mapping[str, Room], holders: Iterable[Running]) -> dict[str, Room]:
@@ -97,7 +108,7 @@ def _add(free: Mapping[str, Room], holders: Iterable[Running]) -> dict[str, Room
             if node not in more:
                 continue
             room = more[node]
-            more[node] = Room(room.gpus + gpus, room.cpus + holder.cpus_per_node)
+            more[node] = Room(room.gpus + gpus, room.cpus + cpus_at(holder.cpus_per_node, node))
     return more
 
 
@@ -251,9 +262,6 @@ def decide(
     return state.decision
 
 
-Shape = tuple[int, int, float]
-
-
 @dataclass
 class _Pass:
     """One walk of the queue: the room left, the users' use, and what was decided so far."""
@@ -323,7 +331,7 @@ class _Pass:
             return placement
         found = self.profile.earliest(request, request.run_s)
         placement = found[1] if found is not None and found[0] <= self.now else None
-        if placement is not None and not _fits(placement, request.cpus_per_node, self.free):
+        if placement is not None and not _fits(placement, request.cpus_on(placement), self.free):
             placement = None  # the profile's now is the free room; this keeps it so
         if placement is None:
             self.decision.waiting[request.key] = (
@@ -336,23 +344,31 @@ class _Pass:
     def _doomed(self, shape: Shape) -> bool:
         """Free room only shrinks during a pass: a shape at least as large as one that failed
         fails too, which keeps a long queue cheap (a long queue has few shapes: once per shape
-        until another fails)."""
+        until another fails). A request of several pools is doomed when one of its pools is at
+        least as large as a one-pool shape that failed, or its very shape failed."""
         doomed = self.doomed.get(shape)
         if doomed is None:
-            nnodes, gpus, cpus = shape
-            doomed = any(nnodes >= n and gpus >= g and cpus >= c for n, g, c in self.failed_shapes)
+            if shape[3]:
+                doomed = shape in self.failed_shapes or any(self._dominated(gang) for _, gang in shape_gangs(shape))
+            else:
+                doomed = self._dominated(shape[:3])
             self.doomed[shape] = doomed
         return doomed
 
+    def _dominated(self, gang: tuple[int, int, float]) -> bool:
+        nnodes, gpus, cpus = gang
+        return any(nnodes >= n and gpus >= g and cpus >= c for n, g, c, more in self.failed_shapes if not more)
+
     def admit(self, request: Request, placement: dict[str, int]) -> None:
-        _subtract(self.free, placement, request.cpus_per_node)
+        cpus = request.cpus_on(placement)
+        _subtract(self.free, placement, cpus)
         self.decision.admitted.append((request, placement))
         self.started.add(request.key)
         self._count(request.user, request.gpus)
         if self.profile is not None:
-            self.profile.take(self.now, request.run_s, placement, request.cpus_per_node)
+            self.profile.take(self.now, request.run_s, placement, cpus)
         if request.run_s is not None:
-            self.releases.append(Release(self.now + request.run_s, placement, request.cpus_per_node))
+            self.releases.append(Release(self.now + request.run_s, placement, cpus))
         self.reasons.clear()
 
     def cannot_start(self, request: Request) -> bool:
@@ -412,7 +428,7 @@ class _Pass:
             )
             return False
         at, where = found
-        self.profile.take(at, request.run_s, where, request.cpus_per_node)
+        self.profile.take(at, request.run_s, where, request.cpus_on(where))
         self.decision.reservations[request.key] = (at, where)
         return True
 
@@ -472,6 +488,6 @@ def _estimate(decision: Decision, queue: Sequence[Request], profile: Profile, de
             continue
         start, placement = found
         decision.estimates[request.key] = start
-        profile.take(start, request.run_s, placement, request.cpus_per_node)
+        profile.take(start, request.run_s, placement, request.cpus_on(placement))
         if strict:
             not_before = start

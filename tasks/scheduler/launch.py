@@ -45,11 +45,12 @@ from tasks.scheduler.rayjobs import (
     Submission,
     SubmitRejected,
 )
-from tasks.scheduler.rooms import Request, Room, effective_free
+from tasks.scheduler.rooms import Cpus, Request, Room, effective_free
 from tasks.scheduler.settle import ACTOR, Outcome, settle
 from tasks.scheduler.steps import Budget, guarded
 from tasks.scheduler.storage import bounded
 from tasks.specs.builders import build_argv
+from tasks.specs.pools import describe
 
 logger = logging.getLogger(__name__)
 
@@ -254,7 +255,11 @@ def running_now(now: datetime, holdings: Holdings) -> list[admission.Running]:
             ends = attempt.preempted_at.timestamp() + grace
         elif stopping:
             ends = now.timestamp()
-        gpus = task.n_gpus_per_node
+        # Its CPUs follow its GPUs on each node (verl's bundles); with several pools, a node may
+        # hold more than one pool's share.
+        cpus: Cpus = cpus_for(task.n_gpus_per_node)
+        if task.extra_pools:
+            cpus = {node: cpus_for(gpus) for node, gpus in held.items()}
         # A task that resumed after a preemption runs ARGUS_PREEMPT_MIN_RUN_S before it can be
         # chosen again: no two tasks trade places for ever.
         settling_in = (task.pk, attempt.attempt_no) in resumed and now.timestamp() - started.timestamp() < min_run
@@ -262,7 +267,7 @@ def running_now(now: datetime, holdings: Holdings) -> list[admission.Running]:
             admission.Running(
                 task.pk,
                 held,
-                cpus_for(gpus),
+                cpus,
                 ends,
                 task.user.username,
                 task.priority_rank,
@@ -368,14 +373,19 @@ def start_attempt(ray: RayClient, task: Task, placement: dict[str, int]) -> bool
                 role=Role.SCHEDULER,
                 actor=ACTOR,
                 attempt=attempt,
-                message=f"Admitted: {task.total_gpus} GPUs on {len(placement)} node(s).",
-                data={"placement": placement},
+                message=f"Admitted: {task.total_gpus} GPUs on {len(placement)} node(s){_pools_words(task)}.",
+                data={"placement": placement, "pools": [pool.as_dict() for pool in task.pools]},
                 pending_reason="",
                 next_run_at=None,
             )
     except IntegrityError:
         return False  # another scheduler made this attempt first
     return submit_attempt(ray, task, attempt)
+
+
+def _pools_words(task: Task) -> str:
+    """`` (pools: trainer 1x4 + rollout 1x2)`` for a task of several verl resource pools."""
+    return f" (pools: {describe(task.pools)})" if task.extra_pools else ""
 
 
 def submission_payload(task: Task, attempt: Attempt, env: job_env.JobEnv | None = None) -> Submission:

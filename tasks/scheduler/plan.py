@@ -17,7 +17,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from tasks.scheduler.rooms import Request, Room, holding, place
+from tasks.scheduler.rooms import Cpus, Request, Room, cpus_at, holding, place
 
 NEVER = math.inf
 # A running task past its planned end (over its time limit, being stopped) gives its room back
@@ -31,7 +31,7 @@ class Release:
 
     at: float
     placement: Mapping[str, int]  # {node: gpus}
-    cpus_per_node: float = 0.0
+    cpus_per_node: Cpus = 0.0
 
 
 class Profile:
@@ -61,7 +61,7 @@ class Profile:
         self.rooms.insert(index + 1, dict(self.rooms[index]))
         return index + 1
 
-    def _change(self, start: float, end: float, placement: Mapping[str, int], cpus: float, sign: int) -> None:
+    def _change(self, start: float, end: float, placement: Mapping[str, int], cpus: Cpus, sign: int) -> None:
         first = self._split(start)
         last = len(self.times) if end == NEVER else self._split(end)
         for index in range(first, last):
@@ -70,7 +70,7 @@ class Profile:
                 if self.totals is not None and node not in self.totals:
                     continue  # a dead node: nothing comes back there until it rejoins (as a new node)
                 room = rooms.get(node, Room(0.0, 0.0))
-                changed = Room(room.gpus + sign * gpus, room.cpus + sign * cpus)
+                changed = Room(room.gpus + sign * gpus, room.cpus + sign * cpus_at(cpus, node))
                 if self.totals is not None and node in self.totals:
                     # A release never makes a node larger than it is (effective_free already
                     # charged the larger of Ray's and Argus's counts).
@@ -78,7 +78,7 @@ class Profile:
                     changed = Room(min(changed.gpus, total.gpus), min(changed.cpus, total.cpus))
                 rooms[node] = changed
 
-    def release_early(self, at: float, planned: float | None, placement: Mapping[str, int], cpus: float) -> None:
+    def release_early(self, at: float, planned: float | None, placement: Mapping[str, int], cpus: Cpus) -> None:
         """Room a running task was planned to give back at ``planned`` (None: never) comes back
         at ``at`` instead: a preempted task stops within its grace."""
         at = at if at > self.now else self.now + OVERDUE_S
@@ -98,7 +98,8 @@ class Profile:
             return None
         span = NEVER if duration is None else duration
         first = 0 if not_before is None else max(0, bisect.bisect_right(self.times, not_before) - 1)
-        gpus, cpus = request.gpus_per_node, request.cpus_per_node
+        # Several pools: the nodes that hold the smallest pool (place() sorts out the rest).
+        nnodes, gpus, cpus = request.least()
         for index in range(first, len(self.times)):
             start = self.times[index] if not_before is None else max(self.times[index], not_before)
             # The least room over the span, of the nodes that hold the request all along: a node
@@ -107,7 +108,7 @@ class Profile:
             window = holding(self.rooms[index], gpus, cpus)
             end = start + span
             following = index + 1
-            while len(window) >= request.nnodes and following < len(self.times) and self.times[following] < end:
+            while len(window) >= nnodes and following < len(self.times) and self.times[following] < end:
                 later = self.rooms[following]
                 lesser = {node: _lesser(room, later.get(node, Room(0.0, 0.0))) for node, room in window.items()}
                 window = holding(lesser, gpus, cpus)
@@ -117,7 +118,7 @@ class Profile:
                 return start, placement
         return None
 
-    def take(self, start: float, duration: float | None, placement: Mapping[str, int], cpus_per_node: float) -> None:
+    def take(self, start: float, duration: float | None, placement: Mapping[str, int], cpus_per_node: Cpus) -> None:
         """A planned task holds ``placement`` from ``start`` for ``duration`` (None: for ever)."""
         end = NEVER if duration is None else start + duration
         self._change(start, end, placement, cpus_per_node, -1)

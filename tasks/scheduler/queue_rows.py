@@ -17,10 +17,11 @@ database changes (``forget``).
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import connection
@@ -29,6 +30,7 @@ from tasks.models import QUEUE_STATES, Task, TaskState
 from tasks.scheduler.fairshare import Waiting
 from tasks.scheduler.queue_order import EpochSeconds
 from tasks.scheduler.rooms import Request
+from tasks.specs.pools import Pool
 
 OVERLAP_S = 10.0
 FULL_READ_S = 300.0
@@ -41,6 +43,7 @@ class QueueRow(NamedTuple):
     user_id: int
     nnodes: int
     n_gpus_per_node: int
+    extra_pools: str | list[dict[str, Any]]  # Task.extra_pools as the cursor gives it (see more_pools)
     state: str
     pending_reason: str
     submitted: float  # queued_at (when it joined the queue) in seconds since 1970, by the database
@@ -244,4 +247,14 @@ def request_for(row: QueueRow, user: str, cpus_per_gpu: float) -> Request:
         user,
         planned_run_s(row.time_limit_s),
         row.priority_rank,
+        more_pools(row.extra_pools),
     )
+
+
+def more_pools(stored: str | list[dict[str, Any]]) -> tuple[Pool, ...]:
+    """A row's pools besides the trainer's. The raw cursor gives a JSON field as its text (Django
+    parses it only for model instances); most tasks have none, and their "[]" costs no parse."""
+    if not stored or stored == "[]":
+        return ()
+    items = json.loads(stored) if isinstance(stored, str) else stored
+    return tuple(map(Pool.from_dict, items))

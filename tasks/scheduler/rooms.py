@@ -6,12 +6,30 @@ worker nodes that each have ``gpus_per_node`` GPUs and ``cpus_per_node`` CPUs fr
 the cluster's total (what verl checks) is not enough: verl then waits forever for its placement
 groups on a fragmented cluster, and on a node with the GPUs but not the CPUs its
 ``{"CPU": 3, "GPU": 1}`` bundles never place either (verl#6663).
+
+verl 0.9 may start several resource pools (tasks.specs.pools): the trainer's (the request's own
+``nnodes`` x ``gpus_per_node``) and others (``Request.more``: rollout, reward, teacher), each a
+per-node gang of its own, all at once. Each pool needs its own nodes, distinct within the pool;
+two pools may share a node that has room for both (Ray packs each placement group on one node,
+and groups of different pools on the same node when it has room). Every pool's bundles ask the
+same CPUs per GPU (ARGUS_CPUS_PER_GPU), so a node's CPUs follow its GPUs.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from typing import NamedTuple
+
+from tasks.specs.pools import TRAINER, Pool
+
+# (nnodes, GPUs per node, CPUs per node): one per-node gang.
+Gang = tuple[int, int, float]
+# What admission caches its answers by: the first pool's gang and the others.
+Shape = tuple[int, int, float, tuple[Pool, ...]]
+# The CPUs a placement holds on each of its nodes: the same on every node (one pool), or per
+# node (several pools, which may share a node).
+Cpus = float | dict[str, float]
 
 
 class Room(NamedTuple):
@@ -37,14 +55,51 @@ class Request(NamedTuple):
     # never backfills ahead of a reservation.
     run_s: float | None = None
     priority: int = 0
+    # verl's other resource pools, with the same CPUs per GPU as the first (see the module).
+    more: tuple[Pool, ...] = ()
 
     @property
     def gpus(self) -> int:
-        return self.nnodes * self.gpus_per_node
+        own = self.nnodes * self.gpus_per_node
+        return own + sum(pool.gpus for pool in self.more) if self.more else own
 
     @property
-    def shape(self) -> tuple[int, int, float]:
-        return (self.nnodes, self.gpus_per_node, self.cpus_per_node)
+    def shape(self) -> Shape:
+        return (self.nnodes, self.gpus_per_node, self.cpus_per_node, self.more)
+
+    def gangs(self) -> list[tuple[str, Gang]]:
+        """Every pool by name, the first (the trainer's) first."""
+        return shape_gangs(self.shape)
+
+    def least(self) -> Gang:
+        """What a node of its placement holds at least, and how many nodes it needs at least:
+        (the widest pool's nnodes, the smallest pool's GPUs and CPUs per node)."""
+        if not self.more:
+            return (self.nnodes, self.gpus_per_node, self.cpus_per_node)
+        gangs = [gang for _, gang in self.gangs()]
+        return (max(g[0] for g in gangs), min(g[1] for g in gangs), min(g[2] for g in gangs))
+
+    def cpus_on(self, placement: Mapping[str, int]) -> Cpus:
+        """The CPUs ``placement`` (place()'s) holds on each of its nodes."""
+        if not self.more:
+            return self.cpus_per_node
+        per_gpu = self.cpus_per_node / self.gpus_per_node
+        return {node: gpus * per_gpu for node, gpus in placement.items()}
+
+
+def shape_gangs(shape: Shape) -> list[tuple[str, Gang]]:
+    """A shape's pools by name, each (nnodes, GPUs per node, CPUs per node); the others' CPUs
+    follow their GPUs at the first's CPUs per GPU."""
+    nnodes, gpus, cpus, more = shape
+    gangs: list[tuple[str, Gang]] = [(TRAINER, (nnodes, gpus, cpus))]
+    per_gpu = cpus / gpus if gpus else 0.0
+    gangs += [(pool.name, (pool.nnodes, pool.n_gpus_per_node, pool.n_gpus_per_node * per_gpu)) for pool in more]
+    return gangs
+
+
+def cpus_at(cpus: Cpus, node: str) -> float:
+    """``cpus`` (a Cpus) on ``node``."""
+    return cpus[node] if isinstance(cpus, dict) else cpus
 
 
 def effective_free(
@@ -68,15 +123,58 @@ def effective_free(
 
 
 def place(request: Request, free: Mapping[str, Room]) -> dict[str, int] | None:
-    """``nnodes`` distinct nodes with enough free GPUs and CPUs each ({node: gpus}), or None.
+    """``nnodes`` distinct nodes with enough free GPUs and CPUs each ({node: gpus}), or None;
+    for several pools, every pool placed at once, the GPUs summed per node.
 
     Best fit (the fullest nodes that still fit first) keeps large holes for large requests.
     """
+    if request.more:
+        return _combined(place_pools(request, free))
     fitting = holding(free, request.gpus_per_node, request.cpus_per_node)
     if len(fitting) < request.nnodes:
         return None
     best = sorted((room.gpus, room.cpus, node) for node, room in fitting.items())
     return {node: request.gpus_per_node for _, _, node in best[: request.nnodes]}
+
+
+def place_pools(request: Request, free: Mapping[str, Room]) -> dict[str, dict[str, int]] | None:
+    """Where each of the request's pools goes, {pool: {node: gpus}}, all at once, or None.
+
+    Pool after pool, each best fit in the room the ones before left, the largest first; when
+    that order fails, every other (a request has at most a few pools). One order's first fit
+    can miss a packing another choice of nodes would find; a request it misses waits (it is
+    never admitted where it does not fit)."""
+    gangs = sorted(request.gangs(), key=lambda item: (-item[1][1], -item[1][0]))
+    for order in itertools.permutations(gangs):
+        found = _place_in_order(order, free)
+        if found is not None:
+            return found
+    return None
+
+
+def _place_in_order(order: tuple[tuple[str, Gang], ...], free: Mapping[str, Room]) -> dict[str, dict[str, int]] | None:
+    room = dict(free)
+    found: dict[str, dict[str, int]] = {}
+    for name, (nnodes, gpus, cpus) in order:
+        fitting = holding(room, gpus, cpus)
+        if len(fitting) < nnodes:
+            return None
+        best = sorted((node_room.gpus, node_room.cpus, node) for node, node_room in fitting.items())[:nnodes]
+        found[name] = {node: gpus for _, _, node in best}
+        for _, _, node in best:
+            taken = room[node]
+            room[node] = Room(taken.gpus - gpus, taken.cpus - cpus)
+    return found
+
+
+def _combined(pools: dict[str, dict[str, int]] | None) -> dict[str, int] | None:
+    if pools is None:
+        return None
+    combined: dict[str, int] = {}
+    for where in pools.values():
+        for node, gpus in where.items():
+            combined[node] = combined.get(node, 0) + gpus
+    return combined
 
 
 def holding(rooms: Mapping[str, Room], gpus: float, cpus: float) -> dict[str, Room]:
@@ -87,6 +185,8 @@ def holding(rooms: Mapping[str, Room], gpus: float, cpus: float) -> dict[str, Ro
 
 
 def can_ever_fit(request: Request, totals: Mapping[str, Room]) -> bool:
+    if request.more:
+        return place_pools(request, totals) is not None
     return sum(1 for room in totals.values() if room.holds(request.gpus_per_node, request.cpus_per_node)) >= (
         request.nnodes
     )
@@ -104,7 +204,10 @@ def shortfall(request: Request, free: Mapping[str, Room], totals: Mapping[str, R
     """Why it cannot start now, in words: "needs 2 nodes with 3 free GPUs; 1 node has them".
 
     CPUs are named when they are what is short: GPU counts alone would not explain the wait.
+    Of several pools, the one that does not fit is named.
     """
+    if request.more:
+        return _pools_shortfall(request, free, totals)
     gpus, cpus = request.gpus_per_node, request.cpus_per_node
     need = f"needs {plural(request.nnodes, 'node')} with {plural(gpus, 'free GPU')}"
     if not gpus:  # an export: CPUs only
@@ -135,3 +238,32 @@ def shortfall(request: Request, free: Mapping[str, Room], totals: Mapping[str, R
             f"{_cpus(cpus)} wanted, at most {int(most) if float(most).is_integer() else most:g} free)"
         )
     return reason
+
+
+def _pools_shortfall(request: Request, free: Mapping[str, Room], totals: Mapping[str, Room]) -> str:
+    """Why a request of several pools cannot start now, naming the pool: the first, in the
+    request's order (trainer, then the others), that never fits the cluster alone; else the
+    first that does not fit now beside the ones before it."""
+    gangs = request.gangs()
+    alone = [(name, Request(request.key, *gang)) for name, gang in gangs]
+    for name, gang in alone:
+        if not can_ever_fit(gang, totals):
+            return f"its {name} pool {shortfall(gang, free, totals)}"
+    pools = " + ".join(f"{name} {n}x{g}" for name, (n, g, _) in gangs)
+    if not can_ever_fit(request, totals):
+        return (
+            f"needs its pools at once ({pools} GPUs, each pool on nodes of its own); the cluster cannot hold "
+            "them all: it can start only when more nodes join"
+        )
+    room = dict(free)
+    before: list[str] = []
+    for name, gang in alone:
+        where = place(gang, room)
+        if where is None:
+            beside = f" beside its {' and '.join(before)} pool{'s' if len(before) > 1 else ''}" if before else ""
+            return f"its {name} pool {shortfall(gang, room, totals)}{beside}"
+        for node, gpus in where.items():
+            taken = room[node]
+            room[node] = Room(taken.gpus - gpus, taken.cpus - gang.cpus_per_node)
+        before.append(name)
+    return f"needs its pools at once ({pools}); they fit now"

@@ -10,17 +10,20 @@ the same UPDATE (``Task.transition``), so a cancel is never lost between the rea
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count
 from django.utils import timezone
 
+from tasks.jobfiles import checkpoint_dir
 from tasks.models import ACTIVE_STATES, Attempt, EventKind, FailureKind, Role, StaleState, Task, TaskState
 from tasks.scheduler.failures import INSUFFICIENT, trim
+from tasks.scheduler.storage import bounded
+from tasks.specs.paths import NoCheckpoint, latest_checkpoint
 
 ACTOR = Role.SCHEDULER.value
 STOPPED_OUTSIDE = "the Ray job was stopped outside Argus"
@@ -63,6 +66,10 @@ def settle(task: Task, attempt: Attempt, outcome: Outcome) -> Task:
 
     Raises StaleState when the task is no longer active (someone settled it first).
     """
+    rule = AFTER_FAILURE.get(outcome.failure)
+    # Whether it made progress, for a budget that starts again when it did (read before the
+    # transaction: shared storage may be slow).
+    checkpoint = checkpoint_step(task) if rule is not None and rule.progress_resets else None
     with transaction.atomic():
         fresh = Task.objects.select_for_update().get(pk=task.pk)
         if fresh.state not in ACTIVE_STATES:
@@ -70,10 +77,12 @@ def settle(task: Task, attempt: Attempt, outcome: Outcome) -> Task:
         if outcome.stopped and not outcome.failure and fresh.cancel_requested_at is None:
             # Nobody asked Argus to stop it: a failure, recorded so that max_retries counts it.
             outcome = replace(outcome, failure=FailureKind.UNKNOWN, line=outcome.line or STOPPED_OUTSIDE)
-        _end_attempt(attempt, outcome)
+        _end_attempt(attempt, outcome, checkpoint)
+        budgets = Budgets.of(fresh)
         if outcome.failure == FailureKind.NODE_FAILURE:
-            outcome = replace(outcome, nodes=tuple(sorted({*_dead_nodes(fresh), *outcome.nodes})))
-        move = next_move(fresh, attempt, outcome, _failure_counts(fresh))
+            since = budgets.window(AFTER_FAILURE[FailureKind.NODE_FAILURE]).first
+            outcome = replace(outcome, nodes=tuple(sorted({*_dead_nodes(fresh, since), *outcome.nodes})))
+        move = next_move(fresh, attempt, outcome, budgets.counts, budgets.windows)
         data = {**move.data, **({"failure_kind": outcome.failure} if outcome.failure else {})}
         if outcome.nodes:
             data["dead_nodes"] = list(outcome.nodes)
@@ -90,7 +99,7 @@ def settle(task: Task, attempt: Attempt, outcome: Outcome) -> Task:
     return fresh
 
 
-def _end_attempt(attempt: Attempt, outcome: Outcome) -> None:
+def _end_attempt(attempt: Attempt, outcome: Outcome, checkpoint: int | None) -> None:
     """Every attempt Argus settles gets an end time: only live attempts hold GPUs."""
     attempt.failure_kind = outcome.failure
     attempt.end_time = attempt.end_time or outcome.ended_at or timezone.now()
@@ -98,20 +107,86 @@ def _end_attempt(attempt: Attempt, outcome: Outcome) -> None:
     if outcome.message:
         attempt.message = trim(outcome.message)
         fields.append("message")
+    if checkpoint is not None:
+        attempt.checkpoint_step = checkpoint
+        fields.append("checkpoint_step")
     attempt.save(update_fields=fields)
 
 
-def _dead_nodes(task: Task) -> list[str]:
-    """The nodes that died under the task's earlier attempts (its events say which)."""
+def checkpoint_step(task: Task) -> int | None:
+    """The step of the task's latest checkpoint, as verl's tracker names it; None when it has
+    none, or shared storage did not answer in time (bounded like every file call of the tick)."""
+    try:
+        folder = bounded(latest_checkpoint, checkpoint_dir(task.user.username, task.task_id))
+    except (OSError, NoCheckpoint):
+        return None
+    return int(folder.name.removeprefix("global_step_"))
+
+
+def _dead_nodes(task: Task, since: int) -> list[str]:
+    """The nodes that died under the task's attempts from number ``since`` on (their events say which)."""
     names: list[str] = []
-    for data in task.events.filter(data__has_key="dead_nodes").values_list("data", flat=True):
+    events = task.events.filter(data__has_key="dead_nodes", attempt__attempt_no__gte=since)
+    for data in events.values_list("data", flat=True):
         names.extend(data.get("dead_nodes") or [])
     return names
 
 
-def _failure_counts(task: Task) -> Counter[str]:
-    rows = task.attempts.exclude(failure_kind="").values_list("failure_kind").annotate(n=Count("id"))
-    return Counter({kind: n for kind, n in rows})
+@dataclass(frozen=True)
+class Window:
+    """Where a retry budget starts: the first attempt it counts, and the words that say why
+    there (" since an operator requeued it"; "" from the task's first attempt)."""
+
+    first: int = 1
+    words: str = ""
+
+
+# An attempt as the budgets read it: number, failure kind, checkpoint step at its end (where
+# read), the step it resumed from (where verl said).
+Row = tuple[int, str, int | None, int | None]
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """The task's failures as its retry budgets count them. Every budget counts from the last
+    operator requeue (Task.budgets_from); one whose rule ``progress_resets`` counts from the last
+    attempt that made progress, that one included: a run that keeps training between node
+    losses is bounded by the losses in a row that cost it all it did since its last checkpoint,
+    not by every loss of its life."""
+
+    counts: Counter[str]
+    windows: dict[str, Window]
+
+    @classmethod
+    def of(cls, task: Task) -> Budgets:
+        fields = ("attempt_no", "failure_kind", "checkpoint_step", "resumed_from_step")
+        rows: list[Row] = list(task.attempts.order_by("attempt_no").values_list(*fields))
+        requeued = Window(task.budgets_from, " since an operator requeued it" if task.budgets_from > 1 else "")
+        progress = _last_progress(rows)
+        windows = {}
+        for rule in {rule for rule in AFTER_FAILURE.values() if rule.limit}:
+            windows[rule.limit] = requeued
+            if rule.progress_resets and progress is not None and progress[0] >= requeued.first:
+                windows[rule.limit] = Window(progress[0], f" since its checkpoint of step {progress[1]}")
+        counts: Counter[str] = Counter()
+        for number, kind, _, _ in rows:
+            if kind and number >= windows.get(AFTER_FAILURE.get(kind, COUNTED).limit, requeued).first:
+                counts[kind] += 1
+        return cls(counts, windows)
+
+    def window(self, rule: AfterFailure) -> Window:
+        return self.windows.get(rule.limit, Window())
+
+
+def _last_progress(rows: list[Row]) -> tuple[int, int] | None:
+    """The last attempt that made progress, and the step of its checkpoint: at its end the task's
+    checkpoint was newer than the one it resumed from and than any an earlier attempt left."""
+    found, newest = None, -1
+    for number, _, checkpoint, resumed in rows:
+        if checkpoint is not None and checkpoint > max(newest, resumed or 0):
+            found = (number, checkpoint)
+        newest = max(newest, checkpoint if checkpoint is not None else -1, resumed or 0)
+    return found
 
 
 @dataclass(frozen=True)
@@ -123,12 +198,14 @@ class AfterFailure:
     setting's name (this kind alone), or "" (never counted). ``backoff``: wait
     ARGUS_RETRY_INTERVAL_S, doubling with each repeat. The texts are formatted with ``number``
     (the attempt's), ``kind``, ``line``, ``count`` (this failure's repeats so far), ``limit``,
-    ``nodes`` and ``shortage``; ``gave_up`` is the summary once the limit is passed ("": the
-    attempt's own failure).
+    ``nodes``, ``shortage`` and ``since`` (where the count starts, Window.words); ``gave_up`` is
+    the summary once the limit is passed ("": the attempt's own failure). ``progress_resets``: the
+    count starts again at an attempt that made progress (Budgets).
     """
 
     retry_to: str | None
     limit: str = ""
+    progress_resets: bool = False
     backoff: bool = False
     message: str = ""
     reason: str = ""
@@ -140,7 +217,7 @@ FAILS = AfterFailure(None)
 COUNTED = AfterFailure(
     TaskState.QUEUED,
     limit="max_retries",
-    message="Attempt {number} failed ({kind}); retry {count} of {limit}.",
+    message="Attempt {number} failed ({kind}); retry {count} of {limit}{since}.",
     reason="retrying after a failure: {line}",
 )
 AFTER_FAILURE: dict[str, AfterFailure] = {
@@ -158,23 +235,30 @@ AFTER_FAILURE: dict[str, AfterFailure] = {
         reason="preempted for a task of higher priority; it resumes from its checkpoint when room frees",
     ),
     # In its place, at once: the task did nothing wrong, and the dead node is out of the plan
-    # already (Ray lists it dead; a rejoining node comes back as a new one).
+    # already (Ray lists it dead; a rejoining node comes back as a new one). The cluster's faults
+    # are bounded so that a task that keeps losing its nodes (or its jobs) without training stops,
+    # not one that trains between losses: a newer checkpoint starts the count again.
     FailureKind.NODE_FAILURE: AfterFailure(
         TaskState.QUEUED,
         limit="ARGUS_NODE_FAILURE_RETRIES",
-        message="Attempt {number} ended with its node ({line}); back in the queue in its place ({count} of {limit}).",
+        progress_resets=True,
+        message=(
+            "Attempt {number} ended with its node ({line}); back in the queue in its place "
+            "(node failure {count} of {limit}{since})."
+        ),
         reason="requeued after a node it ran on died; it resumes from its checkpoint",
         gave_up=(
-            "Nodes died under {count} of its attempts ({nodes}); giving up after ARGUS_NODE_FAILURE_RETRIES "
-            "({limit}). The last: {line}."
+            "Nodes died under {count} of its attempts{since} ({nodes}); giving up after "
+            "ARGUS_NODE_FAILURE_RETRIES ({limit}). The last: {line}."
         ),
     ),
     FailureKind.LOST: AfterFailure(
         TaskState.QUEUED,
         limit="ARGUS_LOST_RETRIES",
-        message="Ray lost attempt {number}; requeued ({count} of {limit}).",
+        progress_resets=True,
+        message="Ray lost attempt {number}; requeued ({count} of {limit}{since}).",
         reason="requeued after Ray lost the job",
-        gave_up="Ray lost the job {count} times (the head restarted?); giving up after ARGUS_LOST_RETRIES.",
+        gave_up="Ray lost the job {count} times{since} (the head restarted?); giving up after ARGUS_LOST_RETRIES.",
     ),
     # Conditions of the cluster or its storage: wait, and try again, for as long as it takes.
     FailureKind.INSUFFICIENT_RESOURCES: AfterFailure(
@@ -192,9 +276,12 @@ AFTER_FAILURE: dict[str, AfterFailure] = {
 }
 
 
-def next_move(task: Task, attempt: Attempt, outcome: Outcome, counts: Counter[str]) -> Move:
+def next_move(
+    task: Task, attempt: Attempt, outcome: Outcome, counts: Counter[str], windows: Mapping[str, Window] | None = None
+) -> Move:
     """The move that follows ``outcome``, given the task as it is now and its attempts'
-    failures so far (this one included): success, a pending cancel, then ``AFTER_FAILURE``."""
+    failures so far within their budgets (this one included; ``windows``: where each budget
+    starts, by its limit, Budgets): success, a pending cancel, then ``AFTER_FAILURE``."""
     number = attempt.attempt_no
     if outcome.succeeded:
         return Move(TaskState.SUCCEEDED, "The Ray job succeeded.")
@@ -208,21 +295,26 @@ def next_move(task: Task, attempt: Attempt, outcome: Outcome, counts: Counter[st
     if rule.retry_to is None or outcome.final:
         return _failed(own)
     count, limit = _repeats(rule, kind, counts, task)
+    window = (windows or {}).get(rule.limit, Window())
     words = {
         "number": number,
         "kind": kind,
         "line": line,
         "count": count,
         "limit": limit,
+        "since": window.words,
         "nodes": ", ".join(outcome.nodes) or "unnamed",
         # verl's fail-fast counts GPUs; a placement Ray cannot give is said in Ray's words.
         "shortage": "verl found too few free GPUs" if INSUFFICIENT.search(line) else "the cluster had no room",
     }
+    # What the events say of the budget, as it was counted.
+    budget = {"limit": rule.limit, "count": count, "of": limit, "since_attempt": window.first} if rule.limit else {}
     if limit is not None and count > limit:
-        return _failed(rule.gave_up.format(**words) if rule.gave_up else own)
+        return _failed(rule.gave_up.format(**words) if rule.gave_up else own, budget)
     if rule.backoff:
         return _backoff(rule.retry_to, counts[kind], rule.message.format(**words), rule.reason.format(**words))
-    return _retry(rule.retry_to, rule.message.format(**words), rule.reason.format(**words))
+    move = _retry(rule.retry_to, rule.message.format(**words), rule.reason.format(**words))
+    return replace(move, data={**move.data, **({"budget": budget} if budget else {})})
 
 
 def _repeats(rule: AfterFailure, kind: str, counts: Counter[str], task: Task) -> tuple[int, int | None]:
@@ -234,8 +326,9 @@ def _repeats(rule: AfterFailure, kind: str, counts: Counter[str], task: Task) ->
     return counts[kind], None
 
 
-def _failed(summary: str) -> Move:
-    return Move(TaskState.FAILED, summary, changes={"error_summary": summary[:2000]})
+def _failed(summary: str, budget: dict[str, Any] | None = None) -> Move:
+    data = {"budget": budget} if budget else {}
+    return Move(TaskState.FAILED, summary, data=data, changes={"error_summary": summary[:2000]})
 
 
 def _backoff(to: str, repeats: int, what: str, why: str) -> Move:

@@ -27,7 +27,7 @@ from tasks.scheduler.rayjobs import ClusterView, JobNotFound, RayClient, RayUnav
 from tasks.scheduler.settle import ACTOR, Outcome, settle
 from tasks.scheduler.steps import Budget, guarded
 from tasks.scheduler.storage import bounded
-from tasks.scheduler.watch import read_tail, watch
+from tasks.scheduler.watch import catch_up, read_tail, watch
 
 LOG_TAIL_BYTES = 64 * 1024
 logger = logging.getLogger(__name__)
@@ -200,6 +200,9 @@ def _failed(
     task: Task, attempt: Attempt, job: JobDetails, dead: dict[str, str], ended_at: datetime | None
 ) -> Outcome | None:
     """How a FAILED job ended; None while it may yet turn out to be a node's death."""
+    # What the watch had not read of its log yet: where it resumed from, which the retry budgets
+    # weigh its progress against (tasks.scheduler.settle.Budgets).
+    catch_up(task, attempt)
     tail = _log_tail(task, attempt)
     message = job.message or ""
     error_type = str(job.error_type or "")

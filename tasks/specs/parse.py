@@ -23,12 +23,11 @@ from accounts.homes import home_dir
 from common.durations import format_seconds, parse_duration
 from tasks.choices import TRAINING_WORKLOADS, Priority, TaskKind, Tracker, Workload
 from tasks.jobvars import set_by_argus
-from tasks.specs import hydra_argv, paths
+from tasks.specs import hydra_argv, paths, pools
+from tasks.specs.pools import MAX_GPUS_PER_NODE, MAX_NNODES
 
 # Upper bounds that no real request reaches; they keep absurd numbers out of the database and
 # the scheduler's arithmetic.
-MAX_NNODES = 1024
-MAX_GPUS_PER_NODE = 64
 MAX_RETRIES = 20
 MAX_EPOCHS = 10_000
 MAX_TRAINING_STEPS = 100_000_000
@@ -566,9 +565,33 @@ class ParsedSpec:
     resolved: dict[str, Any]
     warnings: list[str]
 
+    @property
+    def extra_pools(self) -> tuple[pools.Pool, ...]:
+        """verl's resource pools besides the trainer's (nnodes x n_gpus_per_node), read from an
+        advanced command (tasks.specs.pools); a basic spec's command starts only the trainer's."""
+        read = command_argv(self.resolved["command"]) if self.kind == TaskKind.ADVANCED else None
+        return tuple(pools.command_pools(*read)[0]) if read else ()
+
+    @property
+    def pools(self) -> list[pools.Pool]:
+        """Every pool, the trainer's first (as Task.pools)."""
+        return pools.task_pools(self.nnodes, self.n_gpus_per_node, self.extra_pools)
+
+    @property
+    def total_gpus(self) -> int:
+        """Every pool's GPUs: what the task holds on the cluster."""
+        return pools.total_gpus(self.pools)
+
     def model_fields(self) -> dict[str, Any]:
-        """The Task fields this spec sets: each key's own (by the table), the text and the result."""
-        return {**stored_fields(self.resolved), "spec_raw": self.raw, "spec": self.resolved, "warnings": self.warnings}
+        """The Task fields this spec sets: each key's own (by the table), the text, the result and
+        the pools."""
+        return {
+            **stored_fields(self.resolved),
+            "spec_raw": self.raw,
+            "spec": self.resolved,
+            "warnings": self.warnings,
+            "extra_pools": [pool.as_dict() for pool in self.extra_pools],
+        }
 
 
 def parse_spec(source: bytes | str | dict[str, Any], *, username: str, pending: Sequence[Path] = ()) -> ParsedSpec:
@@ -1191,6 +1214,7 @@ class _CommandCheck:
         self.errors: list[str] = []
         self.warnings: list[str] = []
         self.argv: hydra_argv.HydraArgv | None = None
+        self.module = ""
         tokens = self._syntax(command)
         if tokens is None:
             return
@@ -1208,6 +1232,7 @@ class _CommandCheck:
         self._outputs(argv)
         self._resources(argv, "trainer.nnodes", "nnodes", nnodes)
         self._resources(argv, "trainer.n_gpus_per_node", "n_gpus_per_node", n_gpus)
+        self.errors.extend(pools.command_pools(self.module, argv)[1])
         if argv.errors:
             return  # the warnings below would only repeat that the arguments cannot be read
         if not argv.values("data.train_files"):
@@ -1274,6 +1299,7 @@ class _CommandCheck:
                 f"where the module starts with {' or '.join(allowed)}"
             )
             return None
+        self.module = entry.group(2)
         if not _module_allowed(entry.group(2), allowed):
             self.errors.append(f"runs module {entry.group(2)!r}; allowed modules start with {' or '.join(allowed)}")
         # Each assignment is one word, as are python3, -m and the module (the patterns hold no quotes there).
