@@ -5,23 +5,25 @@ Pure (no Django, no Ray): the job driver (raypool.driver) runs it on Ray nodes o
 it writes to driver.log, and the service over everything it reads back (tasks.logs.redact).
 
 Lines are redacted whole. A secret's value is printable (accounts.secrets refuses line breaks
-and control characters), so it never spans two lines, and a stream cut at line ends
-(``Redactor.stream``) never splits one. What this cannot catch: a value the program transformed
+and control characters), so it never spans two lines, and text cut at line ends never splits one
+(tasks.logs.redact serves logs so); where a line must be cut before its end, ``Redactor.cut``
+says where nothing can run across. What this cannot catch: a value the program transformed
 before printing it (base64, URL-encoded, reversed, printed a character at a time).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 REDACTED = "[redacted]"
 # A shorter value would turn every occurrence of a common word into [redacted] and hide the log;
 # a credential that short is no credential.
 MIN_LENGTH = 4
-# A line longer than this is redacted as far as it goes and passed on, rather than held in memory.
-HOLD_MAX = 1 << 20
+# How long the secret part of a credential shape can grow before the shape matches (hf_ and 29
+# characters, sk- and 31, a W&B key's 39 hex digits): at this length a shape running on is a match.
+SHAPE_REACH = 64
 
 # The shapes redacted whatever the task's secrets (alternatives of one pattern; see _shape):
 # Hugging Face access tokens (hf_ and 34 letters and digits), OpenAI-style keys (sk-…, sk-proj-…)
@@ -62,21 +64,23 @@ class Redactor:
             return [self.json(item) for item in value]
         return value
 
-    def stream(self, chunks: Iterable[bytes]) -> Iterator[bytes]:
-        """``chunks`` redacted, cut at line ends (a line feed or a carriage return): a value is
-        never split between two chunks. A partial last line waits for its end (or the stream's)."""
-        pending = b""
-        for chunk in chunks:
-            pending += chunk
-            cut = max(pending.rfind(b"\n"), pending.rfind(b"\r")) + 1
-            if cut == 0:
-                if len(pending) < HOLD_MAX:
-                    continue
-                cut = len(pending)
-            yield self.data(pending[:cut])
-            pending = pending[cut:]
-        if pending:
-            yield self.data(pending)
+    def cut(self, head: bytes) -> int:
+        """Where to cut ``head``, the start of a line whose rest is unknown, so that no value or
+        shape runs across the cut: ``data(head[:cut])`` shows none of one, whatever follows.
+
+        1. What may still become a match lies in ``head``'s last ``reach`` bytes (the longest
+           value, or SHAPE_REACH): the cut goes before them.
+        2. A match in ``head`` that runs across that point (a value, a shape still growing)
+           moves the cut to its start. Matches do not overlap, so one is all there can be.
+        """
+        reach = max([SHAPE_REACH, *(len(value.encode("utf-8")) for value in self.values)])
+        cut = max(0, len(head) - reach)
+        for match in self._bytes.finditer(head):
+            if match.start() >= cut:
+                break
+            if match.end() > cut:
+                return match.start()
+        return cut
 
 
 def _replace_text(match: re.Match[str]) -> str:

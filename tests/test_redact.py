@@ -1,5 +1,6 @@
 """common.redact, the one redaction: owners' values and well-known credential shapes, in text,
-bytes, JSON and streams cut anywhere; and the job driver's use of it (raypool.driver)."""
+bytes, JSON and streams cut anywhere (tasks.logs.redact.served; its long lines:
+tests/tasks/test_log_redaction.py); and the job driver's use of it (raypool.driver)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from common.redact import REDACTED, SHAPES_ONLY, Redactor
 from raypool.driver import main as driver_main
 from raypool.driver import redactor_from
+from tasks.logs.redact import served
 
 VALUE = "s3cr3t-value-of-alice"
 HF = "hf_" + "A1b2C3d4E5" * 4
@@ -63,7 +65,7 @@ def test_json_is_redacted_in_every_string_keys_included() -> None:
 def test_a_stream_cut_anywhere_never_lets_a_value_through(size: int) -> None:
     text = f"step 1\nthe key is {VALUE} now\r{HF}\nlast {VALUE}".encode()
     chunks = [text[i : i + size] for i in range(0, len(text), size)]
-    out = list(Redactor([VALUE]).stream(chunks))
+    out = list(served(Redactor([VALUE]), chunks))
     assert b"".join(out) == f"step 1\nthe key is {REDACTED} now\r{REDACTED}\nlast {REDACTED}".encode()
     assert all(VALUE.encode() not in chunk for chunk in out)
 

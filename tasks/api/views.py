@@ -33,7 +33,8 @@ from tasks.api.serializers import (
 )
 from tasks.jobfiles import attempt_log, metrics_log, resolved_spec
 from tasks.logs.curves import AttemptCurves, merge_attempts, read_attempt
-from tasks.logs.read import follow, read_all, tail_lines
+from tasks.logs.read import follow, read_from, tail_start
+from tasks.logs.redact import metric_names, served
 from tasks.models import TERMINAL_STATES, Attempt, IllegalTransition, StaleState, Task
 from tasks.specs.parse import SpecError
 from tasks.submit import PriorityNotAllowed, QuotaError, submit_spec
@@ -176,7 +177,8 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         description="From driver.log on shared storage, so it works after Ray forgot the job. "
         "`tail=N` gives the last N lines; `follow=1` streams new lines until the attempt ends. The values of "
         "the secrets the task uses, and credential shapes (hf_…, sk-…, a W&B key after WANDB_API_KEY), read "
-        "[redacted].",
+        "[redacted]. A line over 1 MiB is cut where no value runs across, marked "
+        "`[argus: line cut, N bytes not shown]`.",
         parameters=[LogQuery],
         responses={(200, "text/plain"): OpenApiTypes.STR, **ERRORS},
     )
@@ -189,24 +191,22 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
             return HttpResponse(b"", content_type=TEXT)
         path = attempt_log(task, attempt)
         tail = query.get("tail")
-        # Redacted whatever the driver wrote (it redacts too): the values of the secrets the task
-        # uses and credential shapes, whole lines at a time (common.redact).
-        redact = task.redactor()
+        # Every mode read from a line's start and redacted a whole line at a time (tasks.logs.redact
+        # .served), whatever the driver wrote (it redacts too).
+        redactor = task.redactor()
         if not query["follow"]:
-            if tail is not None:
-                return HttpResponse(redact.data(tail_lines(path, tail)), content_type=TEXT)
-            return StreamingHttpResponse(redact.stream(read_all(path)), content_type=TEXT)
-        start = path.stat().st_size if path.exists() else 0
-        head = tail_lines(path, tail if tail is not None else 100)
-        start -= len(head)
+            if tail is None:
+                return StreamingHttpResponse(served(redactor, read_from(path)), content_type=TEXT)
+            lines = served(redactor, read_from(path, tail_start(path, tail))) if tail else ()
+            return HttpResponse(b"".join(lines), content_type=TEXT)
+        start = tail_start(path, tail if tail is not None else 100)
 
         def ended() -> bool:
             return Attempt.objects.filter(pk=attempt.pk).exclude(end_time=None).exists() or (
                 Task.objects.filter(pk=task.pk, state__in=TERMINAL_STATES).exists()
             )
 
-        lines = redact.stream(follow(path, start=max(0, start), finished=ended))
-        response = StreamingHttpResponse(lines, content_type=TEXT)
+        response = StreamingHttpResponse(served(redactor, follow(path, start=start, finished=ended)), content_type=TEXT)
         response["X-Accel-Buffering"] = "no"  # nginx: pass lines through as they come
         response["Cache-Control"] = "no-cache"
         return response
@@ -237,6 +237,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
             )
             for attempt in attempts
         )
+        merged.curves.series = metric_names(task.redactor(), merged.curves.series)  # read from the log, served
         body = {"attempt": number, **merged.to_json()}
         if body["total_steps"] is None:
             body["total_steps"] = task.spec.get("total_training_steps")

@@ -19,6 +19,7 @@ from django.utils import timezone
 from ray.job_submission import JobDetails, JobStatus
 
 from tasks.jobfiles import attempt_log
+from tasks.logs.read import read_tail
 from tasks.models import ACTIVE_STATES, Attempt, EventKind, FailureKind, Role, Task, TaskState
 from tasks.scheduler import progress
 from tasks.scheduler.failures import classify, key_error_line, lost_work, node_death, trim
@@ -27,7 +28,7 @@ from tasks.scheduler.rayjobs import ClusterView, JobNotFound, RayClient, RayUnav
 from tasks.scheduler.settle import ACTOR, Outcome, settle
 from tasks.scheduler.steps import Budget, guarded
 from tasks.scheduler.storage import bounded
-from tasks.scheduler.watch import catch_up, read_tail, watch
+from tasks.scheduler.watch import catch_up, watch
 
 LOG_TAIL_BYTES = 64 * 1024
 logger = logging.getLogger(__name__)

@@ -21,6 +21,7 @@ from common.durations import format_seconds
 from tasks.jobfiles import attempt_log, checkpoint_dir
 from tasks.logs.curves import parse_text
 from tasks.logs.driverlog import placement_stuck, read_new, resumed_from, tracker_url
+from tasks.logs.read import read_tail
 from tasks.models import Attempt, EventKind, FailureKind, Task
 from tasks.scheduler.preempt import served, withdraw
 from tasks.scheduler.rayjobs import RayClient
@@ -97,7 +98,8 @@ def _note(task: Task, attempt: Attempt, text: str, offset: int, now: datetime) -
             data={"resumed_from_step": attempt.resumed_from_step},
         )
     url = tracker_url(text)
-    if url is not None and url != task.tracker_url:
+    url = url and task.redactor().text(url)  # read in the log and served, as a line of it is
+    if url and url != task.tracker_url:
         # Not a move: the scheduler's queue copy has no use for it (no updated_at).
         Task.objects.filter(pk=task.pk).update(tracker_url=url)
         task.tracker_url = url
@@ -166,14 +168,3 @@ def catch_up(task: Task, attempt: Attempt) -> None:
         return
     if grew or rest:
         _note(task, attempt, f"{text}{rest}", offset, timezone.now())
-
-
-def read_tail(path: os.PathLike[str], size: int, since: int = 0) -> str:
-    """The last ``size`` bytes of a file, none before ``since`` ("" when there is none)."""
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            handle.seek(max(since, handle.tell() - size))
-            return handle.read().decode("utf-8", "replace")
-    except FileNotFoundError:
-        return ""
