@@ -14,6 +14,7 @@ from rest_framework.response import Response
 
 from common.api import error_responses
 from raypool.discovery import head_file_from_settings, read_head
+from raypool.raytoken import TokenError, read_token, token_file_from_settings
 from tasks.api.serializers import ClusterSerializer, QueueEntrySerializer, ShareSerializer
 from tasks.models import ClusterState
 from tasks.queue.read import current_queue, queue_entries, share_rows
@@ -60,7 +61,15 @@ class SharesView(GenericAPIView):
         return Response(ShareSerializer(share_rows(current_queue()), many=True).data)
 
 
-def cluster_summary() -> dict[str, Any]:
+# What a user who is not an admin reads instead of the scheduler's error: Ray's errors name the
+# dashboard's address, which only admins are shown.
+ERROR_FOR_USERS = "Ray did not answer the scheduler; admins see why on the cluster page."
+
+
+def cluster_summary(admin: bool) -> dict[str, Any]:
+    """The cluster as the scheduler last saw it. The dashboard's address, Ray's errors and its
+    authentication only for ``admin``: the dashboard answers whoever has the cluster's token,
+    and a user has no business there (Argus's pages and API are their way to Ray)."""
     state = ClusterState.objects.filter(name="default").first()
     nodes = state.nodes if state else []
     alive_workers = [node for node in nodes if node.get("alive") and node.get("is_worker")]
@@ -72,10 +81,15 @@ def cluster_summary() -> dict[str, Any]:
         head = {"job_server_url": record.job_server_url, "updated_at": record.updated_at, "fresh": record.is_fresh()}
     else:
         head = {"job_server_url": None, "updated_at": None, "fresh": False}
+    head["known"] = head["job_server_url"] is not None
+    error = state.error if state else "The scheduler has not looked at Ray yet."
+    if not admin:
+        head["job_server_url"] = None
+        error = ERROR_FOR_USERS if state and state.error else error
     return {
         "reachable": bool(state and state.reachable),
         "checked_at": state.checked_at if state else None,
-        "error": (state.error if state else "The scheduler has not looked at Ray yet."),
+        "error": error,
         "nodes": nodes,
         "gpus_total": sum(node.get("gpus_total", 0) for node in alive_workers),
         "gpus_free": sum(node.get("gpus_free", 0) for node in alive_workers),
@@ -83,14 +97,30 @@ def cluster_summary() -> dict[str, Any]:
         "cpus_free": sum(node.get("cpus_free", 0) for node in alive_workers),
         "cpus_per_gpu": settings.ARGUS_CPUS_PER_GPU,
         "head": head,
+        "auth": ray_auth(state) if admin else None,
         "foreign_jobs": state.foreign_jobs if state else [],
     }
+
+
+def ray_auth(state: ClusterState | None) -> dict[str, Any]:
+    """Whether Ray demands its token, and the token Argus sends (raypool.raytoken)."""
+    path = token_file_from_settings()
+    try:
+        has_token, problem = read_token(path) is not None, ""
+    except TokenError as error:
+        has_token, problem = False, str(error)
+    mode = state.ray_auth if state else ""
+    return {"mode": mode, "token_file": str(path), "has_token": has_token, "problem": problem}
 
 
 class ClusterView(GenericAPIView):
     serializer_class = ClusterSerializer
     pagination_class = None
 
-    @extend_schema(summary="The Ray cluster as the scheduler last saw it")
+    @extend_schema(
+        summary="The Ray cluster as the scheduler last saw it",
+        description="Ray's dashboard address, the scheduler's error in full and Ray's token authentication "
+        "are shown to admins only.",
+    )
     def get(self, request: Request) -> Response:
-        return Response(ClusterSerializer(cluster_summary()).data)
+        return Response(ClusterSerializer(cluster_summary(admin=request.user.is_staff)).data)

@@ -375,9 +375,26 @@ class ForeignJobSerializer(serializers.Serializer):
 
 
 class HeadSerializer(serializers.Serializer):
-    job_server_url = serializers.CharField(allow_null=True)
+    job_server_url = serializers.CharField(
+        allow_null=True, help_text="Ray's dashboard and Jobs API; shown to admins only (null for others, or unknown)."
+    )
     updated_at = serializers.DateTimeField(allow_null=True)
     fresh = serializers.BooleanField()
+    known = serializers.BooleanField(help_text="Whether Argus knows the head's address: configured, or in head.json.")
+
+
+class RayAuthSerializer(serializers.Serializer):
+    """Ray's token authentication, for admins: without it, whoever reaches the dashboard reads
+    every job's environment, secrets included."""
+
+    mode = serializers.ChoiceField(
+        choices=["token", "disabled", ""],
+        help_text="token: Ray refuses every client without the cluster's token; disabled: it asks none; "
+        "empty: not known yet (as of the scheduler's last sweep).",
+    )
+    token_file = serializers.CharField(help_text="The token Argus sends (ARGUS_RAY_TOKEN_FILE); the dashboard asks it.")
+    has_token = serializers.BooleanField(help_text="Whether that file holds a token Argus can send.")
+    problem = serializers.CharField(allow_blank=True, help_text="Why Argus cannot use the file; empty: none.")
 
 
 class ClusterSerializer(serializers.Serializer):
@@ -393,6 +410,7 @@ class ClusterSerializer(serializers.Serializer):
         help_text="CPUs admission wants beside each GPU on a node, as verl's bundles ask (ARGUS_CPUS_PER_GPU; 0: none)."
     )
     head = HeadSerializer()
+    auth = RayAuthSerializer(allow_null=True, help_text="Ray's token authentication; admins only (null for others).")
     foreign_jobs = ForeignJobSerializer(
         many=True, help_text="Live Ray jobs Argus did not submit (as of the scheduler's last sweep of Ray's jobs)."
     )

@@ -74,10 +74,11 @@ def _page_or_part(request: HttpRequest, page: str, part: str, context: dict[str,
     return response
 
 
-def _ray() -> dict[str, Any]:
-    """What the pages say about Ray: the cluster API's summary, and whether the scheduler's last
-    look is too old to trust (it is not running)."""
-    summary = cluster_summary()
+def _ray(request: HttpRequest) -> dict[str, Any]:
+    """What the pages say about Ray: the cluster API's summary (the dashboard's address and
+    Ray's errors for admins only), and whether the scheduler's last look is too old to trust
+    (it is not running)."""
+    summary = cluster_summary(admin=request.user.is_staff)
     checked = summary["checked_at"]
     summary["silent"] = checked is None or timezone.now() - checked > SCHEDULER_SILENT_AFTER
     return summary
@@ -105,7 +106,7 @@ def task_list_view(request: HttpRequest) -> HttpResponse:
         "state_counts": [(state, counts[state]) for state in TaskState.values if state in counts],
         "total": sum(counts.values()),
         "show_user": request.user.is_staff,
-        "ray": _ray(),
+        "ray": _ray(request),
     }
     return _page_or_part(request, "tasks/list.html", "tasks/_list_live.html", context)
 
@@ -160,7 +161,7 @@ def task_new_view(request: HttpRequest) -> HttpResponse:
         "home": home_dir(request.user.username),
         "datasets": root / "datasets",
         "hf": root / "hf",
-        "ray": _ray(),
+        "ray": _ray(request),
     }
     return render(request, "tasks/new.html", context, status=status)
 
@@ -235,7 +236,7 @@ def task_detail_view(request: HttpRequest, task_id: str) -> HttpResponse:
     if not request.headers.get("HX-Request"):
         # What it runs after (after / after_any, a pipeline's earlier steps), linked.
         dependencies = task.dependencies.select_related("depends_on").order_by("id")
-        context.update(_spec_as_run(task), ray=_ray(), dependencies=list(dependencies))
+        context.update(_spec_as_run(task), ray=_ray(request), dependencies=list(dependencies))
     return _page_or_part(request, "tasks/detail.html", "tasks/_detail_live.html", context)
 
 
@@ -277,7 +278,7 @@ def queue_view(request: HttpRequest) -> HttpResponse:
             "window": format_seconds(settings.ARGUS_FAIR_SHARE_WINDOW) if settings.ARGUS_FAIR_SHARE_WINDOW else "",
             "half_life": format_seconds(int(settings.ARGUS_FAIR_SHARE_HALF_LIFE_H * 3600)),
         },
-        "ray": _ray(),
+        "ray": _ray(request),
     }
     return _page_or_part(request, "tasks/queue.html", "tasks/_queue_live.html", context)
 
@@ -285,7 +286,7 @@ def queue_view(request: HttpRequest) -> HttpResponse:
 @never_cache
 @login_required
 def cluster_view(request: HttpRequest) -> HttpResponse:
-    ray = _ray()
+    ray = _ray(request)
     # The head first, then the workers by address; the dead last.
     nodes = sorted(
         ray["nodes"], key=lambda node: (not node.get("alive"), not node.get("is_head"), node.get("ip") or "")

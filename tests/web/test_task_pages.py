@@ -18,7 +18,9 @@ from django.utils.html import escape
 from accounts.homes import home_dir
 from accounts.models import UserLimits
 from common.durations import format_seconds
-from tasks.models import EventKind, FailureKind, Task, TaskState, Usage
+from raypool.raytoken import ensure_token, token_file_from_settings
+from tasks.api.cluster import ERROR_FOR_USERS
+from tasks.models import ClusterState, EventKind, FailureKind, Task, TaskState, Usage
 from tasks.queue.notes import about
 from tasks.specs.parse import parse_spec
 from tasks.web.views import SPEC_TEMPLATES, TASKS_PER_PAGE
@@ -536,8 +538,33 @@ def test_the_cluster_shows_nodes_gpus_and_the_head(as_alice: Client) -> None:
     # CPUs beside GPUs: the workers' 52 of 64 free, and what a task needs per GPU.
     assert 'aria-label="52 of 64 CPUs free"' in page
     assert "a task needs 3 per GPU on a node, as verl's bundles ask" in page
-    assert ">Fresh</span>" in page and "http://10.0.0.1:8265" in page
+    assert ">Fresh</span>" in page
     assert "data-ray-notice" not in page
+
+
+def test_only_an_admin_is_shown_rays_dashboard_and_its_token(as_alice: Client, admin: User) -> None:
+    ray_up()
+    ClusterState.objects.filter(name="default").update(ray_auth="token")
+    ensure_token(token_file_from_settings())
+    page = text_of(as_alice.get("/cluster/"))
+    assert ">Fresh</span>" in page
+    assert "8265" not in page and "data-dashboard" not in page
+    assert "data-ray-auth" not in page and str(token_file_from_settings()) not in page
+    as_alice.force_login(admin)
+    page = text_of(as_alice.get("/cluster/"))
+    assert 'Dashboard <code class="path">http://10.0.0.1:8265</code>' in page
+    assert 'data-ray-auth="token"' in page and ">Demanded</span>" in page
+    assert f'Argus sends the token in <code class="path">{token_file_from_settings()}</code>' in page
+
+
+def test_an_admin_is_warned_of_a_cluster_that_demands_no_token(as_alice: Client, admin: User) -> None:
+    ray_up()
+    ClusterState.objects.filter(name="default").update(ray_auth="disabled")
+    as_alice.force_login(admin)
+    page = text_of(as_alice.get("/cluster/"))
+    assert 'data-ray-auth="disabled"' in page and ">Not demanded</span>" in page
+    assert "users' secrets included" in page
+    assert "Argus has no token" in page
 
 
 def test_the_cluster_without_any_ray_data(as_alice: Client) -> None:
@@ -546,11 +573,15 @@ def test_the_cluster_without_any_ray_data(as_alice: Client) -> None:
     assert "Not published" in page and "No nodes known." in page
 
 
-def test_the_cluster_when_ray_went_away(as_alice: Client) -> None:
+def test_the_cluster_when_ray_went_away(as_alice: Client, admin: User) -> None:
     ray_down("RayUnavailable: ConnectionError: 10.0.0.1:8265 refused")
     page = text_of(as_alice.get("/cluster/"))
-    assert NO_RAY in page and "10.0.0.1:8265 refused" in page
-    assert "Unknown while Ray is not reachable." in page
+    assert NO_RAY in page and "Unknown while Ray is not reachable." in page
+    # Ray's errors name the dashboard: a user is told it did not answer, an admin why.
+    assert "8265" not in page and escape(ERROR_FOR_USERS) in page
+    assert "8265" not in text_of(as_alice.get("/tasks/"))
+    as_alice.force_login(admin)
+    assert "10.0.0.1:8265 refused" in text_of(as_alice.get("/cluster/"))
 
 
 def test_a_scheduler_that_stopped_looking_is_pointed_out(as_alice: Client) -> None:
