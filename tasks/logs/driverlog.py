@@ -55,8 +55,9 @@ def read_new(path: str | os.PathLike[str], offset: int, max_bytes: int) -> tuple
     """What was added to the file since ``offset``: ``(text, new_offset, grew)``.
 
     1. ``text`` holds whole lines only, at most ``max_bytes`` of them; a last line still being
-       written stays for the next call (unless one line alone is longer than ``max_bytes``: then
-       its first ``max_bytes`` come, so reading never stalls on it).
+       written stays for the next call. A line longer than ``max_bytes`` is passed over,
+       ``max_bytes`` at a time, so reading never stalls on it and no piece of it is read as a
+       line of its own (where a secret's value could be cut: redaction sees whole lines).
     2. ``grew`` says the file has bytes past ``offset``, a partial line included: a trainer that
        redraws a progress bar with no newline is still alive.
     3. A file shorter than ``offset`` was replaced: it is read again from its start. A file
@@ -69,15 +70,17 @@ def read_new(path: str | os.PathLike[str], offset: int, max_bytes: int) -> tuple
                 offset = 0
             if size == offset:
                 return "", offset, False
-            log.seek(offset)
+            log.seek(max(offset - 1, 0))
+            # After anything but a line feed: the rest of a line passed over, up to its end.
+            inside = offset > 0 and log.read(1) != b"\n"
             chunk = log.read(min(max_bytes, size - offset))
     except FileNotFoundError:
         return "", offset, False
     end = chunk.rfind(b"\n") + 1
-    if end == 0 and len(chunk) < max_bytes:
-        return "", offset, True
-    whole = chunk[:end] if end else chunk
-    return whole.decode("utf-8", errors="replace"), offset + len(whole), True
+    if end == 0:
+        return "", offset + (len(chunk) if len(chunk) == max_bytes else 0), True
+    start = chunk.find(b"\n") + 1 if inside else 0
+    return chunk[start:end].decode("utf-8", errors="replace"), offset + end, True
 
 
 def resumed_from(text: str) -> ResumeInfo | None:
