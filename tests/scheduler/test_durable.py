@@ -21,7 +21,9 @@ from tests.scheduler.conftest import ray_status, standin_spec, state_of, tick_un
 
 pytestmark = [pytest.mark.ray, pytest.mark.django_db]
 S = TaskState
-STEP = re.compile(r"^step:(\d+) - ")
+# A training step's metrics line: not verl's validation before training ("step:0 - val-core/…", or
+# at the step it resumed from), which the stand-in logs as verl does.
+STEP = re.compile(r"^step:(\d+) - (?!val-)")
 
 # A basic spec: Argus passes verl the task's checkpoint folder and resume_mode=auto itself, and
 # save_freq defaults to 20. The stand-in answers to verl.trainer.main_ppo, a step every 0.2 s.

@@ -19,7 +19,9 @@ from tests.ray_cluster import LocalRayCluster, infeasible_request, wait_for
 
 pytestmark = pytest.mark.ray
 
-STEP = re.compile(r"^step:(\d+) - ")
+# A training step's metrics line: not verl's validation before training ("step:0 - val-core/…", or
+# at the step it resumed from), which the stand-in logs as verl does.
+STEP = re.compile(r"^step:(\d+) - (?!val-)")
 
 
 def submit(cluster: LocalRayCluster, log: Path, *overrides: str, module: str = "main_ppo") -> str:

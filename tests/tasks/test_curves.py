@@ -1,11 +1,21 @@
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from tasks.logs.curves import AttemptCurves, merge_attempts, parse_log, parse_text
+from tasks.logs.curves import (
+    TAIL,
+    AttemptCurves,
+    last_logged_step,
+    merge_attempts,
+    parse_file_log,
+    parse_log,
+    parse_text,
+    read_attempt,
+)
 from tasks.models import Attempt, Task, TaskState
 from tests.web.task_data import verl_log
 
@@ -47,6 +57,83 @@ def test_a_missing_log_has_no_curves(tmp_path: Path):
     assert parse_log(tmp_path / "nope.log").to_json() == {"last_step": None, "total_steps": None, "series": {}}
 
 
+# ---- verl's file logger (verl/utils/tracking.py FileLogger: orjson, one line per logged step)
+
+
+def file_log(path: Path, *entries: dict[str, object], tail: str = "") -> Path:
+    path.write_text("".join(json.dumps(e, separators=(",", ":")) + "\n" for e in entries) + tail)
+    return path
+
+
+def test_the_file_logger_gives_the_numeric_values_of_each_step(tmp_path: Path):
+    path = file_log(
+        tmp_path / "metrics.jsonl",
+        {"step": 0, "data": {"val-core/openai/gsm8k/reward/mean@1": 0.21}},
+        # orjson writes NaN as null; text and booleans the console would not print either.
+        {"step": 1, "data": {"actor/pg_loss": -0.00066, "loss": None, "note": "hi", "ok": True, "n": 3}},
+        {"step": 2, "data": {"actor/pg_loss": 2, "huge": 10**400}},
+        tail='{"step":3,"data":{"actor/pg',  # a line cut short by a crash
+    )
+    curves = parse_file_log(path)
+    assert curves is not None
+    assert curves.series == {
+        "val-core/openai/gsm8k/reward/mean@1": {0: 0.21},
+        "actor/pg_loss": {1: -0.00066, 2: 2.0},
+        "n": {1: 3.0},
+    }
+    assert curves.last_step == 2
+    assert parse_file_log(tmp_path / "none.jsonl") is None
+
+
+def test_an_attempt_with_a_file_logger_has_its_curves_from_the_file_only(tmp_path: Path):
+    # The console printed the same steps (rounded by pformat); one point per step, the file's.
+    log = tmp_path / "driver.log"
+    log.write_text("Total training steps: 3\nstep:1 - loss:np.float64(0.5) - x:1\nstep:2 - loss:0.25\n")
+    path = file_log(
+        tmp_path / "metrics.jsonl",
+        {"step": 1, "data": {"loss": 0.5000001}},
+        {"step": 2, "data": {"loss": 0.25}},
+        {"step": 3, "data": {"loss": 0.125}},  # Ray never passed step 3's console line on
+    )
+    curves = read_attempt(log, path)
+    assert curves.to_json() == {
+        "last_step": 3,
+        "total_steps": 3,
+        "series": {"loss": [(1, 0.5000001), (2, 0.25), (3, 0.125)]},
+    }
+    # Without the file: the console lines.
+    assert read_attempt(log, tmp_path / "none.jsonl").to_json()["series"] == {
+        "loss": [(1, 0.5), (2, 0.25)],
+        "x": [(1, 1.0)],
+    }
+
+
+def test_a_run_without_a_console_has_its_curves_from_the_file(tmp_path: Path):
+    log = tmp_path / "driver.log"
+    log.write_text("Total training steps: 2\nwandb: Syncing run gsm8k\n")
+    path = file_log(tmp_path / "metrics.jsonl", {"step": 1, "data": {"loss": 1}}, {"step": 2, "data": {"loss": 0.5}})
+    assert read_attempt(log, path).to_json() == {
+        "last_step": 2,
+        "total_steps": 2,
+        "series": {"loss": [(1, 1.0), (2, 0.5)]},
+    }
+
+
+def test_the_last_logged_step_is_read_from_the_files_end(tmp_path: Path):
+    path = tmp_path / "metrics.jsonl"
+    assert last_logged_step(path) == (False, None)
+    path.write_text("")
+    assert last_logged_step(path) == (True, None)  # created as training started, nothing logged
+    # Longer than the tail read: only its end is parsed, the cut first line skipped.
+    entries = [{"step": n, "data": {"loss": 1 / n, "pad": "x" * 500}} for n in range(1, 5000)]
+    file_log(path, *entries, tail='{"step":5000,"da')
+    assert path.stat().st_size > 2 * TAIL
+    assert last_logged_step(path) == (True, 4999)
+    # One line longer than the tail: read whole.
+    file_log(path, {"step": 1, "data": {}}, {"step": 2, "data": {"pad": "x" * (TAIL + 10)}})
+    assert last_logged_step(path) == (True, 2)
+
+
 # ---- Across attempts
 
 
@@ -73,6 +160,19 @@ def test_the_later_attempt_replaces_the_whole_step_not_only_its_own_keys():
     second = _attempt(2, "step:4 - loss:0.45\n", resumed_from=3)
     merged = merge_attempts([first, second])
     assert merged.curves.series == {"loss": {3: 0.5, 4: 0.45}}
+
+
+def test_the_validation_before_training_adds_to_the_step_it_starts_from():
+    # verl validates before training: at step 0 from scratch, at the checkpoint's step after a
+    # resume. That step was trained by the attempt that saved the checkpoint: its values stand.
+    first = _attempt(1, "step:0 - val/score:0.1\nstep:1 - loss:0.5\nstep:2 - loss:0.4\nstep:3 - loss:0.3\n")
+    second = _attempt(2, "step:2 - val/score:0.6\nstep:3 - loss:0.35\n", resumed_from=2)
+    merged = merge_attempts([first, second])
+    assert merged.curves.series == {"val/score": {0: 0.1, 2: 0.6}, "loss": {1: 0.5, 2: 0.4, 3: 0.35}}
+    assert [(b.first_step, b.last_step) for b in merged.boundaries] == [(1, 3), (3, 3)]
+    # An evaluation run trains no step.
+    only = merge_attempts([_attempt(1, "Total training steps: 40\nstep:0 - val/score:0.1\n")])
+    assert (only.curves.last_step, only.boundaries[0].first_step) == (0, None)
 
 
 def test_the_boundaries_say_where_each_attempt_ran():

@@ -11,9 +11,12 @@ import time
 import traceback
 from typing import Any
 
+import numpy as np
 import ray
 from ray.util.placement_group import PlacementGroup, placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from verl.utils.tracking import Tracking
 
 # verl's ResourcePoolManager.max_colocate_count: the CPUs each GPU's bundle asks beside it.
 MAX_COLOCATE_COUNT = 3
@@ -198,28 +201,16 @@ def env_lines(config: dict[str, str], where: str) -> list[str]:
     return lines
 
 
-def start_trackers(config: dict[str, str], project: str, experiment: str) -> None:
-    """What verl's Tracking prints once W&B's run starts (wandb.init reads WANDB_RUN_ID and
-    WANDB_RESUME from the environment of the process that calls it, here the TaskRunner)."""
-    if "wandb" not in config.get("trainer.logger", ""):
-        return
-    run_id = os.environ.get("WANDB_RUN_ID") or f"{random.getrandbits(32):08x}"
-    project = config.get("trainer.project_name", project)
-    name = config.get("trainer.experiment_name", experiment)
-    print(f"wandb: Syncing run {name}", flush=True)
-    print(f"wandb: \u2b50\ufe0f View project at https://wandb.ai/standin/{project}", flush=True)
-    print(
-        f"wandb: \U0001f680 View run at \x1b[34m\x1b[4mhttps://wandb.ai/standin/{project}/runs/{run_id}\x1b[0m",
-        flush=True,
-    )
-
-
 class TaskRunner:
     def run(self, config: dict[str, str], trainer: str) -> int:
         importlib.import_module("verl.workers.engine")  # real verl warns here first, in every log
         for line in env_lines(config, ""):
             print(line, flush=True)
-        start_trackers(config, *(SFTCheckpoints.defaults if trainer == "sft" else PPOCheckpoints.defaults))
+        # verl makes its Tracking in fit(), once its workers are placed; here the TaskRunner starts
+        # with it, so that W&B's lines are there even in a run that dies placing its workers.
+        tracking = Tracking.from_config(
+            config, *(SFTCheckpoints.defaults if trainer == "sft" else PPOCheckpoints.defaults)
+        )
 
         nnodes = int(config.get("trainer.nnodes", 1))
         per_node = int(config.get("trainer.n_gpus_per_node", 1))
@@ -251,7 +242,7 @@ class TaskRunner:
         if config.get("standin.fail") == "runtime":
             # Their error reaches the driver wrapped twice.
             ray.get([worker.init_model.remote() for worker in workers])
-        return self.fit(config, trainer, workers)
+        return self.fit(config, trainer, workers, tracking)
 
     @staticmethod
     def place(nnodes: int, per_node: int, cpus_per_gpu: float) -> list[PlacementGroup]:
@@ -263,7 +254,7 @@ class TaskRunner:
         return groups
 
     @staticmethod
-    def fit(config: dict[str, str], trainer: str, workers: list[Any]) -> int:
+    def fit(config: dict[str, str], trainer: str, workers: list[Any], tracking: Tracking) -> int:
         steps = int(config.get("standin.steps", config.get("trainer.total_training_steps", 3)))
         step_s = float(config.get("standin.step_s", 0.2))
         stall_after = int(config.get("standin.stall_after", 0))
@@ -272,6 +263,12 @@ class TaskRunner:
         print(f"Total training steps: {steps}", flush=True)
         start = checkpoints.load()
         rng = random.Random(start)
+        # verl's PPO fit() validates first (val_before_train, default True), logged at the step it
+        # starts from; val_only returns there (verl's SFT trainer has neither).
+        if trainer == "ppo" and config.get("trainer.val_before_train", "True").lower() == "true":
+            tracking.log({"val-core/openai/gsm8k/reward/mean@1": round(0.2 + start / (steps + 1), 3)}, step=start)
+            if config.get("trainer.val_only", "False").lower() == "true":
+                return start
         for step in range(start + 1, steps + 1):
             time.sleep(step_s)
             # Every worker takes part in every step: a worker whose node died fails the step.
@@ -281,11 +278,8 @@ class TaskRunner:
                 checkpoints.save(step)
             loss = -0.001 * rng.random()
             score = min(1.0, 0.2 + step / (steps + 1))
-            print(
-                f"step:{step} - actor/pg_loss:np.float64({loss:.5f}) - critic/score/mean:{score:.3f}"
-                f" - response_length/mean@1:{100 + step}",
-                flush=True,
-            )
+            metrics = {"actor/pg_loss": np.float64(round(loss, 5)), "critic/score/mean": round(score, 3)}
+            tracking.log({**metrics, "response_length/mean@1": 100 + step}, step=step)
             if save and not checkpoints.before_metrics:
                 checkpoints.save(step)
             if step == stall_after:
