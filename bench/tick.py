@@ -8,7 +8,8 @@ real tick (tasks.scheduler.tick.tick) on a real SQLite database of its own: sync
 admission, the reasons written on waiting tasks, attempts and job files for the admitted ones.
 
 For each policy (backfill, strict_fifo, best_effort_fifo) and each queue length, with the queue all QUEUED
-(mixed shapes: 1x1, 1x4, 1x8, 2x8, 4x8 GPUs; a tenth of them high priority):
+(mixed shapes: 1x1, 1x4, 1x8, 2x8, 4x8 GPUs; a tenth of them high priority; with --pools F, that
+fraction of them also has a second verl resource pool, a rollout pool of 1x1 or 1x2):
 
 1. first tick: nothing fits; every waiting task gets its reason, the ones that had their turn
    move QUEUED -> PENDING_RESOURCES (under best_effort_fifo, nearly all of them);
@@ -86,8 +87,9 @@ def reset() -> None:
     OrmQ.objects.all().delete()
 
 
-def fill_queue(length: int, users: list[Any], seed: int = 1) -> None:
-    """``length`` QUEUED tasks, oldest first, as the API would have made them."""
+def fill_queue(length: int, users: list[Any], seed: int = 1, pools: float = 0.0) -> None:
+    """``length`` QUEUED tasks, oldest first, as the API would have made them; a ``pools``
+    fraction of them with a rollout pool besides the trainer's."""
     from django.utils import timezone
 
     from tasks.models import PRIORITY_RANK, Priority, Task
@@ -103,6 +105,9 @@ def fill_queue(length: int, users: list[Any], seed: int = 1) -> None:
         user = users[i % len(users)]
         nnodes, gpus = rng.choices(shapes, weights)[0]
         priority = Priority.HIGH if rng.random() < 0.1 else Priority.NORMAL
+        rollout = (
+            [{"name": "rollout", "nnodes": 1, "n_gpus_per_node": rng.choice((1, 2))}] if rng.random() < pools else []
+        )
         created = start + timedelta(milliseconds=i * 10)
         spec = parsed[user.username]
         tasks.append(
@@ -114,6 +119,7 @@ def fill_queue(length: int, users: list[Any], seed: int = 1) -> None:
                 state="QUEUED",
                 nnodes=nnodes,
                 n_gpus_per_node=gpus,
+                extra_pools=rollout,
                 priority=priority,
                 priority_rank=PRIORITY_RANK[priority],
                 spec_raw=spec.raw,
@@ -163,13 +169,13 @@ def timed_tick() -> tuple[tuple[float, float], int, Any]:
     return seconds, len(queries), report
 
 
-def run_case(policy: str, length: int, users: list[Any], steady: int, nodes: int) -> list[list[object]]:
+def run_case(policy: str, length: int, users: list[Any], steady: int, nodes: int, pools: float) -> list[list[object]]:
     from django.test import override_settings
 
     from tasks.models import Task
 
     reset()
-    fill_queue(length, users)
+    fill_queue(length, users, pools=pools)
     fake = busy_cluster(nodes)
     rows: list[list[object]] = []
 
@@ -232,6 +238,9 @@ def main() -> int:
     parser.add_argument("--steady", type=int, default=10, help="steady-state ticks measured per phase (default 10)")
     parser.add_argument("--policies", default="backfill,strict_fifo,best_effort_fifo")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (database, job files)")
+    parser.add_argument(
+        "--pools", type=float, default=0.0, help="fraction of tasks with a rollout pool besides the trainer's (0)"
+    )
     args = parser.parse_args()
 
     bench = isolated_env("tick", keep=args.keep)
@@ -247,10 +256,11 @@ def main() -> int:
     for policy in args.policies.split(","):
         for length in (int(value) for value in args.lengths.split(",")):
             started = time.perf_counter()
-            rows += run_case(policy, length, users, args.steady, args.nodes)
+            rows += run_case(policy, length, users, args.steady, args.nodes, args.pools)
             print(f"  {policy} {length:,}: done in {time.perf_counter() - started:.1f} s", flush=True)
 
-    print(f"\n=== one tick, {args.nodes} simulated worker nodes x 8 GPUs, SQLite ===")
+    with_pools = f", {args.pools:.0%} of the tasks with a rollout pool" if args.pools else ""
+    print(f"\n=== one tick, {args.nodes} simulated worker nodes x 8 GPUs, SQLite{with_pools} ===")
     print(machine_note())
     print(
         table(
