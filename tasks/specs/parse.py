@@ -311,7 +311,8 @@ SPEC_KEYS: tuple[SpecKey, ...] = (
         "nnodes",
         COMMON,
         int,
-        "Nodes the task runs on: it starts when that many nodes each have n_gpus_per_node GPUs free. "
+        "Nodes of verl's trainer pool (trainer.nnodes): it starts when that many nodes each have n_gpus_per_node "
+        "GPUs free, and every other pool its command starts (rollout, reward, teacher) fits beside it. "
         "Required, but for an export (1).",
         low=1,
         high=MAX_NNODES,
@@ -322,8 +323,8 @@ SPEC_KEYS: tuple[SpecKey, ...] = (
         "n_gpus_per_node",
         COMMON,
         int,
-        "GPUs it takes on each of its nodes, at least 1. Required, but for an export (0: it is fitted by "
-        "CPUs, ARGUS_EXPORT_CPUS on one worker node).",
+        "GPUs the trainer pool takes on each of its nodes (trainer.n_gpus_per_node), at least 1. Required, but for "
+        "an export (0: it is fitted by CPUs, ARGUS_EXPORT_CPUS on one worker node).",
         low=0,
         high=MAX_GPUS_PER_NODE,
         rule=_export_default(0),
@@ -516,7 +517,9 @@ SPEC_KEYS: tuple[SpecKey, ...] = (
         "command",
         ADVANCED,
         str,
-        "verl's command, python3 -m verl.trainer.…, with its Hydra overrides.",
+        "verl's command, python3 -m verl.trainer.… (or verl 0.9's experimental trainers), with its Hydra "
+        "overrides; the resource pools it starts besides the trainer's are read from it, and each must be sized "
+        "in it (actor_rollout_ref.rollout.nnodes=…, rollout.n_gpus_per_node=…).",
         required=True,
         rule=_command,
     ),

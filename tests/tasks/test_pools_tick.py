@@ -115,3 +115,8 @@ def test_a_basic_task_shows_its_one_pool(alice, make_task, fake_ray, client_for)
     body = client_for(alice).get(f"/api/v2/tasks/{task.task_id}").json()
     assert body["pools"] == [{"name": "trainer", "nnodes": 1, "n_gpus_per_node": 4}]
     assert body["total_gpus"] == 4
+
+
+def test_an_export_holds_no_pool():
+    export = Task(workload="export", nnodes=1, n_gpus_per_node=0)  # it runs on a worker's CPUs
+    assert (export.pools, export.total_gpus) == ([], 0)
