@@ -3,9 +3,12 @@ test tiers, applied here so that nobody has to remember a marker."""
 
 from __future__ import annotations
 
+import importlib
 import os
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import yaml
@@ -121,6 +124,16 @@ def fresh_queue_copy() -> None:
 def fast_passwords(settings) -> None:
     # The real hasher takes ~0.3 s a password by design; tests make hundreds of users.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def standin_verl(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], ModuleType]]:
+    """Imports a module of the stand-in's verl (tests/standin) into this process; forgotten after
+    the test (the stand-in's verl is no module of this process's)."""
+    monkeypatch.syspath_prepend(str(ROOT / "tests" / "standin"))
+    yield importlib.import_module
+    for name in [name for name in sys.modules if name == "verl" or name.startswith("verl.")]:
+        del sys.modules[name]
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from django.contrib.auth.models import User
 
 from tasks.specs.parse import SpecError, parse_spec
 from tasks.specs.pools import Pool
-from tasks.submit import check_request
+from tasks.submit import admit_new
 
 MAIN = "python3 -m verl.trainer.main_ppo"
 FULLY_ASYNC = "python3 -m verl.experimental.fully_async_policy.fully_async_main"
@@ -116,6 +116,15 @@ def test_the_fully_async_trainer_starts_reward_servers_with_the_reward_model() -
     assert pools(f"{command} {REWARD}")[-1] == Pool("reward", 2, 1)
 
 
+def test_the_fully_async_trainer_reads_the_legacy_reward_keys_its_main_migrates() -> None:
+    command = f"{FULLY_ASYNC} {TRAINER} rollout.nnodes=1 rollout.n_gpus_per_node=4 reward_model.enable=True"
+    assert "sets no reward.reward_model.nnodes=…" in refusal(command)
+    legacy = "reward_model.nnodes=1 reward_model.n_gpus_per_node=2 reward.reward_model.n_gpus_per_node=8"
+    assert pools(f"{command} {legacy}")[-1] == Pool("reward", 1, 2)  # the legacy value wins where set
+    # main_ppo does not migrate them: there they start nothing.
+    assert pools(f"{MAIN} {TRAINER} reward_model.enable_resource_pool=True {legacy}") == [Pool("trainer", 1, 4)]
+
+
 def test_one_step_off_policy_has_a_rollout_pool_and_no_other() -> None:
     command = f"{ONE_STEP_OFF} {TRAINER} rollout.nnodes=1 rollout.n_gpus_per_node=8"
     extra = "reward.reward_model.enable_resource_pool=True distillation.enabled=True"
@@ -167,9 +176,9 @@ def test_the_task_gpu_limit_counts_every_pool(settings, alice: User) -> None:
     settings.ARGUS_MAX_TASK_GPUS = 5
     parsed = parse_spec(spec(f"{MAIN} {TRAINER} {SEPARATE} {ROLLOUT}"), username="alice")
     with pytest.raises(SpecError) as caught:
-        check_request(alice, parsed)
+        admit_new(alice, [("", parsed)])
     assert caught.value.fields["nnodes"] == [
         "asks for 6 GPUs in all (trainer 1x4 + rollout 1x2); the limit is 5 (ARGUS_MAX_TASK_GPUS)"
     ]
     settings.ARGUS_MAX_TASK_GPUS = 6
-    check_request(alice, parsed)
+    admit_new(alice, [("", parsed)])

@@ -4,9 +4,7 @@ VERL_FILE_LOGGER_PATH says, in the form Argus reads (tasks.logs.curves)."""
 
 from __future__ import annotations
 
-import importlib
-import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -15,15 +13,10 @@ import pytest
 
 from tasks.logs.curves import parse_file_log, parse_text
 
-STANDIN = Path(__file__).resolve().parent / "standin"
-
 
 @pytest.fixture
-def tracking(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
-    monkeypatch.syspath_prepend(str(STANDIN))
-    yield importlib.import_module("verl.utils.tracking")
-    for name in [name for name in sys.modules if name == "verl" or name.startswith("verl.")]:
-        del sys.modules[name]  # the stand-in's verl is no module of this process's
+def tracking(standin_verl: Callable[[str], ModuleType]) -> ModuleType:
+    return standin_verl("verl.utils.tracking")
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,8 @@ reward    ``main_ppo`` with ``reward.reward_model.enable_resource_    ``reward.r
           pool=True`` (``trainer_base._init_resource_pool_mgr``:
           counted by the check even with the reward model off)
 reward    ``fully_async_main`` with ``reward.reward_model.enable=     ``reward.reward_model.*`` (standalone
-          True`` (its rollouter asserts enable_resource_pool)         reward servers)
+          True`` (its rollouter asserts enable_resource_pool; its     reward servers)
+          main migrates the legacy ``reward_model.*`` over them)
 teacher   ``main_ppo`` and ``fully_async_main`` with                  ``distillation.*``
           ``distillation.enabled=True``
 ========  ==========================================================  =====================================
@@ -98,11 +99,21 @@ class When:
 @dataclass(frozen=True)
 class PoolRule:
     """A pool verl starts when every one of ``when`` holds, sized by ``<prefix>.nnodes`` and
-    ``<prefix>.n_gpus_per_node``."""
+    ``<prefix>.n_gpus_per_node``. A ``legacy`` prefix's keys, where the command sets them, stand
+    for the prefix's (verl's migrate_legacy_reward_impl copies them over)."""
 
     name: str
     prefix: str
     when: tuple[When, ...] = ()
+    legacy: str = ""
+
+    def key(self, argv: HydraArgv, key: str) -> str:
+        """The key verl reads ``key``'s value from."""
+        if self.legacy and key.startswith(f"{self.prefix}."):
+            old = self.legacy + key.removeprefix(self.prefix)
+            if argv.values(old) or old in argv.deleted:
+                return old
+        return key
 
 
 _V1 = When("trainer.use_v1", True, True)
@@ -121,7 +132,8 @@ RULES: dict[str, tuple[PoolRule, ...]] = {
     ),
     FULLY_ASYNC: (
         _SEPARATE_ROLLOUT,
-        PoolRule(REWARD, "reward.reward_model", (When("reward.reward_model.enable", True, False),)),
+        # Its main migrates the legacy reward_model.{enable,enable_resource_pool,nnodes,n_gpus_per_node}.
+        PoolRule(REWARD, "reward.reward_model", (When("reward.reward_model.enable", True, False),), "reward_model"),
         _TEACHER,
     ),
     ONE_STEP_OFF: (_SEPARATE_ROLLOUT,),
@@ -137,7 +149,7 @@ def command_pools(module: str, argv: HydraArgv) -> tuple[list[Pool], list[str]]:
     for rule in rules:
         holds = True
         for when in rule.when:
-            value, error = _switch(argv, when)
+            value, error = _switch(argv, when, rule.key(argv, when.key))
             if error:
                 errors.append(error)
             holds = holds and value == when.value
@@ -160,15 +172,15 @@ def _last(argv: HydraArgv, key: str) -> tuple[bool, Any, str | None]:
     return bool(values), values[-1] if values else None, None
 
 
-def _switch(argv: HydraArgv, when: When) -> tuple[bool | str, str | None]:
-    """The switch's value; a boolean switch set to anything but a boolean is refused (a string
-    "false" is true to verl's own ``if``)."""
-    present, value, error = _last(argv, when.key)
+def _switch(argv: HydraArgv, when: When, key: str) -> tuple[bool | str, str | None]:
+    """The switch's value, read at ``key``; a boolean switch set to anything but a boolean is
+    refused (a string "false" is true to verl's own ``if``)."""
+    present, value, error = _last(argv, key)
     if error or not present:
         return when.default, error
     if isinstance(when.default, bool):
         if not isinstance(value, bool):
-            return when.default, f"{when.key} must be true or false, not {value!r}"
+            return when.default, f"{key} must be true or false, not {value!r}"
         return value, None
     return str(value), None
 
@@ -177,7 +189,7 @@ def _sized(argv: HydraArgv, rule: PoolRule, errors: list[str]) -> Pool | None:
     why = " and ".join(str(when) for when in rule.when) or "this trainer"
     sizes = []
     for part, high in (("nnodes", MAX_NNODES), ("n_gpus_per_node", MAX_GPUS_PER_NODE)):
-        key = f"{rule.prefix}.{part}"
+        key = rule.key(argv, f"{rule.prefix}.{part}")
         present, value, error = _last(argv, key)
         if error:
             errors.append(error)

@@ -13,13 +13,11 @@ from typing import Any
 
 import numpy as np
 import ray
-from ray.util.placement_group import PlacementGroup, placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+from verl import resource_pools
 from verl.utils.tracking import Tracking
 
-# verl's ResourcePoolManager.max_colocate_count: the CPUs each GPU's bundle asks beside it.
-MAX_COLOCATE_COUNT = 3
 TRACKER = "latest_checkpointed_iteration.txt"
 
 
@@ -202,7 +200,7 @@ def env_lines(config: dict[str, str], where: str) -> list[str]:
 
 
 class TaskRunner:
-    def run(self, config: dict[str, str], trainer: str) -> int:
+    def run(self, config: dict[str, str], trainer: str, entry: str) -> int:
         importlib.import_module("verl.workers.engine")  # real verl warns here first, in every log
         for line in env_lines(config, ""):
             print(line, flush=True)
@@ -212,17 +210,12 @@ class TaskRunner:
             config, *(SFTCheckpoints.defaults if trainer == "sft" else PPOCheckpoints.defaults)
         )
 
-        nnodes = int(config.get("trainer.nnodes", 1))
         per_node = int(config.get("trainer.n_gpus_per_node", 1))
         time.sleep(float(config.get("standin.hold_s", 0)))
-        # verl/single_controller/ray/base.py, ResourcePoolManager._check_resource_available:
-        # only the total of free GPUs is compared.
-        available = ray._private.state.available_resources_per_node()
-        total_available = sum(node.get("GPU", 0) for node in available.values())
-        total_required = nnodes * per_node
-        if total_available < total_required:
-            raise ValueError(f"Total available GPUs {total_available} is less than total desired GPUs {total_required}")
-        groups = self.place(nnodes, per_node, float(config.get("standin.cpus_per_gpu", MAX_COLOCATE_COUNT)))
+        # Every resource pool verl 0.9.1 starts for this entry, checked (the fail-fast ValueError)
+        # and placed as verl does (verl/resource_pools.py); the workers run in the trainer's groups.
+        cpus_per_gpu = float(config.get("standin.cpus_per_gpu", resource_pools.MAX_COLOCATE_COUNT))
+        groups = resource_pools.start(entry, config, cpus_per_gpu)
         # verl runs one worker per GPU bundle. The NCCL failure needs them all, as verl's; a run
         # that trains keeps one per node's group, which dies with its node just the same and
         # costs a 2-core test machine a process per node instead of per GPU (Any: Ray types an
@@ -243,15 +236,6 @@ class TaskRunner:
             # Their error reaches the driver wrapped twice.
             ray.get([worker.init_model.remote() for worker in workers])
         return self.fit(config, trainer, workers, tracking)
-
-    @staticmethod
-    def place(nnodes: int, per_node: int, cpus_per_gpu: float) -> list[PlacementGroup]:
-        # One STRICT_PACK group per node, a {"CPU": c, "GPU": 1} bundle per GPU, waited on with no
-        # timeout: on a fragmented cluster, or a node short of CPUs, this hangs as verl does.
-        bundle = {"CPU": cpus_per_gpu, "GPU": 1.0}
-        groups = [placement_group([bundle] * per_node, strategy="STRICT_PACK") for _ in range(nnodes)]
-        ray.get([group.ready() for group in groups])
-        return groups
 
     @staticmethod
     def fit(config: dict[str, str], trainer: str, workers: list[Any], tracking: Tracking) -> int:
@@ -299,7 +283,7 @@ def main(argv: list[str], trainer: str = "ppo") -> int:
     # Actors made here, not by class decorators, which mypy does not apply; Any as above.
     runner: Any = ray.remote(num_cpus=1)(TaskRunner).remote()
     try:
-        ray.get(runner.run.remote(config, trainer))
+        ray.get(runner.run.remote(config, trainer, resource_pools.entry()))
     except Exception:
         # What verl's @hydra.main (run_and_report) prints for an error in the job, then exit code 1.
         print(f"Error executing job with overrides: {argv}", file=sys.stderr)
