@@ -209,3 +209,6 @@ class EventKind(models.TextChoices):
     # The pipeline this task is a step of ended (written on the step whose end ended it).
     PIPELINE_SUCCEEDED = "PIPELINE_SUCCEEDED"
     PIPELINE_FAILED = "PIPELINE_FAILED"
+    # A retry of its pipeline made this task in place of a step's earlier one; data names that
+    # task and, when it resumes from that task's checkpoint, the step (tasks.pipelines).
+    PIPELINE_RETRY = "PIPELINE_RETRY"

@@ -1,34 +1,40 @@
 """Pipelines: submit a document (every step's task at once), cancel, retry; and the outputs a
 step hands on, resolved when a step that reads them becomes QUEUED (tasks.scheduler.dependencies).
 
-Views and the tick call these; the document's checks are tasks.specs.pipeline's.
+Views and the tick call these; the document's checks are tasks.specs.pipeline's, and every new
+task, a retried step's too, passes a submission's (tasks.submit.admit_new).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts.homes import home_dir
-from accounts.limits import limits_for
+from tasks.choices import TRAINING_WORKLOADS
 from tasks.jobfiles import checkpoint_dir
 from tasks.models import (
+    EventKind,
     IllegalTransition,
     Pipeline,
     PipelineState,
     PipelineStep,
     StaleState,
     Task,
+    TaskKind,
     TaskState,
     new_task_id,
     request_tick,
 )
 from tasks.specs.builders import hf_model_dir
 from tasks.specs.parse import ParsedSpec, SpecError, load_document, parse_spec
-from tasks.specs.paths import NoCheckpoint, latest_checkpoint
+from tasks.specs.paths import CHECKPOINT_MACRO, TRACKER_FILE, NoCheckpoint, latest_checkpoint
 from tasks.specs.pipeline import (
     PipelineDocument,
     descendants,
@@ -38,7 +44,7 @@ from tasks.specs.pipeline import (
     substitute,
     topological,
 )
-from tasks.submit import check_request, within_quota
+from tasks.submit import admit_new
 
 
 def is_pipeline_document(source: str | bytes) -> bool:
@@ -56,19 +62,19 @@ class PipelineConflict(Exception):
     """The pipeline's state does not allow it (a retry of a running or succeeded pipeline)."""
 
 
+class CheckpointUnavailable(Exception):
+    """A retried step's checkpoint could not be carried to its new task (shared storage); the
+    message says which and why. Nothing was created."""
+
+
 def submit_pipeline(user: Any, source: bytes | str | dict, *, actor: str) -> Pipeline:
     """Validate a whole document for ``user`` and create the pipeline with every step's task, in
     one transaction: the steps that wait for none QUEUED, the others WAITING. Raises SpecError
     (every problem, by step and field), PriorityNotAllowed, QuotaError (every step counts
     toward max_queued_tasks)."""
     document = parse_pipeline(source, username=user.username)
-    for step in document.steps:
-        check_request(user, step.parsed, f"steps.{step.name}.")
-    max_queued = limits_for(user).max_queued_tasks
-    if not max_queued:
-        with transaction.atomic():
-            return _create(user, document, actor)
-    with within_quota(user, max_queued, len(document.steps)):
+    with transaction.atomic():
+        admit_new(user, [(f"steps.{step.name}.", step.parsed) for step in document.steps])
         return _create(user, document, actor)
 
 
@@ -143,34 +149,137 @@ def cancel_pipeline(pipeline: Pipeline, actor: str) -> None:
 def retry_pipeline(pipeline: Pipeline, actor: str) -> list[str]:
     """New tasks for the steps that did not succeed and every step after them; the succeeded
     ones are reused, their outputs handed on as before. Returns the retried steps' names.
-    Only an ended pipeline is retried (PipelineConflict otherwise): a running step's task would
-    run on beside its replacement."""
-    user = pipeline.user
-    with transaction.atomic():
-        if not Pipeline.objects.filter(pk=pipeline.pk).exclude(state=PipelineState.RUNNING).exists():
-            raise PipelineConflict(
-                f"Pipeline {pipeline.pipeline_id} is still running; cancel it or wait for it to end."
-            )
-        steps = list(pipeline.steps.select_related("task"))
-        failed = [step.name for step in steps if step.task.state != TaskState.SUCCEEDED]
-        if not failed:
-            raise PipelineConflict(f"Every step of pipeline {pipeline.pipeline_id} succeeded: nothing to retry.")
-        redo = descendants({step.name: step.depends_on for step in steps}, failed)
-        tasks = {step.name: step.task for step in steps}
-        for step in topological(steps):
-            if step.name not in redo:
-                continue
-            spec = _step_spec(step.task)
-            parsed = parse_step_spec(spec, user.username, f"steps.{step.name}.")
-            tasks[step.name] = _step_task(user, pipeline, step.name, parsed, step.after, step.after_any, tasks, actor)
-            step.task = tasks[step.name]
-            step.save(update_fields=["task"])
-        Pipeline.objects.filter(pk=pipeline.pk).update(
-            state=PipelineState.RUNNING, finished_at=None, updated_at=timezone.now()
-        )
-        request_tick()
+
+    A retry is a submission of those steps: they pass every check a new task does, as they stand
+    now (tasks.submit.admit_new: SpecError, PriorityNotAllowed, QuotaError), and nothing is
+    created unless all do. Only an ended pipeline is retried (PipelineConflict otherwise: a
+    running step's task would run on beside its replacement), and only once: the pipeline is
+    claimed by a conditional UPDATE, the transaction's first statement, so of two retries at once
+    (a double click) the second waits for the first's row lock and finds it RUNNING.
+
+    A step that failed after a checkpoint, its inputs unchanged (no step it runs after is run
+    again), resumes from it (``_carry_checkpoint``); a PIPELINE_RETRY event on each new task says
+    what it replaces and where it starts. CheckpointUnavailable when storage refuses.
+    """
+    carried: list[Path] = []  # the checkpoint folders made: removed if the retry fails after all
+    try:
+        with transaction.atomic():
+            _claim(pipeline)
+            steps = list(pipeline.steps.select_related("task__user"))
+            failed = {step.name for step in steps if step.task.state != TaskState.SUCCEEDED}
+            if not failed:
+                raise _nothing_to_retry(pipeline)
+            redo = descendants({step.name: step.depends_on for step in steps}, sorted(failed))
+            again = [step for step in topological(steps) if step.name in redo]
+            user = pipeline.user
+            parsed = {
+                step.name: parse_step_spec(_step_spec(step.task), user.username, f"steps.{step.name}.")
+                for step in again
+            }
+            admit_new(user, [(f"steps.{name}.", spec) for name, spec in parsed.items()])
+            tasks = {step.name: step.task for step in steps}
+            for step in again:
+                # Its inputs are as they were when no step it runs after runs again.
+                resumes = step.name in failed and not redo.intersection(step.depends_on)
+                tasks[step.name] = _replace(pipeline, step, parsed[step.name], tasks, actor, resumes, carried)
+            request_tick()
+    except BaseException:
+        for folder in carried:  # nothing half-created: not even a checkpoint's links
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
     pipeline.refresh_from_db()
-    return [step.name for step in steps if step.name in redo]
+    return [step.name for step in again]
+
+
+def _replace(
+    pipeline: Pipeline,
+    step: PipelineStep,
+    parsed: ParsedSpec,
+    tasks: dict[str, Task],
+    actor: str,
+    resumes: bool,
+    carried: list[Path],
+) -> Task:
+    """A retried step's new task, in its old one's place, starting from the old one's last
+    checkpoint when it ``resumes``; its PIPELINE_RETRY event says which."""
+    old = step.task
+    new = _step_task(pipeline.user, pipeline, step.name, parsed, step.after, step.after_any, tasks, actor)
+    step.task = new
+    step.save(update_fields=["task"])
+    try:
+        start = _carry_checkpoint(old, new, carried) if resumes else None
+    except OSError as error:
+        raise CheckpointUnavailable(
+            f"Step {step.name} was not retried: the checkpoint of {old.task_id} could not be carried to its new "
+            f"task ({error})."
+        ) from error
+    data: dict[str, Any] = {"pipeline_id": pipeline.pipeline_id, "replaces": old.task_id}
+    message = f"A retry of pipeline {pipeline.pipeline_id} made it in place of {old.task_id} ({old.state})"
+    if start is None:
+        message += "; it starts afresh."
+    else:
+        number, folder = start
+        data.update(resumes_from_step=number, checkpoint=str(folder))
+        message += f"; it resumes from that task's checkpoint of step {number} ({folder})."
+    new.record(EventKind.PIPELINE_RETRY, actor=actor, message=message, data=data)
+    return new
+
+
+def _claim(pipeline: Pipeline) -> None:
+    """Make an ended pipeline RUNNING again, or raise PipelineConflict saying why not."""
+    ended = (PipelineState.FAILED, PipelineState.CANCELED)
+    now = timezone.now()
+    if Pipeline.objects.filter(pk=pipeline.pk, state__in=ended).update(
+        state=PipelineState.RUNNING, finished_at=None, updated_at=now
+    ):
+        return
+    state = Pipeline.objects.filter(pk=pipeline.pk).values_list("state", flat=True).get()
+    if state == PipelineState.SUCCEEDED:
+        raise _nothing_to_retry(pipeline)
+    raise PipelineConflict(f"Pipeline {pipeline.pipeline_id} is still running; cancel it or wait for it to end.")
+
+
+def _nothing_to_retry(pipeline: Pipeline) -> PipelineConflict:
+    return PipelineConflict(f"Every step of pipeline {pipeline.pipeline_id} succeeded: nothing to retry.")
+
+
+def _carry_checkpoint(old: Task, new: Task, carried: list[Path]) -> tuple[int, Path] | None:
+    """Start ``new`` from the last checkpoint ``old`` left, as ``old``'s own retries would have:
+    its global_step_N folder hard-linked file by file into ``new``'s checkpoint folder, then
+    verl's tracker naming N, written last. verl's ``resume_mode=auto`` resumes from it, and
+    ``new``'s own retries from its own later checkpoints. Returns N and the folder it started
+    from; None when ``old`` left none, or its command does not checkpoint in its folder.
+
+    Links, not ``resume_mode=resume_path``: that pins every attempt of ``new`` to ``old``'s
+    step (verl then ignores newer checkpoints in its own folder), and verl's
+    ``del_local_ckpt_after_load`` would delete ``old``'s checkpoint, the record of what it did.
+    Both tasks' folders are in the user's jobs folder, one filesystem: a link costs no copy of
+    the weights, and verl never writes into a checkpoint it loaded (it saves each step in a
+    folder of its own), so ``old``'s files stay as they were. A copy where a link is refused.
+    """
+    if old.workload not in TRAINING_WORKLOADS:
+        return None
+    if old.kind == TaskKind.ADVANCED and not CHECKPOINT_MACRO.search(old.spec.get("command", "")):
+        return None
+    try:
+        source = latest_checkpoint(checkpoint_dir(old.user.username, old.task_id))
+    except NoCheckpoint:
+        return None
+    target = checkpoint_dir(new.user.username, new.task_id)
+    carried.append(target.parent)
+    shutil.copytree(source, target / source.name, copy_function=_link_or_copy)
+    step = int(source.name.removeprefix("global_step_"))
+    partial = target / f"{TRACKER_FILE}.tmp"
+    partial.write_text(str(step))
+    partial.replace(target / TRACKER_FILE)
+    return step, source
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
 
 
 def _step_spec(task: Task) -> dict[str, Any]:

@@ -1,9 +1,10 @@
-"""Submitting a task, the same way from the API and from the web form."""
+"""Submitting a task, the same way from the API and from the web form; and the checks every new
+task passes, whichever way it comes in (``admit_new``: a task, a pipeline's steps, a pipeline's
+retried steps)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
 
 from django.conf import settings
@@ -31,36 +32,50 @@ def submit_spec(user: Any, source: bytes | str | dict, *, actor: str) -> Task:
     PriorityNotAllowed for ``priority: high`` from a user not granted it, and QuotaError when the
     user already has max_queued_tasks tasks waiting.
 
-    Every new task comes through here (the API, the web form, and so the CLI and its resubmit),
-    so this is the one place the priority permission is checked. A requeue is not a submission:
-    the task was allowed when it was created.
+    Every new task is checked by ``admit_new``: a task here (the API, the web form, and so the CLI
+    and its resubmit), a pipeline's steps and a pipeline's retried steps (tasks.pipelines). A
+    requeue is not a submission: the task was allowed when it was created.
     """
     parsed = parse_spec(source, username=user.username)
-    check_request(user, parsed)
-    after = dependencies(user, parsed)
-    max_queued = limits_for(user).max_queued_tasks
-    if not max_queued:
-        return create_task(user, parsed, actor, after)
-    with within_quota(user, max_queued, 1):
+    with transaction.atomic():
+        after = dependencies(user, parsed)
+        admit_new(user, [("", parsed)])
         return create_task(user, parsed, actor, after)
 
 
-def check_request(user: Any, parsed: ParsedSpec, field: str = "") -> None:
-    """What the site's limits and the user's permissions say of a valid spec; ``field`` is put
-    before the names of the fields an error names (a pipeline's ``steps.NAME.``)."""
+def admit_new(user: Any, specs: Sequence[tuple[str, ParsedSpec]]) -> None:
+    """Every check a new task passes, in the transaction that creates the tasks of ``specs``
+    (each with the prefix its errors' fields get: a pipeline's ``steps.NAME.``), in the order a
+    person fixes them: what each asks of the site's limits now, every problem of every spec at
+    once (``request_errors``: SpecError 400); the user's permissions (PriorityNotAllowed 403);
+    the user's max_queued_tasks, counting them all (QuotaError 429)."""
+    errors: dict[str, list[str]] = {}
+    for field, parsed in specs:
+        errors.update(request_errors(user, parsed, field))
+    if errors:
+        raise SpecError(errors)
+    if any(parsed.priority == Priority.HIGH for _, parsed in specs):
+        refusal = high_priority_refusal(user)
+        if refusal:
+            raise PriorityNotAllowed(refusal)
+    check_quota(user, len(specs))
+
+
+def request_errors(user: Any, parsed: ParsedSpec, field: str = "") -> dict[str, list[str]]:
+    """What the site's limits say of a valid spec now, by field (``field`` is put before the
+    names: a pipeline's ``steps.NAME.``): the secrets it names that the user does not have, the
+    GPUs of all its pools over ARGUS_MAX_TASK_GPUS."""
+    errors: dict[str, list[str]] = {}
     missing = Secret.objects.missing(user, parsed.resolved.get("secrets") or [])
     if missing:
-        raise SpecError({f"{field}secrets": [str(MissingSecrets(missing))]})
+        errors[f"{field}secrets"] = [str(MissingSecrets(missing))]
     limit = settings.ARGUS_MAX_TASK_GPUS
     total = parsed.total_gpus  # every verl resource pool's
     if limit and total > limit:
         pools = f" ({describe(parsed.pools)})" if parsed.extra_pools else ""
         too_many = f"asks for {total} GPUs in all{pools}; the limit is {limit} (ARGUS_MAX_TASK_GPUS)"
-        raise SpecError({f"{field}nnodes": [too_many], f"{field}n_gpus_per_node": [too_many]})
-    if parsed.priority == Priority.HIGH:
-        refusal = high_priority_refusal(user)
-        if refusal:
-            raise PriorityNotAllowed(refusal)
+        errors[f"{field}nnodes"] = errors[f"{field}n_gpus_per_node"] = [too_many]
+    return errors
 
 
 def dependencies(user: Any, parsed: ParsedSpec) -> dict[str, list[Task]]:
@@ -81,26 +96,27 @@ def dependencies(user: Any, parsed: ParsedSpec) -> dict[str, list[Task]]:
     return found
 
 
-@contextmanager
-def within_quota(user: Any, max_queued: int, adding: int) -> Iterator[None]:
-    """A transaction in which the user adds ``adding`` tasks, counted against their
-    max_queued_tasks with those of theirs that have not reached Ray (WAITING ones count, as
-    Slurm counts held jobs); QuotaError when they do not fit."""
-    with transaction.atomic():
-        # The user's row, locked: two submissions at once count one after the other, so they
-        # cannot both see room for one more. (SQLite's IMMEDIATE transactions already serialize
-        # writers; PostgreSQL needs the lock.)
-        User.objects.select_for_update().filter(pk=user.pk).values_list("pk").get()
-        waiting = Task.objects.filter(user=user, state__in=BEFORE_RAY_STATES).count()
-        refusal = queued_limit_error(user.username, max_queued, waiting)
-        if refusal is None and waiting + adding > max_queued:
-            refusal = (
-                f"{user.username} has {waiting} tasks waiting and this adds {adding}; max_queued_tasks is "
-                f"{max_queued}. Wait for some to start, or cancel some."
-            )
-        if refusal:
-            raise QuotaError(refusal)
-        yield
+def check_quota(user: Any, adding: int) -> None:
+    """In the transaction that creates them: the user adds ``adding`` tasks, counted against
+    their max_queued_tasks with those of theirs that have not reached Ray (WAITING ones count,
+    as Slurm counts held jobs); QuotaError when they do not fit. Without a limit, nothing is
+    counted."""
+    max_queued = limits_for(user).max_queued_tasks
+    if not max_queued:
+        return
+    # The user's row, locked: two submissions at once count one after the other, so they
+    # cannot both see room for one more. (SQLite's IMMEDIATE transactions already serialize
+    # writers; PostgreSQL needs the lock.)
+    User.objects.select_for_update().filter(pk=user.pk).values_list("pk").get()
+    waiting = Task.objects.filter(user=user, state__in=BEFORE_RAY_STATES).count()
+    refusal = queued_limit_error(user.username, max_queued, waiting)
+    if refusal is None and waiting + adding > max_queued:
+        refusal = (
+            f"{user.username} has {waiting} tasks waiting and this adds {adding}; max_queued_tasks is "
+            f"{max_queued}. Wait for some to start, or cancel some."
+        )
+    if refusal:
+        raise QuotaError(refusal)
 
 
 def create_task(user: Any, parsed: ParsedSpec, actor: str, after: dict[str, list[Task]] | None = None) -> Task:

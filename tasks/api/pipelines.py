@@ -12,7 +12,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from common.api import Conflict, PriorityForbidden, QuotaExceeded, actor_of, error_responses
+from common.api import Conflict, PriorityForbidden, QuotaExceeded, ServiceUnavailable, actor_of, error_responses
 from common.exceptions import PayloadTooLarge
 from common.parsers import JSONParser
 from tasks.api.parsers import PlainTextParser, TextYamlParser, YamlTextParser
@@ -24,7 +24,13 @@ from tasks.api.serializers import (
 )
 from tasks.api.views import spec_source
 from tasks.models import Pipeline, PipelineStep
-from tasks.pipelines import PipelineConflict, cancel_pipeline, retry_pipeline, submit_pipeline
+from tasks.pipelines import (
+    CheckpointUnavailable,
+    PipelineConflict,
+    cancel_pipeline,
+    retry_pipeline,
+    submit_pipeline,
+)
 from tasks.specs.parse import SpecError
 from tasks.submit import PriorityNotAllowed, QuotaError
 
@@ -147,10 +153,14 @@ class PipelineViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
     @extend_schema(
         summary="Retry a pipeline that ended",
         description="New tasks for the steps that did not succeed and every step after them; the steps "
-        "that succeeded are reused, their outputs handed on as before. 409 while it runs, or when every "
-        "step succeeded.",
+        "that succeeded are reused, their outputs handed on as before. A step that failed after a checkpoint "
+        "resumes from it (its new task's PIPELINE_RETRY event says from which step). The new tasks pass every "
+        "check a submission does, as things stand now, or nothing is created: 400 naming each step and field at "
+        "fault (a file or secret gone, ARGUS_MAX_TASK_GPUS), 403 priority_not_allowed (`priority: high` no "
+        "longer granted), 429 quota_exceeded (they count toward max_queued_tasks). 409 while it runs (also for "
+        "a second retry at once), or when every step succeeded; 503 when a checkpoint could not be carried.",
         request=None,
-        responses={200: PipelineDetailSerializer, **error_responses(400, 404, 409)},
+        responses={200: PipelineDetailSerializer, **error_responses(400, 403, 404, 409, 429, 503)},
     )
     @action(detail=True, methods=["post"])
     def retry(self, request: Request, pipeline_id: str) -> Response:
@@ -161,4 +171,10 @@ class PipelineViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
             raise Conflict(str(error)) from error
         except SpecError as error:
             raise _spec_errors(error) from error
+        except PriorityNotAllowed as error:
+            raise PriorityForbidden(str(error)) from error
+        except QuotaError as error:
+            raise QuotaExceeded(str(error)) from error
+        except CheckpointUnavailable as error:
+            raise ServiceUnavailable(str(error)) from error
         return self._detail(pipeline)

@@ -19,4 +19,28 @@ class Migration(migrations.Migration):
             name="budgets_from",
             field=models.PositiveIntegerField(default=1),
         ),
+        migrations.AlterField(
+            model_name="event",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("CREATED", "Created"),
+                    ("STATE_TRANSITION", "State Transition"),
+                    ("SUBMIT", "Submit"),
+                    ("SUBMIT_FAILED", "Submit Failed"),
+                    ("RAY_STATUS_SYNC", "Ray Status Sync"),
+                    ("RETRY_SCHEDULED", "Retry Scheduled"),
+                    ("CANCEL_REQUESTED", "Cancel Requested"),
+                    ("STOP_REQUESTED", "Stop Requested"),
+                    ("SCHEDULER_ERROR", "Scheduler Error"),
+                    ("ORPHAN_STOPPED", "Orphan Stopped"),
+                    ("PREEMPTED", "Preempted"),
+                    ("DEPENDENCY_FAILED", "Dependency Failed"),
+                    ("PIPELINE_SUCCEEDED", "Pipeline Succeeded"),
+                    ("PIPELINE_FAILED", "Pipeline Failed"),
+                    ("PIPELINE_RETRY", "Pipeline Retry"),
+                ],
+                max_length=32,
+            ),
+        ),
     ]

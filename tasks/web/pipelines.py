@@ -21,8 +21,9 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from tasks.models import Attempt, Pipeline, PipelineState, PipelineStep, Task
-from tasks.pipelines import PipelineConflict, cancel_pipeline, retry_pipeline
+from tasks.pipelines import CheckpointUnavailable, PipelineConflict, cancel_pipeline, retry_pipeline
 from tasks.specs.parse import SpecError
+from tasks.submit import PriorityNotAllowed, QuotaError
 from tasks.web.graph import layout
 from tasks.web.views import _actor, _page_or_part
 
@@ -156,9 +157,11 @@ def pipeline_retry_view(request: HttpRequest, pipeline_id: str) -> HttpResponse:
     except PipelineConflict as error:
         messages.error(request, str(error))
     except SpecError as error:
-        # A step's spec is checked again (its files must still be there).
+        # A step's spec is checked again, as a submission's (its files must still be there).
         problems = "; ".join(f"{field}: {' '.join(words)}" for field, words in error.fields.items())
         messages.error(request, f"Pipeline {pipeline_id} was not retried: {problems}")
+    except (PriorityNotAllowed, QuotaError, CheckpointUnavailable) as error:
+        messages.error(request, f"Pipeline {pipeline_id} was not retried: {error}")
     else:
         reused = [name for name in pipeline.steps.values_list("name", flat=True) if name not in retried]
         kept = f"; {', '.join(reused)} succeeded and {'is' if len(reused) == 1 else 'are'} reused" if reused else ""
