@@ -1,7 +1,9 @@
 """`make run`: the whole system on this machine, in the foreground.
 
 A Ray head (`raynode head`) and ARGUS_DEV_WORKERS workers (`raynode worker`) declaring
-ARGUS_DEV_GPUS GPUs each, the scheduler (`qcluster`), the webhook worker (`sendwebhooks`) and
+ARGUS_DEV_GPUS GPUs each, on Ray's token authentication as in production (ARGUS_RAY_AUTH, token
+by default: the head makes the token beside head.json, the scheduler sends it), the scheduler
+(`qcluster`), the webhook worker (`sendwebhooks`) and
 the web service (gunicorn on 127.0.0.1:ARGUS_PORT). A first admin is made once; its password
 and token are kept under var/ (mode 600) so a second run can say them again, as are the secret
 key and the key users' secrets are encrypted with (var/secrets-key). Ctrl-C stops
@@ -133,9 +135,14 @@ def agent_ports(node: int) -> str:
     )
 
 
-def cluster_gpus(gcs_address: str) -> float:
+def cluster_gpus(gcs_address: str, token_file: Path) -> float:
     from ray.autoscaler.v2.sdk import get_cluster_status
 
+    from raypool.raytoken import read_token, use_in_process
+
+    token = read_token(token_file)
+    if token is not None:  # ARGUS_RAY_AUTH=token: the GCS answers no one without it
+        use_in_process(token)
     try:
         status = get_cluster_status(gcs_address, timeout=3)
     except Exception:
@@ -188,6 +195,10 @@ def main() -> int:
         stack.start("ray-head", [PYTHON, "manage.py", "raynode", "head"], head_env)
         gcs = f"127.0.0.1:{ray_port}"
         wait("head.json", lambda: manage(env, "raynode", "status", check=False).returncode == 0, 90, stack)
+        from raypool.config import NodeConfig
+
+        # With ARGUS_RAY_AUTH=token the head made it before it started Ray (beside head.json).
+        token_file = NodeConfig.from_env(head_env).token_file
         for index in range(workers):
             ports = agent_ports(index + 1)
             # 3 CPUs per GPU, as verl's bundles ask (ARGUS_CPUS_PER_GPU), plus 2 for its TaskRunner and the driver.
@@ -200,7 +211,7 @@ def main() -> int:
             stack.start(f"ray-worker{index + 1}", [PYTHON, "manage.py", "raynode", "worker"], worker_env)
             # One at a time: two raylets starting together on one host collide on a socket.
             want = gpus * (index + 1)
-            wait(f"{want} GPUs in the cluster", lambda w=want: cluster_gpus(gcs) >= w, 120, stack)
+            wait(f"{want} GPUs in the cluster", lambda w=want: cluster_gpus(gcs, token_file) >= w, 120, stack)
         servers = {**env, "ARGUS_LOG_STREAM": "stdout"}
         stack.start("scheduler", [PYTHON, "manage.py", "qcluster"], servers)
         # Webhooks in their own process: a slow receiver can never hold the scheduler's workers.
@@ -219,6 +230,7 @@ Argus is up in {time.monotonic() - started:.0f} s: {url}/
   sign in:   admin / {password}
   API token: {token}   (also in var/admin-token)
   cluster:   {workers} workers x {gpus} declared GPUs; Ray dashboard http://127.0.0.1:{dashboard_port}
+             (with ARGUS_RAY_AUTH=token it asks for the token in {token_file})
   logs:      var/log/
   the demo:  curl -H "Authorization: Bearer $(cat var/admin-token)" -H "Content-Type: application/yaml" \\
                --data-binary @examples/demo.yaml {url}/api/v2/tasks

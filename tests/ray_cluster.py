@@ -2,11 +2,18 @@
 declare GPUs they do not have (RAY_NOTES.md). Each cluster has its own temp dir and ports and is
 stopped by process id: never `ray stop`, which would stop every Ray on the machine. A worker can
 also die as a power cut would take it (``kill_node``) and a new one of its shape join in its place
-(``rejoin``)."""
+(``rejoin``).
+
+Clusters demand Ray's token, as the node pool's do (and as Ray 2.61 makes every cluster do): one
+token per test process (``cluster_token_file``), which this process's own Ray clients send, so
+that a test's direct JobSubmissionClient or get_cluster_status works unchanged. Argus's client
+is pointed at the file as production points it (ARGUS_RAY_TOKEN_FILE, or beside head.json:
+``publish``). ``LocalRayCluster(auth=False)`` is a cluster started by hand without tokens."""
 
 from __future__ import annotations
 
 import ast
+import atexit
 import contextlib
 import os
 import random
@@ -23,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from raypool.config import WORKER_RESOURCE
+from raypool.raytoken import bearer, ensure_token, ray_env, read_token, use_in_process
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
@@ -80,6 +88,25 @@ HEALTH_CHECK_ENV = {
 }
 
 
+_token_file: Path | None = None
+
+
+def cluster_token_file() -> Path:
+    """The Ray token of this process's clusters and node pools: made on first use (mode 0600, in
+    a folder of its own, removed when the process ends). Each call also sets this process's Ray
+    clients to send it again, in case a test switched them to another cluster's token."""
+    global _token_file
+    if _token_file is None:
+        folder = Path(tempfile.mkdtemp(prefix="argus-rt-token-", dir="/tmp"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        ensure_token(folder / "ray_token")
+        _token_file = folder / "ray_token"
+    token = read_token(_token_file)
+    assert token is not None
+    use_in_process(token)
+    return _token_file
+
+
 def cluster_env() -> dict[str, str]:
     """What job drivers on this cluster see: the venv's python3 first on PATH, the project and
     the stand-in `verl` importable."""
@@ -113,6 +140,7 @@ class Node:
 
 @dataclass
 class LocalRayCluster:
+    auth: bool = True  # Ray's token authentication (cluster_token_file); False: none at all
     temp_dir: str = field(default_factory=lambda: tempfile.mkdtemp(prefix="argus-rt-", dir="/tmp"))
     gcs_port: int = field(default_factory=node_port)
     dashboard_port: int = field(default_factory=node_port)
@@ -128,11 +156,18 @@ class LocalRayCluster:
     def job_server_url(self) -> str:
         return f"http://127.0.0.1:{self.dashboard_port}"
 
+    @property
+    def token_file(self) -> Path | None:
+        return cluster_token_file() if self.auth else None
+
     def _ray(self, *args: str, log: str, env: dict[str, str] | None = None) -> subprocess.Popen:
         logfile = open(Path(self.temp_dir) / f"{log}.log", "ab")  # noqa: SIM115 - lives with the node
+        token_file = self.token_file
+        # As raynode starts Ray (raypool.raytoken.ray_env); "off" said outright here too.
+        nodes_env = ray_env(cluster_env(), "token" if token_file else "off", token_file or Path())
         return subprocess.Popen(
             [str(VENV_BIN / "ray"), "start", *args, "--block", "--disable-usage-stats"],
-            env={**cluster_env(), **(env or {})},
+            env={**nodes_env, **(env or {})},
             stdout=logfile,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -167,7 +202,8 @@ class LocalRayCluster:
             ),
             0,
         )
-        wait_for(lambda: http_ok(self.job_server_url + "/api/version"), 60, "the Ray head")
+        token = read_token(self.token_file) if self.token_file else None
+        wait_for(lambda: http_ok(self.job_server_url + "/api/version", token), 60, "the Ray head")
 
     def add_worker(self, gpus: int = 4, cpus: int | None = None) -> Node:
         """A worker with ``gpus`` declared GPUs and, unless told otherwise, the CPUs verl asks
@@ -278,8 +314,18 @@ class LocalRayCluster:
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
     def publish(self, path: Path, ttl: float = 60) -> None:
-        """Write head.json for this cluster, as `raynode head` does."""
+        """Write head.json for this cluster, as `raynode head` does, and its token beside it
+        (mode 0600), where the head of a node pool keeps it and Argus looks for it."""
         from raypool.discovery import HeadRecord, write_head
+        from raypool.raytoken import token_path_beside
+
+        beside = token_path_beside(path)
+        beside.unlink(missing_ok=True)
+        if self.token_file is not None:
+            beside.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(beside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(self.token_file.read_text())
 
         record = HeadRecord.new(
             cluster_name="argus-ray",
@@ -352,11 +398,12 @@ def kill_trees(roots: list[int]) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-def http_ok(url: str) -> bool:
+def http_ok(url: str, token: str | None = None) -> bool:
     import urllib.request
 
     try:
-        with urllib.request.urlopen(url, timeout=2) as response:
+        request = urllib.request.Request(url, headers=bearer(token) if token else {})
+        with urllib.request.urlopen(request, timeout=2) as response:
             return response.status == 200
     except OSError:
         return False

@@ -6,6 +6,11 @@ environment, i.e. supervisord keeping ``manage.py raynode <role>`` alive, with n
 Several nodes share this host, so each gets its own ports (RAY_NOTES.md) and ``--temp-dir``.
 
 Only processes started here are ever signalled, by pid; never ``ray stop``, never pkill.
+
+Pools run with Ray's token authentication, the default. Their token is the test process's
+(tests.ray_cluster.cluster_token_file, given as ARGUS_RAY_TOKEN_FILE, so that this process's own
+Ray clients reach every pool); a pool created with ``ARGUS_RAY_TOKEN_FILE=""`` has its head make
+its own, beside head.json, as a production head does.
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from raypool.discovery import head_path, read_fresh_head
-from tests.ray_cluster import spare_port
+from raypool.raytoken import token_path_beside
+from tests.ray_cluster import cluster_token_file, spare_port
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 ENTRYPOINT = PROJECT_DIR / "deploy" / "entrypoint.sh"
@@ -222,11 +228,18 @@ class Pool:
     def create(cls, **settings: str) -> Pool:
         # Short: Ray's socket paths live under --temp-dir and have a length limit.
         base_dir = Path(tempfile.mkdtemp(prefix="argus-rp-", dir="/tmp"))
+        settings.setdefault("ARGUS_RAY_TOKEN_FILE", str(cluster_token_file()))
         return cls(base_dir=base_dir, settings=settings)
 
     @property
     def head_file(self) -> Path:
         return head_path(self.base_dir / "private", CLUSTER_NAME)
+
+    @property
+    def token_file(self) -> Path:
+        """Where the pool's token is: ARGUS_RAY_TOKEN_FILE, else beside head.json."""
+        given = self.settings.get("ARGUS_RAY_TOKEN_FILE", "")
+        return Path(given) if given else token_path_beside(self.head_file)
 
     def env(self, **extra: str) -> dict[str, str]:
         env = {
@@ -271,12 +284,12 @@ class Pool:
             self.head = head
         return head
 
-    def add_worker(self, name: str, gpus: int = 4) -> Container:
+    def add_worker(self, name: str, gpus: int = 4, cpus: int = 2) -> Container:
         def agent() -> int:
             return spare_port(AGENT_PORTS, self.taken_ports)
 
         extra = (
-            f"--num-gpus={gpus} --num-cpus=2 --temp-dir={self.base_dir / name}/ray "
+            f"--num-gpus={gpus} --num-cpus={cpus} --temp-dir={self.base_dir / name}/ray "
             f"--dashboard-agent-listen-port={agent()} --dashboard-agent-grpc-port={agent()} "
             f"--metrics-export-port={agent()} --runtime-env-agent-port={agent()}"
         )

@@ -130,3 +130,14 @@ def test_compose_gives_the_control_plane_one_database_volume_and_a_required_key(
         assert "db:/var/lib/argus" in services[name]["volumes"]
         assert services[name]["environment"]["ARGUS_SECRET_KEY"].startswith("${ARGUS_SECRET_KEY:?")
     assert services["web"]["ports"] == ["8000:8000"]
+
+
+def test_the_image_and_compose_run_every_node_on_rays_token() -> None:
+    dockerfile = (PROJECT_DIR / "deploy" / "Dockerfile").read_text()
+    assert re.search(r"^\s+ARGUS_RAY_AUTH=token$", dockerfile, re.M)
+    services = yaml.safe_load((PROJECT_DIR / "deploy" / "docker-compose.yaml").read_text())["services"]
+    for service in services.values():
+        environment = service["environment"]
+        assert environment["ARGUS_RAY_AUTH"] == "token"
+        # One token for all: the file beside head.json on the shared volume, where the head makes it.
+        assert "ARGUS_RAY_TOKEN_FILE" not in environment and "ARGUS_HEAD_IP_FILE" not in environment

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from raypool.discovery import read_fresh_head, read_head
+from raypool.raytoken import bearer, read_token
 from tests.raypool.pool import (
     Container,
     Pool,
@@ -81,7 +82,11 @@ def test_head_publishes_and_refreshes_head_json(pool: Pool) -> None:
     assert record.dashboard_port == int(pool.head.env["ARGUS_DASHBOARD_PORT"])
     assert record.job_server_url == f"http://{record.head_ip}:{record.dashboard_port}"
     assert (record.expires_at - record.updated_at).total_seconds() == 10
-    with urllib.request.urlopen(f"{record.job_server_url}/api/version", timeout=5) as response:
+    # The pool demands Ray's token (ARGUS_RAY_AUTH=token, the default): test_pool_auth.py.
+    token = read_token(pool.token_file)
+    assert token is not None
+    version = urllib.request.Request(f"{record.job_server_url}/api/version", headers=bearer(token))
+    with urllib.request.urlopen(version, timeout=5) as response:
         assert response.status == 200
 
     def refreshed() -> bool:

@@ -44,6 +44,7 @@ def on_ray(ray_cluster: LocalRayCluster, settings) -> Iterator[LocalRayCluster]:
     test's jobs never hold another's GPUs."""
     settings.ARGUS_RAY_JOB_SERVER_URL = ray_cluster.job_server_url
     settings.ARGUS_RAY_GCS_ADDRESS = ray_cluster.gcs_address
+    settings.ARGUS_RAY_TOKEN_FILE = str(ray_cluster.token_file or "")  # the scheduler sends the cluster's token
     settings.ARGUS_RETRY_INTERVAL_S = 1
     settings.ARGUS_RETRY_MAX_INTERVAL_S = 2
     yield ray_cluster
@@ -131,11 +132,14 @@ def start_qcluster(settings, shared_root, tmp_path):
 
     def start() -> subprocess.Popen:
         env = {
-            **os.environ,
+            # Without this process's Ray token (tests.ray_cluster.cluster_token_file): the
+            # scheduler sends the one its settings name, as in production.
+            **{name: value for name, value in os.environ.items() if not name.startswith("RAY_AUTH_")},
             "DATABASE_URL": database_url(),
             "ARGUS_SHARED_ROOT": str(shared_root),
             "ARGUS_RAY_JOB_SERVER_URL": settings.ARGUS_RAY_JOB_SERVER_URL,
             "ARGUS_RAY_GCS_ADDRESS": settings.ARGUS_RAY_GCS_ADDRESS,
+            "ARGUS_RAY_TOKEN_FILE": settings.ARGUS_RAY_TOKEN_FILE,
             "ARGUS_TICK_S": "1",
             "ARGUS_TICK_LEASE_S": "10",
             "ARGUS_RAY_SWEEP_S": "2",
@@ -175,14 +179,16 @@ def qcluster(start_qcluster):
 @pytest.fixture
 def own_cluster(settings):
     """Clusters of the test's own to take down (head + ``workers`` 4-GPU workers), found
-    through head.json as the node pool publishes it; each new one replaces the last there."""
+    through head.json as the node pool publishes it, its token beside it; each new one replaces
+    the last there. ``auth=False``: a cluster started by hand without Ray's token."""
     settings.ARGUS_RAY_JOB_SERVER_URL = ""
     settings.ARGUS_RAY_GCS_ADDRESS = ""
+    settings.ARGUS_RAY_TOKEN_FILE = ""  # beside head.json, where publish() puts the cluster's token
     settings.ARGUS_RETRY_INTERVAL_S = 1
     clusters: list[LocalRayCluster] = []
 
-    def start(workers: int = 1) -> LocalRayCluster:
-        cluster = LocalRayCluster()
+    def start(workers: int = 1, auth: bool = True) -> LocalRayCluster:
+        cluster = LocalRayCluster(auth=auth)
         clusters.append(cluster)
         cluster.start_head()
         for joined in range(1, workers + 1):  # one at a time: two raylets starting at once time out
