@@ -28,11 +28,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from tasks.jobfiles import checkpoint_dir, metrics_log
-from tasks.logs.curves import last_logged_step
+from tasks.jobfiles import checkpoint_dir
 from tasks.models import Attempt, Task
 from tasks.scheduler.storage import bounded
-from tasks.scheduler.watch import TRACKER, catch_up
+from tasks.scheduler.watch import TRACKER, catch_up, file_logged
 from tasks.specs.builders import build_argv
 from tasks.specs.verl_run import RunFacts, facts
 
@@ -81,11 +80,7 @@ def shortfall(task: Task, attempt: Attempt) -> str | None:
     catch_up(task, attempt)  # the console lines, verl's total and its start, to the log's end
     folder = checkpoint_dir(task.user.username, task.task_id)
     run = facts(build_argv(task.spec, username=task.user.username, checkpoint_dir=folder), folder)
-    try:
-        written, logged = bounded(last_logged_step, metrics_log(task, attempt))
-    except OSError as error:
-        logger.warning("%s: its file logger is unread: %s", attempt, error)
-        written, logged = False, None
+    written, logged = file_logged(task, attempt)
     if written:
         record = FILE_RECORD
         if logged is not None and logged != attempt.last_step:

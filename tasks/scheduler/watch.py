@@ -18,8 +18,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from common.durations import format_seconds
-from tasks.jobfiles import attempt_log, checkpoint_dir
-from tasks.logs.curves import parse_text
+from tasks.jobfiles import attempt_log, checkpoint_dir, metrics_log
+from tasks.logs.curves import last_logged_step, parse_text
 from tasks.logs.driverlog import placement_stuck, read_new, resumed_from, tracker_url
 from tasks.logs.read import read_tail
 from tasks.models import Attempt, EventKind, FailureKind, Task
@@ -68,9 +68,24 @@ def _read_log(task: Task, attempt: Attempt, now: datetime) -> tuple[str, str] | 
     if grew:
         _note(task, attempt, text, offset, now)
     grace = timedelta(seconds=settings.ARGUS_PLACEMENT_GRACE_S)
-    if attempt.stuck_since is not None and now - attempt.stuck_since >= grace:
-        return FailureKind.INSUFFICIENT_RESOURCES, f"Ray cannot place verl's workers: {attempt.stuck_line}"
-    return None
+    if attempt.stuck_since is None or now - attempt.stuck_since < grace:
+        return None
+    if file_logged(task, attempt)[1] is not None:
+        # Training goes on, though no console prints it (_note sees the console's): the placement came.
+        attempt.stuck_since, attempt.stuck_line = None, ""
+        attempt.save(update_fields=["stuck_since", "stuck_line"])
+        return None
+    return FailureKind.INSUFFICIENT_RESOURCES, f"Ray cannot place verl's workers: {attempt.stuck_line}"
+
+
+def file_logged(task: Task, attempt: Attempt) -> tuple[bool, int | None]:
+    """Whether verl's file logger wrote the attempt's metrics.jsonl, and the last step in it
+    (tasks.logs.curves.last_logged_step), bounded; ``(False, None)`` when it cannot be read."""
+    try:
+        return bounded(last_logged_step, metrics_log(task, attempt))
+    except OSError as error:
+        logger.warning("%s: its file logger is unread: %s", attempt, error)
+        return False, None
 
 
 def _note(task: Task, attempt: Attempt, text: str, offset: int, now: datetime) -> None:
