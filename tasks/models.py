@@ -608,8 +608,9 @@ class Attempt(models.Model):
     preempted_for = models.ForeignKey(
         "Task", models.SET_NULL, null=True, blank=True, related_name="preemptions", editable=False
     )
-    # verl's "Total training steps: N" and the last "step:N" line seen: a job that exits 0 below
-    # its total did not finish (INCOMPLETE).
+    # verl's "Total training steps: N" and the last step its record holds (its file logger's once
+    # it ended, where verl wrote one; else its console's "step:N" lines, read as it runs): what
+    # tasks.scheduler.progress judges a job that exits 0 on (INCOMPLETE only on such evidence).
     total_steps = models.IntegerField(null=True, blank=True)
     last_step = models.IntegerField(null=True, blank=True)
     # Fair share: GPU-seconds are charged up to here (tasks.scheduler.usage); usage_open until the
