@@ -167,6 +167,21 @@ class ClusterView:
         return {"nodes": [node.to_json() for node in self.nodes]}
 
 
+# Ray's words when it refused a call for its token: its dashboard's, as the SDK words them
+# (401, 403), and its GCS's.
+REFUSED = ("Authentication required", "Authentication failed", "InvalidAuthToken")
+
+
+def unavailable(asked: str, error: Exception) -> RayUnavailable:
+    """RayUnavailable for ``error``, led by what was ``asked``. A refusal for the token is said
+    in Argus's terms first: the SDK's own advice names RAY_AUTH_* variables Argus does not read."""
+    text = f"{asked}: {error}" if asked else f"{type(error).__name__}: {error}"
+    if any(word in str(error) for word in REFUSED):
+        source = token_file_from_settings()
+        text = f"Ray refused Argus for its token (sent from {source} when that file is there). {text}"
+    return RayUnavailable(text[:500])
+
+
 def _classify(error: Exception, submitting: bool = False) -> Exception:
     text = str(error)
     if "does not exist" in text and "404" in text:
@@ -176,7 +191,7 @@ def _classify(error: Exception, submitting: bool = False) -> Exception:
     code = STATUS_CODE.search(text)
     if submitting and code and int(code.group(1)) in FINAL_STATUSES:
         return SubmitRejected(text[:2000])
-    return RayUnavailable(f"{type(error).__name__}: {text}"[:500])
+    return unavailable("", error)
 
 
 class RayClient(Protocol):
@@ -218,7 +233,7 @@ class RayJobs:
             try:
                 self._client = _BoundedJobClient(self.address.job_server_url, self.timeout, self.token)
             except Exception as error:
-                raise RayUnavailable(f"Cannot reach Ray at {self.address.job_server_url}: {error}") from error
+                raise unavailable(f"Cannot reach Ray at {self.address.job_server_url}", error) from error
         return self._client
 
     def submit(self, payload: Submission, secrets: Mapping[str, str]) -> None:
@@ -264,7 +279,7 @@ class RayJobs:
             response.raise_for_status()
             return str(response.json()["authentication_mode"])
         except Exception as error:
-            raise RayUnavailable(f"Authentication mode from {self.address.job_server_url}: {error}"[:500]) from error
+            raise unavailable(f"Authentication mode from {self.address.job_server_url}", error) from error
 
     def placements(self) -> dict[str, dict[str, int]]:
         """Where Ray placed each job's placement groups: {ray job id: {node_id: GPUs}}, for the
@@ -288,7 +303,7 @@ class RayJobs:
                 state.list(StateResource.PLACEMENT_GROUPS, options=options, raise_on_missing_output=False),
             )
         except Exception as error:
-            raise RayUnavailable(f"Placement groups from {self.address.job_server_url}: {error}"[:500]) from error
+            raise unavailable(f"Placement groups from {self.address.job_server_url}", error) from error
         found: dict[str, dict[str, int]] = {}
         for group in groups:
             nodes = found.setdefault(group.creator_job_id, {})
@@ -318,7 +333,7 @@ class RayJobs:
         try:
             status = get_cluster_status(self.address.gcs_address, timeout=max(1, int(self.timeout)))
         except Exception as error:
-            raise RayUnavailable(f"Cluster status from {self.address.gcs_address} failed: {error}") from error
+            raise unavailable(f"Cluster status from {self.address.gcs_address} failed", error) from error
         nodes = []
         for info, alive in [(n, True) for n in status.active_nodes + status.idle_nodes] + [
             (n, False) for n in status.failed_nodes
