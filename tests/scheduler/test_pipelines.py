@@ -16,8 +16,9 @@ from django.contrib.auth.models import User
 
 from accounts.homes import home_dir
 from tasks.jobfiles import checkpoint_dir
-from tasks.models import Event, EventKind, Pipeline, PipelineState, Task, TaskState
+from tasks.models import Event, EventKind, FailureKind, Pipeline, PipelineState, Task, TaskState
 from tests.scheduler.conftest import standin_spec, tick_until
+from tests.scheduler.test_durable import steps_in
 
 pytestmark = pytest.mark.ray
 S = TaskState
@@ -163,6 +164,42 @@ def test_a_retry_after_a_failure_reuses_the_step_that_succeeded(on_ray, alice, p
     assert now["export"].pk != export.pk and now["export"].state == S.SUCCEEDED
     assert now["export"].spec["checkpoint"].endswith("global_step_2/actor")  # PPO's shards: actor/
     assert (home_dir("alice") / "jobs" / now["export"].task_id / "hf_model" / "model.safetensors").is_file()
+
+
+def test_a_retried_step_resumes_from_the_checkpoint_its_failed_task_left(
+    on_ray, alice, pipeline_of, client_for, settings
+):
+    """train saves at step 3 and its TaskRunner dies right after (a crash: os._exit); the
+    pipeline fails. Its retry's new task starts from that checkpoint, linked into its own folder:
+    verl (the stand-in, as verl 0.9.1's resume_mode=auto) says so and goes on at step 4."""
+    settings.ARGUS_NODE_DEATH_WAIT_S = 0  # no node dies here: the crash is the verdict at once
+    pipeline = pipeline_of(
+        alice,
+        [
+            trainer("train", steps=6, extra="trainer.save_freq=3 +standin.exit_after=3"),
+            {"name": "export", "workload": "export", "checkpoint": "${steps.train.checkpoint}"},
+        ],
+    )
+    tick_until(lambda: ended(pipeline), timeout=90)
+    assert pipeline.state == PipelineState.FAILED
+    failed = Task.objects.get(pk=steps_of(pipeline)["train"].pk)
+    assert failed.state == S.FAILED and failed.attempts.get().failure_kind == FailureKind.RUNTIME_ERROR
+    assert steps_in(Path(failed.attempts.get().log_path)) == [1, 2, 3]
+    response = client_for(alice).post(f"/api/v2/pipelines/{pipeline.pipeline_id}/retry")
+    assert response.status_code == 200, response.content
+    tick_until(lambda: ended(pipeline), timeout=120)
+    train = Task.objects.get(pk=steps_of(pipeline)["train"].pk)
+    assert pipeline.state == PipelineState.SUCCEEDED, train.error_summary
+    assert train.pk != failed.pk
+    attempt = train.attempts.get()
+    assert attempt.resumed_from_step == 3
+    log = Path(attempt.log_path)
+    assert f"Resuming from {checkpoint_dir('alice', train.task_id) / 'global_step_3'}" in log.read_text()
+    assert steps_in(log) == [4, 5, 6]
+    retried = train.events.get(kind=EventKind.PIPELINE_RETRY)
+    assert (retried.data["replaces"], retried.data["resumes_from_step"]) == (failed.task_id, 3)
+    export = Task.objects.get(pk=steps_of(pipeline)["export"].pk)
+    assert export.spec["checkpoint"] == str(checkpoint_dir("alice", train.task_id) / "global_step_6" / "actor")
 
 
 def save_like_verl(folder: Path, step: int) -> None:
