@@ -105,9 +105,9 @@ def fill_queue(length: int, users: list[Any], seed: int = 1, pools: float = 0.0)
         user = users[i % len(users)]
         nnodes, gpus = rng.choices(shapes, weights)[0]
         priority = Priority.HIGH if rng.random() < 0.1 else Priority.NORMAL
-        rollout = (
-            [{"name": "rollout", "nnodes": 1, "n_gpus_per_node": rng.choice((1, 2))}] if rng.random() < pools else []
-        )
+        # Drawn only with --pools: without, the queue is the one earlier figures were measured on.
+        with_rollout = pools > 0 and rng.random() < pools
+        rollout = [{"name": "rollout", "nnodes": 1, "n_gpus_per_node": rng.choice((1, 2))}] if with_rollout else []
         created = start + timedelta(milliseconds=i * 10)
         spec = parsed[user.username]
         tasks.append(
