@@ -15,15 +15,29 @@ from dataclasses import dataclass
 
 from tasks.logs.lines import clean_lines
 
-# Where verl says where it started. PPO (RayPPOTrainer._load_checkpoint): "Setting global step to N"
-# once it resumes from global_step_N, "Training from scratch" when resume_mode=auto finds nothing.
-# SFT (CheckpointHandler): "Found latest checkpoint: <dir>/global_step_N (step N)", and nothing at
-# all from scratch. resume_mode=disable says nothing either.
-RESUMED = re.compile(r"^(?:Setting global step to (?P<step>\d+)|Found latest checkpoint: .* \(step (?P<sft>\d+)\))\s*$")
-SCRATCH = re.compile(r"^Training from scratch\s*$")
+# Where verl says where it started (its words, read in verl 0.9.1's source):
+# - the default (v1) trainer (trainer/ppo/v1/trainer_base.py _load_checkpoint) logs through Python's
+#   logging, "INFO:<date>:Resuming from <dir>/global_step_N, setting global step to N", or
+#   "INFO:<date>:Training from scratch" when resume_mode=auto finds nothing;
+# - the legacy trainer (trainer/ppo/ray_trainer.py) prints "Setting global step to N", then
+#   "Resuming from <dir>/global_step_N", or "Training from scratch";
+# - the fully-async trainer prints "[FullyAsyncTrainer] Resuming from  <dir>/global_step_N" (its
+#   "Setting global step to" counts something else), its rollouter "[FullyAsyncRollouter] Training
+#   from scratch (no checkpoint found)";
+# - SFT (CheckpointHandler): "Found latest checkpoint: <dir>/global_step_N (step N)", and nothing at
+#   all from scratch. resume_mode=disable says nothing either.
+# The checkpoint folder's number is the step it resumed from, whichever trainer wrote it.
+LOG_RECORD = r"(?:[A-Z]+:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+:)?(?:\[\w+\] )?"
+RESUMED = re.compile(
+    rf"^{LOG_RECORD}(?:Resuming from\s+.*global_step_(?P<step>\d+)\b"
+    r"|Setting global step to (?P<legacy>\d+)\s*$"
+    r"|Found latest checkpoint: .* \(step (?P<sft>\d+)\)\s*$)"
+)
+SCRATCH = re.compile(rf"^{LOG_RECORD}Training from scratch\b")
 # A metric line, "step:N - key:value - …": logged as N = the step it resumed from + 1. Validation
-# before training logs "step:0 - val-…", which says nothing about it.
-METRICS = re.compile(r"^step:(?P<step>\d+) - ")
+# before training logs "step:N - val-…" at the step it starts from (0, or the checkpoint's), which
+# says nothing about it: a line whose keys are all "val-…" is passed over.
+METRICS = re.compile(r"^step:(?P<step>\d+) - (?P<rest>.*)$")
 
 # Ray's autoscaler, repeated (every ~35 s here) while a request (a placement group's bundles summed, an
 # actor) fits on no node: "Error: No available node types can fulfill resource request {...}". verl
@@ -91,12 +105,16 @@ def resumed_from(text: str) -> ResumeInfo | None:
     """
     for line in clean_lines(text):
         if match := RESUMED.match(line):
-            return ResumeInfo(int(match["step"] or match["sft"]), line)
+            return ResumeInfo(int(match["step"] or match["legacy"] or match["sft"]), line)
         if SCRATCH.match(line):
             return ResumeInfo(0, line)
-        if (match := METRICS.match(line)) and int(match["step"]) > 0:
+        if (match := METRICS.match(line)) and int(match["step"]) > 0 and not _validation_only(match["rest"]):
             return ResumeInfo(int(match["step"]) - 1, line)
     return None
+
+
+def _validation_only(items: str) -> bool:
+    return all(item.startswith("val-") for item in items.split(" - "))
 
 
 def tracker_url(text: str) -> str | None:

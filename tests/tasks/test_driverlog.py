@@ -231,3 +231,39 @@ def test_the_last_request_that_fits_nowhere_is_quoted():
     later = STARVED.replace("'CPU': 16.0", "'CPU': 20.0")
     text = f"\x1b[33m(autoscaler +4s)\x1b[0m {STARVED}\n\x1b[33m(autoscaler +35s)\x1b[0m {later}\n"
     assert placement_stuck(text) == later
+
+
+# verl 0.9.1's default (v1) trainer says it through Python's logging ("%(levelname)s:%(asctime)s:%(message)s",
+# verl/utils/logging_utils.py), under the TaskRunnerV1 prefix: the form of the real
+# "INFO:2026-11-23 14:42:00,038:Total training steps: 2" line in tests/fixtures/verl/fail_fast.log.
+# HAND-WRITTEN from trainer/ppo/v1/trainer_base.py _load_checkpoint (a real run on CPU dies at NCCL
+# before it loads a checkpoint): logger.info(f"Resuming from {global_step_folder}, setting global step to {...}").
+V1 = "\x1b[36m(TaskRunnerV1 pid=11168)\x1b[0m INFO:2026-11-23 14:42:00,038:"
+
+
+def test_verl_v1_resume_and_scratch_lines_are_read():
+    resumed = f"{V1}Resuming from /private/users/a/jobs/t/checkpoints/global_step_40, setting global step to 40\n"
+    assert resumed_from(resumed) == ResumeInfo(
+        40, "INFO:2026-11-23 14:42:00,038:Resuming from /private/users/a/jobs/t/checkpoints/global_step_40, "
+        "setting global step to 40"
+    )
+    assert resumed_from(f"{V1}Training from scratch\n") == ResumeInfo(0, "INFO:2026-11-23 14:42:00,038:Training from scratch")
+
+
+def test_fully_async_resume_counts_its_checkpoint_not_its_global_step():
+    # HAND-WRITTEN from experimental/fully_async_policy/fully_async_trainer.py: its global step is
+    # version * trigger_parameter_sync_step + 1, the checkpoint folder's number is the version.
+    text = (
+        "(FullyAsyncTrainer pid=7) [FullyAsyncTrainer] Load from checkpoint folder: /c/global_step_6\n"
+        "(FullyAsyncTrainer pid=7) [FullyAsyncTrainer] Setting global step to 25, current_param_version to 6\n"
+        "(FullyAsyncTrainer pid=7) [FullyAsyncTrainer] Resuming from  /c/global_step_6\n"
+    )
+    info = resumed_from(text)
+    assert info is not None and info.step == 6
+
+
+def test_validation_before_training_at_the_resumed_step_does_not_tell():
+    # verl validates before training (val_before_train) and logs it at the step it starts from: after a
+    # resume from 40 that is "step:40 - val-…"; only the first training line, step 41, says where it began.
+    text = "step:40 - val-core/gsm8k/reward/mean@1:0.5\nstep:41 - actor/pg_loss:0.1 - val-core/x:0.2\n"
+    assert resumed_from(text) == ResumeInfo(40, "step:41 - actor/pg_loss:0.1 - val-core/x:0.2")
