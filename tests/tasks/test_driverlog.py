@@ -244,10 +244,12 @@ V1 = "\x1b[36m(TaskRunnerV1 pid=11168)\x1b[0m INFO:2026-11-23 14:42:00,038:"
 def test_verl_v1_resume_and_scratch_lines_are_read():
     resumed = f"{V1}Resuming from /private/users/a/jobs/t/checkpoints/global_step_40, setting global step to 40\n"
     assert resumed_from(resumed) == ResumeInfo(
-        40, "INFO:2026-11-23 14:42:00,038:Resuming from /private/users/a/jobs/t/checkpoints/global_step_40, "
-        "setting global step to 40"
+        40,
+        "INFO:2026-11-23 14:42:00,038:Resuming from /private/users/a/jobs/t/checkpoints/global_step_40, "
+        "setting global step to 40",
     )
-    assert resumed_from(f"{V1}Training from scratch\n") == ResumeInfo(0, "INFO:2026-11-23 14:42:00,038:Training from scratch")
+    scratch = resumed_from(f"{V1}Training from scratch\n")
+    assert scratch == ResumeInfo(0, "INFO:2026-11-23 14:42:00,038:Training from scratch")
 
 
 def test_fully_async_resume_counts_its_checkpoint_not_its_global_step():
