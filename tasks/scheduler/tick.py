@@ -122,6 +122,7 @@ def _record_cluster(
 def _ray_down(report: TickReport, error: str) -> None:
     report.error = error
     _record_cluster(None, None, error, None)
-    reason = f"Ray is unreachable; the task waits until it is back ({error[:200]})"
+    # Not Ray's words: they name its dashboard, which only admins are shown (on /cluster/).
+    reason = "Ray is unreachable; the task waits until it is back"
     # updated_at too: the scheduler's copy of the queue (queue_rows) reads what changed by it.
     Task.objects.waiting().exclude(pending_reason=reason).update(pending_reason=reason, updated_at=timezone.now())

@@ -14,6 +14,8 @@ from raypool.discovery import HeadRecord, write_head
 from raypool.raytoken import ensure_token, token_file_from_settings
 from tasks.api.cluster import ERROR_FOR_USERS
 from tasks.models import ClusterState
+from tasks.scheduler.rayjobs import RayJobs, RayUnavailable
+from tasks.scheduler.tick import tick
 
 pytestmark = pytest.mark.django_db
 DASHBOARD = "http://10.0.0.1:8265"
@@ -105,3 +107,16 @@ def test_a_stale_head_is_known_to_users_without_its_address(alice, client_for) -
     )
     head = client_for(alice).get("/api/v2/cluster").json()["head"]
     assert (head["known"], head["fresh"], head["job_server_url"]) == (True, False, None)
+
+
+def test_a_task_waiting_for_ray_is_not_told_where_its_dashboard_is(alice, make_task, client_for, monkeypatch) -> None:
+    def down(cls: type[RayJobs]) -> RayJobs:
+        raise RayUnavailable(f"Cannot reach Ray at {DASHBOARD}: ConnectionError")
+
+    monkeypatch.setattr(RayJobs, "connect", classmethod(down))
+    task = make_task(alice)
+    tick()
+    task.refresh_from_db()
+    assert task.pending_reason == "Ray is unreachable; the task waits until it is back"
+    for path in (f"/api/v2/tasks/{task.task_id}", "/api/v2/queue", "/api/v2/cluster"):
+        assert "8265" not in client_for(alice).get(path).content.decode(), path
