@@ -25,19 +25,17 @@ A run that only validates has no step to reach. Where nothing says it stopped sh
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 
 from tasks.jobfiles import checkpoint_dir
 from tasks.models import Attempt, Task
-from tasks.scheduler.storage import bounded
-from tasks.scheduler.watch import TRACKER, catch_up, file_logged
+from tasks.scheduler.settle import checkpoint_step
+from tasks.scheduler.watch import catch_up, file_logged
 from tasks.specs.builders import build_argv
 from tasks.specs.verl_run import RunFacts, facts
 
 FILE_RECORD = "its file logger"
 CONSOLE_RECORD = "its console log"
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -91,17 +89,5 @@ def shortfall(task: Task, attempt: Attempt) -> str | None:
         record = CONSOLE_RECORD if run.console or logged is not None else ""
     started_at = (attempt.resumed_from_step or 0) if attempt.resume_known else None
     total = attempt.total_steps or task.spec.get("total_training_steps")
-    evidence = Evidence(int(total) if total else None, record, logged, started_at, _checkpoint(task), run)
+    evidence = Evidence(int(total) if total else None, record, logged, started_at, checkpoint_step(task), run)
     return evidence.shortfall()
-
-
-def _checkpoint(task: Task) -> int | None:
-    """The step the task's checkpoint tracker names: 0 when there is none, None when unreadable."""
-    tracker = checkpoint_dir(task.user.username, task.task_id) / TRACKER
-    try:
-        return int(bounded(tracker.read_text).strip())
-    except FileNotFoundError:
-        return 0
-    except (OSError, ValueError) as error:
-        logger.warning("%s: %s is unread: %s", task, tracker, error)
-        return None

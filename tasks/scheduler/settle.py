@@ -114,11 +114,14 @@ def _end_attempt(attempt: Attempt, outcome: Outcome, checkpoint: int | None) -> 
 
 
 def checkpoint_step(task: Task) -> int | None:
-    """The step of the task's latest checkpoint, as verl's tracker names it; None when it has
-    none, or shared storage did not answer in time (bounded like every file call of the tick)."""
+    """The step of the task's latest checkpoint, as verl's tracker names it: 0 when it has none
+    (no tracker file), None when it cannot be read (a tracker naming no folder, or shared storage
+    that did not answer in time: bounded like every file call of the tick)."""
     try:
         folder = bounded(latest_checkpoint, checkpoint_dir(task.user.username, task.task_id))
-    except (OSError, NoCheckpoint):
+    except NoCheckpoint as error:
+        return 0 if isinstance(error.__cause__, FileNotFoundError) else None
+    except OSError:
         return None
     return int(folder.name.removeprefix("global_step_"))
 

@@ -248,8 +248,10 @@ def test_where_verl_saves_its_last_step_the_checkpoint_tracker_is_evidence(
     task = make_task(alice, advanced(extra), stall_timeout_s=None)
     attempt = running(ray, task, clock)
     log(task, attempt, "Total training steps: 6\n")
-    if saved is not None:
-        (checkpoint_dir(alice.username, task.task_id) / "latest_checkpointed_iteration.txt").write_text(str(saved))
+    if saved is not None:  # as verl saves: the step's folder, then the tracker naming it
+        folder = checkpoint_dir(alice.username, task.task_id)
+        (folder / f"global_step_{saved}").mkdir(parents=True)
+        (folder / "latest_checkpointed_iteration.txt").write_text(str(saved))
     succeed(ray, task, attempt)
     assert attempt.failure_kind == failure
     if failure:
