@@ -127,6 +127,7 @@ def ray_bench(name: str, gpus: int = 4) -> Iterator[tuple[BenchEnv, LocalRayClus
         cluster.warm_up()
         settings.ARGUS_RAY_JOB_SERVER_URL = cluster.job_server_url
         settings.ARGUS_RAY_GCS_ADDRESS = cluster.gcs_address
+        settings.ARGUS_RAY_TOKEN_FILE = str(cluster.token_file)  # the cluster demands it, as production's do
         yield bench, cluster
     finally:
         cluster.stop()

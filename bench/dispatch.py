@@ -220,7 +220,11 @@ def main() -> int:
     from tests.ray_cluster import LocalRayCluster
 
     cluster = LocalRayCluster()
-    extra = {"ARGUS_RAY_JOB_SERVER_URL": cluster.job_server_url, "ARGUS_RAY_GCS_ADDRESS": cluster.gcs_address}
+    extra = {
+        "ARGUS_RAY_JOB_SERVER_URL": cluster.job_server_url,
+        "ARGUS_RAY_GCS_ADDRESS": cluster.gcs_address,
+        "ARGUS_RAY_TOKEN_FILE": str(cluster.token_file),  # the cluster demands it, as production's do
+    }
     if args.tick_s is not None:
         extra["ARGUS_TICK_S"] = str(args.tick_s)
     os.environ.update(extra)
