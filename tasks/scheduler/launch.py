@@ -452,7 +452,11 @@ def submit_attempt(ray: RayClient, task: Task, attempt: Attempt) -> bool:
         return False
     except RayUnavailable as error:
         # Unknown whether Ray took it: the task stays SUBMITTING and the next sync asks Ray.
-        task.record(EventKind.SUBMIT_FAILED, actor=ACTOR, attempt=attempt, message=str(error)[:500])
+        # Ray's error names its dashboard, which only admins are shown: the owner's event says
+        # what happened, the scheduler's log says how.
+        logger.warning("%s: Ray did not answer its submission: %s", attempt.ray_submission_id, error)
+        message = "Ray did not answer the submission; the scheduler asks Ray whether it took it at its next look."
+        task.record(EventKind.SUBMIT_FAILED, actor=ACTOR, attempt=attempt, message=message)
         raise
     mark_submitted(task, attempt, note=note)
     return True
