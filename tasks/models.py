@@ -44,7 +44,7 @@ from tasks.lease import (  # noqa: F401 (re-exported, and Django finds the Lease
 )
 from tasks.logs import redact
 from tasks.pause import AdmissionControl as AdmissionControl
-from tasks.specs.pools import Pool, task_pools
+from tasks.specs.pools import Actor, Pool, task_pools
 from tasks.specs.pools import total_gpus as pools_gpus
 
 
@@ -91,6 +91,9 @@ class Task(models.Model):
     # verl's other resource pools the command starts (rollout, reward, teacher; tasks.specs.pools),
     # each a per-node gang of its own: [{"name": "rollout", "nnodes": 1, "n_gpus_per_node": 4}, …].
     extra_pools = models.JSONField(default=list, blank=True)
+    # verl's actors that hold CPUs of their own beside the pools, each on one node (the experimental
+    # trainers'; tasks.specs.pools.CPU_ACTORS): [{"name": "FullyAsyncTrainer", "cpus": 10.0}, …].
+    cpu_actors = models.JSONField(default=list, blank=True)
     priority = models.CharField(max_length=8, choices=Priority.choices, default=Priority.NORMAL)
     priority_rank = models.SmallIntegerField(default=0, editable=False)
     max_retries = models.PositiveIntegerField(default=0)
@@ -196,6 +199,11 @@ class Task(models.Model):
     def total_gpus(self) -> int:
         """The GPUs of all its pools: what it holds, is charged for and is limited by."""
         return pools_gpus(self.pools)
+
+    @property
+    def actors(self) -> list[Actor]:
+        """verl's CPU actors it starts beside its pools (none but the experimental trainers')."""
+        return [Actor.from_dict(actor) for actor in self.cpu_actors]
 
     @property
     def is_terminal(self) -> bool:
@@ -569,6 +577,10 @@ class Attempt(models.Model):
     # {node_id: gpus} Argus reserved for this attempt when it admitted it: counted against
     # those nodes until the attempt ends (see tasks.scheduler.rooms.effective_free).
     placement = models.JSONField(default=dict, blank=True)
+    # {node_id: CPUs} Argus planned for the task's CPU actors (Task.cpu_actors) when it admitted
+    # it: counted against those nodes until Ray has placed all of its GPUs (by then Ray counts
+    # the actors, created before their pools' groups, itself; see launch.held_actor_cpus).
+    actor_cpus = models.JSONField(default=dict, blank=True)
     # Ray's own id for the job (JobDetails.job_id): what its placement groups and actors name.
     ray_job_id = models.CharField(max_length=32, blank=True)
     # {node_id: gpus} where Ray really placed the job's placement groups, read back from Ray

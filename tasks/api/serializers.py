@@ -81,6 +81,11 @@ class PoolSerializer(serializers.Serializer):
     n_gpus_per_node = serializers.IntegerField(help_text="GPUs it needs free on each of them.")
 
 
+class ActorSerializer(serializers.Serializer):
+    name = serializers.CharField(help_text="verl's name for it (FullyAsyncTrainer, MessageQueue, …).")
+    cpus = serializers.FloatField(help_text="CPUs it holds on one worker node, any node.")
+
+
 class TaskSerializer(serializers.ModelSerializer):
     user = serializers.CharField(source="user.username", read_only=True)
     pipeline_id = serializers.CharField(
@@ -95,6 +100,12 @@ class TaskSerializer(serializers.ModelSerializer):
         read_only=True,
         help_text="verl's resource pools it holds, the trainer's first, each a per-node gang of its own; it starts "
         "when every pool fits at once (pools may share a node with room for both). Empty for an export.",
+    )
+    cpu_actors = ActorSerializer(
+        many=True,
+        read_only=True,
+        help_text="verl's actors that hold CPUs of their own outside its pools' GPU bundles (verl's experimental "
+        "trainers'), each on one worker node: it starts only where each fits beside its pools. Empty for others.",
     )
     cancel_requested = serializers.SerializerMethodField()
     tracker_url = serializers.SerializerMethodField(
@@ -118,6 +129,7 @@ class TaskSerializer(serializers.ModelSerializer):
             "n_gpus_per_node",
             "total_gpus",
             "pools",
+            "cpu_actors",
             "priority",
             "preemptible",
             "max_retries",

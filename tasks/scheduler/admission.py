@@ -345,10 +345,11 @@ class _Pass:
         """Free room only shrinks during a pass: a shape at least as large as one that failed
         fails too, which keeps a long queue cheap (a long queue has few shapes: once per shape
         until another fails). A request of several pools is doomed when one of its pools is at
-        least as large as a one-pool shape that failed, or its very shape failed."""
+        least as large as a one-pool shape that failed, or its very shape failed (CPU actors
+        count as pools here: a request with them is a shape of its own)."""
         doomed = self.doomed.get(shape)
         if doomed is None:
-            if shape[3]:
+            if shape[3] or shape[4]:
                 doomed = shape in self.failed_shapes or any(self._dominated(gang) for _, gang in shape_gangs(shape))
             else:
                 doomed = self._dominated(shape[:3])
@@ -357,7 +358,11 @@ class _Pass:
 
     def _dominated(self, gang: tuple[int, int, float]) -> bool:
         nnodes, gpus, cpus = gang
-        return any(nnodes >= n and gpus >= g and cpus >= c for n, g, c, more in self.failed_shapes if not more)
+        return any(
+            nnodes >= n and gpus >= g and cpus >= c
+            for n, g, c, more, actors in self.failed_shapes
+            if not more and not actors
+        )
 
     def admit(self, request: Request, placement: dict[str, int]) -> None:
         cpus = request.cpus_on(placement)

@@ -45,12 +45,12 @@ from tasks.scheduler.rayjobs import (
     Submission,
     SubmitRejected,
 )
-from tasks.scheduler.rooms import Cpus, Request, Room, effective_free
+from tasks.scheduler.rooms import Cpus, Request, Room, actor_cpus, effective_free
 from tasks.scheduler.settle import ACTOR, Outcome, settle
 from tasks.scheduler.steps import Budget, guarded
 from tasks.scheduler.storage import bounded
 from tasks.specs.builders import build_argv
-from tasks.specs.pools import describe
+from tasks.specs.pools import describe, describe_actors
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +86,17 @@ def live_holdings() -> Holdings:
     return [(attempt, held_nodes(attempt, settling)) for attempt in attempts]
 
 
+def held_actor_cpus(attempt: Attempt) -> dict[str, float]:
+    """Where a live attempt holds its CPU actors' CPUs as Argus counts them, {node: cpus}: where
+    admission planned them (Attempt.actor_cpus) until Ray has placed all of its GPUs. verl creates
+    each actor before its pools' groups (fully_async_main: the trainer before the trainer's, the
+    rollouter before the rollout's; one_step_off_policy's runner before all), so once every group
+    is placed Ray's own count holds them wherever Ray put them (the fully-async MessageQueue's 2
+    CPUs come a moment after the last group). Until then a node is charged the larger of Ray's
+    count and the promise (rooms.effective_free), never the actors twice on one node."""
+    return {node: float(cpus) for node, cpus in attempt.actor_cpus.items()} if attempt.awaits_placement else {}
+
+
 def promised_gpus(holdings: Holdings) -> dict[str, int]:
     """GPUs Argus counts as taken per node by live attempts (settled attempts have an end time)."""
     promised: dict[str, int] = {}
@@ -109,8 +120,12 @@ def free_room(cluster: ClusterView, holdings: Holdings) -> tuple[dict[str, Room]
     workers = cluster.workers
     totals = {node.node_id: Room(node.gpus_total, node.cpus_total) for node in workers}
     ray_free = {node.node_id: Room(node.gpus_free, node.cpus_free) for node in workers}
-    # Promised CPUs follow promised GPUs, as verl's bundles do.
+    # Promised CPUs follow promised GPUs, as verl's bundles do; and verl's CPU actors, where planned.
     promised = {node: Room(gpus, cpus_for(gpus)) for node, gpus in promised_gpus(holdings).items()}
+    for attempt, _ in holdings:
+        for node, cpus in held_actor_cpus(attempt).items():
+            room = promised.get(node, Room(0.0, 0.0))
+            promised[node] = Room(room.gpus, room.cpus + cpus)
     return totals, effective_free(totals, ray_free, promised)
 
 
@@ -256,10 +271,13 @@ def running_now(now: datetime, holdings: Holdings) -> list[admission.Running]:
         elif stopping:
             ends = now.timestamp()
         # Its CPUs follow its GPUs on each node (verl's bundles); with several pools, a node may
-        # hold more than one pool's share.
+        # hold more than one pool's share; its CPU actors hold theirs where planned, while promised.
         cpus: Cpus = cpus_for(task.n_gpus_per_node)
-        if task.extra_pools:
-            cpus = {node: cpus_for(gpus) for node, gpus in held.items()}
+        actors = held_actor_cpus(attempt)
+        if actors:
+            held = {**dict.fromkeys(actors, 0), **held}
+        if task.extra_pools or actors:
+            cpus = {node: cpus_for(gpus) + actors.get(node, 0.0) for node, gpus in held.items()}
         # A task that resumed after a preemption runs ARGUS_PREEMPT_MIN_RUN_S before it can be
         # chosen again: no two tasks trade places for ever.
         settling_in = (task.pk, attempt.attempt_no) in resumed and now.timestamp() - started.timestamp() < min_run
@@ -358,6 +376,12 @@ def start_attempt(ray: RayClient, task: Task, placement: dict[str, int]) -> bool
     last = task.attempts.aggregate(n=models.Max("attempt_no"))["n"] or 0
     number = last + 1
     submission_id = Attempt.submission_id_for(task.task_id, number)
+    actors = actor_cpus(placement)
+    # A node planned for CPU actors alone holds none of its GPUs: the GPUs' placement leaves it out.
+    gpus = {node: count for node, count in placement.items() if count or node not in actors}
+    data: dict[str, Any] = {"placement": gpus, "pools": [pool.as_dict() for pool in task.pools]}
+    if actors:
+        data.update(actor_cpus=actors, cpu_actors=task.cpu_actors)
     try:
         with transaction.atomic():
             attempt = Attempt.objects.create(
@@ -365,7 +389,8 @@ def start_attempt(ray: RayClient, task: Task, placement: dict[str, int]) -> bool
                 attempt_no=number,
                 ray_submission_id=submission_id,
                 gpus=task.total_gpus,
-                placement=placement,
+                placement=gpus,
+                actor_cpus=actors,
                 log_path=str(driver_log_path(task.user.username, submission_id)),
             )
             task.transition(
@@ -373,8 +398,8 @@ def start_attempt(ray: RayClient, task: Task, placement: dict[str, int]) -> bool
                 role=Role.SCHEDULER,
                 actor=ACTOR,
                 attempt=attempt,
-                message=f"Admitted: {task.total_gpus} GPUs on {len(placement)} node(s){_pools_words(task)}.",
-                data={"placement": placement, "pools": [pool.as_dict() for pool in task.pools]},
+                message=f"Admitted: {task.total_gpus} GPUs on {len(gpus)} node(s){_pools_words(task)}.",
+                data=data,
                 pending_reason="",
                 next_run_at=None,
             )
@@ -384,8 +409,10 @@ def start_attempt(ray: RayClient, task: Task, placement: dict[str, int]) -> bool
 
 
 def _pools_words(task: Task) -> str:
-    """`` (pools: trainer 1x4 + rollout 1x2)`` for a task of several verl resource pools."""
-    return f" (pools: {describe(task.pools)})" if task.extra_pools else ""
+    """`` (pools: trainer 1x4 + rollout 1x2)`` for a task of several verl resource pools, and
+    ``; CPU actors: OneStepTaskRunner 10 CPUs`` for one with verl's CPU actors."""
+    pools = f" (pools: {describe(task.pools)})" if task.extra_pools else ""
+    return pools + (f"; CPU actors: {describe_actors(task.actors)}" if task.cpu_actors else "")
 
 
 def submission_payload(task: Task, attempt: Attempt, env: job_env.JobEnv | None = None) -> Submission:

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from django.conf import settings
 from django.db import connection
@@ -30,7 +31,7 @@ from tasks.models import QUEUE_STATES, Task, TaskState
 from tasks.scheduler.fairshare import Waiting
 from tasks.scheduler.queue_order import EpochSeconds
 from tasks.scheduler.rooms import Request
-from tasks.specs.pools import Pool
+from tasks.specs.pools import Actor, Pool
 
 OVERLAP_S = 10.0
 FULL_READ_S = 300.0
@@ -43,7 +44,8 @@ class QueueRow(NamedTuple):
     user_id: int
     nnodes: int
     n_gpus_per_node: int
-    extra_pools: str | list[dict[str, Any]]  # Task.extra_pools as the cursor gives it (see more_pools)
+    extra_pools: str | list[dict[str, Any]]  # Task.extra_pools as the cursor gives it (see _items)
+    cpu_actors: str | list[dict[str, Any]]  # Task.cpu_actors, likewise
     state: str
     pending_reason: str
     submitted: float  # queued_at (when it joined the queue) in seconds since 1970, by the database
@@ -247,14 +249,19 @@ def request_for(row: QueueRow, user: str, cpus_per_gpu: float) -> Request:
         user,
         planned_run_s(row.time_limit_s),
         row.priority_rank,
-        more_pools(row.extra_pools),
+        _items(row.extra_pools, Pool.from_dict),
+        _items(row.cpu_actors, Actor.from_dict),
     )
 
 
-def more_pools(stored: str | list[dict[str, Any]]) -> tuple[Pool, ...]:
-    """A row's pools besides the trainer's. The raw cursor gives a JSON field as its text (Django
-    parses it only for model instances); most tasks have none, and their "[]" costs no parse."""
+Item = TypeVar("Item")
+
+
+def _items(stored: str | list[dict[str, Any]], make: Callable[[Mapping[str, Any]], Item]) -> tuple[Item, ...]:
+    """A row's JSON list field, each item made by ``make``. The raw cursor gives a JSON field as its
+    text (Django parses it only for model instances); most tasks have none, and their "[]" costs
+    no parse."""
     if not stored or stored == "[]":
         return ()
     items = json.loads(stored) if isinstance(stored, str) else stored
-    return tuple(map(Pool.from_dict, items))
+    return tuple(map(make, items))

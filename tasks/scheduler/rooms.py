@@ -13,6 +13,12 @@ per-node gang of its own, all at once. Each pool needs its own nodes, distinct w
 two pools may share a node that has room for both (Ray packs each placement group on one node,
 and groups of different pools on the same node when it has room). Every pool's bundles ask the
 same CPUs per GPU (ARGUS_CPUS_PER_GPU), so a node's CPUs follow its GPUs.
+
+verl's experimental trainers also start actors that hold CPUs of their own beside the pools
+(``Request.actors``, tasks.specs.pools.CPU_ACTORS): each needs its CPUs on one worker node, any
+node, in the room the pools leave. Ray chooses the node; admission plans one (best fit, the
+largest actor first) so that the run is never admitted where one of them would wait for ever,
+and charges the actors' CPUs there (``Placement``) until Ray counts them itself.
 """
 
 from __future__ import annotations
@@ -21,12 +27,12 @@ import itertools
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from tasks.specs.pools import TRAINER, Pool
+from tasks.specs.pools import TRAINER, Actor, Pool, describe_actors
 
 # (nnodes, GPUs per node, CPUs per node): one per-node gang.
 Gang = tuple[int, int, float]
-# What admission caches its answers by: the first pool's gang and the others.
-Shape = tuple[int, int, float, tuple[Pool, ...]]
+# What admission caches its answers by: the first pool's gang, the others and the CPU actors.
+Shape = tuple[int, int, float, tuple[Pool, ...], tuple[Actor, ...]]
 # The CPUs a placement holds on each of its nodes: the same on every node (one pool), or per
 # node (several pools, which may share a node).
 Cpus = float | dict[str, float]
@@ -45,6 +51,24 @@ class Room(NamedTuple):
         return self.gpus >= gpus and self.cpus >= cpus
 
 
+class Placement(dict[str, int]):
+    """Where a request with CPU actors goes: {node: GPUs} as every placement, a node that holds
+    only actors at 0 GPUs, and ``actors``, the actors' CPUs on each node they were planned on.
+    Which node takes an actor is a choice among several, not a function of the GPUs: it travels
+    with the placement, for Request.cpus_on and for the attempt's promise (Attempt.actor_cpus)."""
+
+    __slots__ = ("actors",)
+
+    def __init__(self, gpus: Mapping[str, int], actors: dict[str, float]) -> None:
+        super().__init__(gpus)
+        self.actors = actors
+
+
+def actor_cpus(placement: Mapping[str, int]) -> dict[str, float]:
+    """The CPU actors' CPUs on each node of ``placement`` ({} for a request without actors)."""
+    return placement.actors if isinstance(placement, Placement) else {}
+
+
 class Request(NamedTuple):
     key: int  # the task's primary key
     nnodes: int
@@ -57,6 +81,8 @@ class Request(NamedTuple):
     priority: int = 0
     # verl's other resource pools, with the same CPUs per GPU as the first (see the module).
     more: tuple[Pool, ...] = ()
+    # verl's actors that hold CPUs of their own, each on one node (see the module).
+    actors: tuple[Actor, ...] = ()
 
     @property
     def gpus(self) -> int:
@@ -65,7 +91,7 @@ class Request(NamedTuple):
 
     @property
     def shape(self) -> Shape:
-        return (self.nnodes, self.gpus_per_node, self.cpus_per_node, self.more)
+        return (self.nnodes, self.gpus_per_node, self.cpus_per_node, self.more, self.actors)
 
     def gangs(self) -> list[tuple[str, Gang]]:
         """Every pool by name, the first (the trainer's) first."""
@@ -73,24 +99,32 @@ class Request(NamedTuple):
 
     def least(self) -> Gang:
         """What a node of its placement holds at least, and how many nodes it needs at least:
-        (the widest pool's nnodes, the smallest pool's GPUs and CPUs per node)."""
-        if not self.more:
+        (the widest pool's nnodes, the smallest pool's GPUs and CPUs per node); a node that
+        holds only an actor needs no GPU and the smallest actor's CPUs."""
+        if not self.more and not self.actors:
             return (self.nnodes, self.gpus_per_node, self.cpus_per_node)
         gangs = [gang for _, gang in self.gangs()]
-        return (max(g[0] for g in gangs), min(g[1] for g in gangs), min(g[2] for g in gangs))
+        least = (max(g[0] for g in gangs), min(g[1] for g in gangs), min(g[2] for g in gangs))
+        if not self.actors:
+            return least
+        return (least[0], 0, min(least[2], *(actor.cpus for actor in self.actors)))
 
     def cpus_on(self, placement: Mapping[str, int]) -> Cpus:
-        """The CPUs ``placement`` (place()'s) holds on each of its nodes."""
-        if not self.more:
+        """The CPUs ``placement`` (place()'s) holds on each of its nodes: its bundles' beside
+        its GPUs, and its CPU actors' where they were planned."""
+        if not self.more and not self.actors:
             return self.cpus_per_node
-        per_gpu = self.cpus_per_node / self.gpus_per_node
-        return {node: gpus * per_gpu for node, gpus in placement.items()}
+        per_gpu = self.cpus_per_node / self.gpus_per_node if self.gpus_per_node else 0.0
+        cpus = {node: gpus * per_gpu for node, gpus in placement.items()}
+        for node, held in actor_cpus(placement).items():
+            cpus[node] += held
+        return cpus
 
 
 def shape_gangs(shape: Shape) -> list[tuple[str, Gang]]:
     """A shape's pools by name, each (nnodes, GPUs per node, CPUs per node); the others' CPUs
     follow their GPUs at the first's CPUs per GPU."""
-    nnodes, gpus, cpus, more = shape
+    nnodes, gpus, cpus, more, _ = shape
     gangs: list[tuple[str, Gang]] = [(TRAINER, (nnodes, gpus, cpus))]
     per_gpu = cpus / gpus if gpus else 0.0
     gangs += [(pool.name, (pool.nnodes, pool.n_gpus_per_node, pool.n_gpus_per_node * per_gpu)) for pool in more]
@@ -128,8 +162,14 @@ def place(request: Request, free: Mapping[str, Room]) -> dict[str, int] | None:
 
     Best fit (the fullest nodes that still fit first) keeps large holes for large requests.
     """
-    if request.more:
-        return _combined(place_pools(request, free))
+    if request.more or request.actors:
+        found = _place_all(request, free)
+        if found is None:
+            return None
+        gpus = _combined(found[0])
+        if not request.actors:
+            return gpus
+        return Placement({**dict.fromkeys(found[1], 0), **gpus}, found[1])
     fitting = holding(free, request.gpus_per_node, request.cpus_per_node)
     if len(fitting) < request.nnodes:
         return None
@@ -138,22 +178,33 @@ def place(request: Request, free: Mapping[str, Room]) -> dict[str, int] | None:
 
 
 def place_pools(request: Request, free: Mapping[str, Room]) -> dict[str, dict[str, int]] | None:
-    """Where each of the request's pools goes, {pool: {node: gpus}}, all at once, or None.
+    """Where each of the request's pools goes, {pool: {node: gpus}}, all at once (beside its CPU
+    actors), or None."""
+    found = _place_all(request, free)
+    return None if found is None else found[0]
 
-    Pool after pool, each best fit in the room the ones before left, the largest first; when
-    that order fails, every other (a request has at most a few pools). One order's first fit
-    can miss a packing another choice of nodes would find; a request it misses waits (it is
-    never admitted where it does not fit)."""
+
+def _place_all(request: Request, free: Mapping[str, Room]) -> tuple[dict[str, dict[str, int]], dict[str, float]] | None:
+    """Where each pool goes and the CPU actors' CPUs per node, or None.
+
+    Pool after pool, each best fit in the room the ones before left, the largest first, then
+    the actors in the room the pools left; when that order fails, every other (a request has at
+    most a few pools). One order's first fit can miss a packing another choice of nodes would
+    find; a request it misses waits (it is never admitted where it does not fit)."""
     gangs = sorted(request.gangs(), key=lambda item: (-item[1][1], -item[1][0]))
     for order in itertools.permutations(gangs):
-        found = _place_in_order(order, free)
-        if found is not None:
-            return found
+        room = dict(free)
+        pools = _place_in_order(order, room)
+        if pools is None:
+            continue
+        actors = _place_actors(request.actors, room)
+        if actors is not None:
+            return pools, actors
     return None
 
 
-def _place_in_order(order: tuple[tuple[str, Gang], ...], free: Mapping[str, Room]) -> dict[str, dict[str, int]] | None:
-    room = dict(free)
+def _place_in_order(order: tuple[tuple[str, Gang], ...], room: dict[str, Room]) -> dict[str, dict[str, int]] | None:
+    """The pools in this order, each best fit in what ``room`` has left (charged as they go)."""
     found: dict[str, dict[str, int]] = {}
     for name, (nnodes, gpus, cpus) in order:
         fitting = holding(room, gpus, cpus)
@@ -167,9 +218,32 @@ def _place_in_order(order: tuple[tuple[str, Gang], ...], free: Mapping[str, Room
     return found
 
 
-def _combined(pools: dict[str, dict[str, int]] | None) -> dict[str, int] | None:
-    if pools is None:
+def _place_actors(actors: tuple[Actor, ...], room: dict[str, Room]) -> dict[str, float] | None:
+    """The actors' CPUs per node, the largest first, each best fit (the node with the fewest
+    free CPUs that holds it) in what ``room`` has left (charged as they go), or None."""
+    placed: dict[str, float] = {}
+    if actors and _short_actor(actors, room, placed) is not None:
         return None
+    return placed
+
+
+def _short_actor(
+    actors: tuple[Actor, ...], room: dict[str, Room], placed: dict[str, float]
+) -> tuple[Actor, float] | None:
+    """_place_actors, stopping at the first actor no node of ``room`` holds: it and the most
+    free CPUs a node had then; None when they all fit (``placed`` says where)."""
+    for actor in sorted(actors, key=lambda actor: -actor.cpus):
+        fitting = [(node_room.cpus, node) for node, node_room in room.items() if node_room.cpus >= actor.cpus]
+        if not fitting:
+            return actor, max((node_room.cpus for node_room in room.values()), default=0.0)
+        _, node = min(fitting)
+        taken = room[node]
+        room[node] = Room(taken.gpus, taken.cpus - actor.cpus)
+        placed[node] = placed.get(node, 0.0) + actor.cpus
+    return None
+
+
+def _combined(pools: dict[str, dict[str, int]]) -> dict[str, int]:
     combined: dict[str, int] = {}
     for where in pools.values():
         for node, gpus in where.items():
@@ -185,8 +259,8 @@ def holding(rooms: Mapping[str, Room], gpus: float, cpus: float) -> dict[str, Ro
 
 
 def can_ever_fit(request: Request, totals: Mapping[str, Room]) -> bool:
-    if request.more:
-        return place_pools(request, totals) is not None
+    if request.more or request.actors:
+        return _place_all(request, totals) is not None
     return sum(1 for room in totals.values() if room.holds(request.gpus_per_node, request.cpus_per_node)) >= (
         request.nnodes
     )
@@ -206,7 +280,7 @@ def shortfall(request: Request, free: Mapping[str, Room], totals: Mapping[str, R
     CPUs are named when they are what is short: GPU counts alone would not explain the wait.
     Of several pools, the one that does not fit is named.
     """
-    if request.more:
+    if request.more or request.actors:
         return _pools_shortfall(request, free, totals)
     gpus, cpus = request.gpus_per_node, request.cpus_per_node
     need = f"needs {plural(request.nnodes, 'node')} with {plural(gpus, 'free GPU')}"
@@ -241,9 +315,10 @@ def shortfall(request: Request, free: Mapping[str, Room], totals: Mapping[str, R
 
 
 def _pools_shortfall(request: Request, free: Mapping[str, Room], totals: Mapping[str, Room]) -> str:
-    """Why a request of several pools cannot start now, naming the pool: the first, in the
-    request's order (trainer, then the others), that never fits the cluster alone; else the
-    first that does not fit now beside the ones before it."""
+    """Why a request of several pools (or with CPU actors) cannot start now, naming the pool:
+    the first, in the request's order (trainer, then the others), that never fits the cluster
+    alone; else the first that does not fit now beside the ones before it. Where the pools fit,
+    the CPU actor that does not is named, the largest first."""
     gangs = request.gangs()
     alone = [(name, Request(request.key, *gang)) for name, gang in gangs]
     for name, gang in alone:
@@ -251,9 +326,19 @@ def _pools_shortfall(request: Request, free: Mapping[str, Room], totals: Mapping
             return f"its {name} pool {shortfall(gang, free, totals)}"
     pools = " + ".join(f"{name} {n}x{g}" for name, (n, g, _) in gangs)
     if not can_ever_fit(request, totals):
+        placed = _place_all(request._replace(actors=()), totals)
+        if placed is None:
+            return (
+                f"needs its pools at once ({pools} GPUs, each pool on nodes of its own); the cluster cannot hold "
+                "them all: it can start only when more nodes join"
+            )
+        short = _short_actor(request.actors, _left(totals, placed[0], alone), {})
+        assert short is not None  # _place_all tried this very placement of the pools
+        actor, most = short
         return (
-            f"needs its pools at once ({pools} GPUs, each pool on nodes of its own); the cluster cannot hold "
-            "them all: it can start only when more nodes join"
+            f"its {actor.name} actor needs {_cpus(actor.cpus)} on one worker node beside its pools ({pools}) and its "
+            f"other actors; the worker nodes would have at most {_cpus(most)} left on one: it can start only when "
+            f"larger nodes join{_actors_words(request)}"
         )
     room = dict(free)
     before: list[str] = []
@@ -266,4 +351,27 @@ def _pools_shortfall(request: Request, free: Mapping[str, Room], totals: Mapping
             taken = room[node]
             room[node] = Room(taken.gpus - gpus, taken.cpus - gang.cpus_per_node)
         before.append(name)
+    short = _short_actor(request.actors, room, {})
+    if short is not None:
+        actor, most = short
+        return (
+            f"its {actor.name} actor needs {_cpus(actor.cpus)} free on one worker node beside its pools; at most "
+            f"{_cpus(most)} free on one now{_actors_words(request)}"
+        )
     return f"needs its pools at once ({pools}); they fit now"
+
+
+def _actors_words(request: Request) -> str:
+    return f" (verl's actors outside its GPU bundles: {describe_actors(request.actors)})"
+
+
+def _left(
+    free: Mapping[str, Room], pools: dict[str, dict[str, int]], alone: list[tuple[str, Request]]
+) -> dict[str, Room]:
+    """``free`` less the pools placed as ``pools`` says (each pool's gang in ``alone``)."""
+    room = dict(free)
+    for name, gang in alone:
+        for node, gpus in pools[name].items():
+            taken = room[node]
+            room[node] = Room(taken.gpus - gpus, taken.cpus - gang.cpus_per_node)
+    return room

@@ -576,6 +576,12 @@ class ParsedSpec:
         return tuple(pools.command_pools(*read)[0]) if read else ()
 
     @property
+    def cpu_actors(self) -> tuple[pools.Actor, ...]:
+        """verl's CPU actors an advanced command's module starts beside its pools."""
+        read = command_argv(self.resolved["command"]) if self.kind == TaskKind.ADVANCED else None
+        return pools.command_actors(read[0]) if read else ()
+
+    @property
     def pools(self) -> list[pools.Pool]:
         """Every pool, the trainer's first (as Task.pools)."""
         return pools.task_pools(self.nnodes, self.n_gpus_per_node, self.extra_pools)
@@ -594,6 +600,7 @@ class ParsedSpec:
             "spec": self.resolved,
             "warnings": self.warnings,
             "extra_pools": [pool.as_dict() for pool in self.extra_pools],
+            "cpu_actors": [actor.as_dict() for actor in self.cpu_actors],
         }
 
 

@@ -33,6 +33,11 @@ teacher   ``main_ppo`` and ``fully_async_main`` with                  ``distilla
 ``one_step_off_policy`` starts no reward or teacher pool of its own. A pool whose size the command
 leaves to verl's defaults is refused, naming the key to set: no default Argus would have to guess
 decides what it reserves.
+
+verl's experimental trainers also start actors that ask CPUs of their own, outside every pool's
+bundles (``CPU_ACTORS``): each needs its CPUs free on one worker node, any node (the head has
+none: ``--num-cpus=0``), or Ray leaves it pending and the run waits for ever with no error
+(tests/fixtures/verl/README.md saw it on a 10-CPU worker).
 """
 
 from __future__ import annotations
@@ -138,6 +143,61 @@ RULES: dict[str, tuple[PoolRule, ...]] = {
     ),
     ONE_STEP_OFF: (_SEPARATE_ROLLOUT,),
 }
+
+
+class Actor(NamedTuple):
+    """One of verl's actors that holds ``cpus`` CPUs of its own for the run's life, on one node
+    Ray chooses (a named tuple: the scheduler's requests carry them, tasks.scheduler.rooms)."""
+
+    name: str
+    cpus: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "cpus": self.cpus}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Actor:
+        return cls(str(data["name"]), float(data["cpus"]))
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.cpus:g}"
+
+
+# The actors besides the pools' bundles that hold CPUs, by entry module, as verl 0.9.1 declares
+# them (``@ray.remote(num_cpus=…)``; run_ppo creates its task runner class with no options):
+CPU_ACTORS: dict[str, tuple[Actor, ...]] = {
+    FULLY_ASYNC: (
+        Actor("FullyAsyncTaskRunner", 1),  # experimental/fully_async_policy/fully_async_main.py:35
+        Actor("FullyAsyncTrainer", 10),  # fully_async_trainer.py:53
+        Actor("FullyAsyncRollouter", 10),  # fully_async_rollouter.py:329
+        Actor("MessageQueue", 2),  # message_queue.py:26
+    ),
+    ONE_STEP_OFF: (Actor("OneStepTaskRunner", 10),),  # experimental/one_step_off_policy/main_ppo.py:33
+}
+# verl.trainer.main_ppo has none Argus counts, on purpose:
+# - its TaskRunnerV1 (trainer/main_ppo.py:102; the legacy TaskRunner, main_ppo_v0.py:136) is a
+#   plain ``@ray.remote`` actor: Ray places it where 1 CPU is free and it holds none while it runs
+#   (ray/actor.py: an actor that names no resources holds 0 CPUs, its placement asks 1). It starts
+#   before its pools' placement groups, so any node that takes a pool's bundles had that CPU free.
+# - the v1 runner's TransferQueue (transfer_queue 0.1.11, ``tq.init``) holds a controller's 1 CPU
+#   and ``num_data_storage_units`` (8) storage units of 1 CPU each, pinned round robin (a hard
+#   NodeAffinity) to every alive node, or to every node with ``required_node_resource``: not a
+#   gang of the task's but a share of every node in the cluster, and counting it would make every
+#   main_ppo task ask each worker for CPUs (the tests' clusters and every existing queue change
+#   shape). With Argus's head (no CPUs) and TransferQueue's defaults verl fails at once
+#   (ActorUnschedulableError, tests/fixtures/verl/README.md), it does not wait.
+# - the driver itself asks for Argus's ``entrypoint_resources`` only (no CPUs: a worker_node
+#   unit, tasks.scheduler.launch.submission_payload).
+
+
+def command_actors(module: str) -> tuple[Actor, ...]:
+    """verl's CPU actors ``module`` starts beside its pools (``CPU_ACTORS``)."""
+    return CPU_ACTORS.get(module, ())
+
+
+def describe_actors(actors: Sequence[Actor]) -> str:
+    """``FullyAsyncTrainer 10 + MessageQueue 2 CPUs``."""
+    return f"{' + '.join(str(actor) for actor in actors)} CPUs"
 
 
 def command_pools(module: str, argv: HydraArgv) -> tuple[list[Pool], list[str]]:
