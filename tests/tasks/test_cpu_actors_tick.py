@@ -85,7 +85,7 @@ def test_its_actors_are_admitted_promised_and_then_left_to_rays_count(alice, mak
     assert Task.objects.get(pk=second.pk).state == S.SUBMITTED
 
 
-def test_the_api_shows_the_actors_beside_the_pools(alice, make_task, fake_ray, client_for):
+def test_the_api_and_the_page_show_the_actors_beside_the_pools(alice, make_task, fake_ray, client_for, client):
     fake_ray([4])  # 14 CPUs: never room for 6 + 23
     task = make_task(alice, spec=FULLY_ASYNC)
     tick()
@@ -94,3 +94,9 @@ def test_the_api_shows_the_actors_beside_the_pools(alice, make_task, fake_ray, c
     assert body["pending_reason"].startswith("its FullyAsyncTrainer actor needs 10 CPUs on one worker node")
     basic = make_task(alice)
     assert client_for(alice).get(f"/api/v2/tasks/{basic.task_id}").json()["cpu_actors"] == []
+    client.force_login(alice)
+    page = client.get(f"/tasks/{task.task_id}/").content.decode()
+    assert (
+        "and beside them the CPUs of verl's own actors, each on one node (FullyAsyncTaskRunner: 1 CPU; "
+        "FullyAsyncTrainer: 10 CPUs; FullyAsyncRollouter: 10 CPUs; MessageQueue: 2 CPUs)."
+    ) in page
