@@ -13,7 +13,7 @@ from types import ModuleType
 import pytest
 
 from tasks.specs import hydra_argv
-from tasks.specs.pools import TRAINER, command_pools
+from tasks.specs.pools import TRAINER, command_actors, command_pools
 
 MAIN = "verl.trainer.main_ppo"
 FULLY_ASYNC = "verl.experimental.fully_async_policy.fully_async_main"
@@ -77,4 +77,32 @@ def test_the_rollout_pool_is_checked_after_the_trainers_groups(standin: ModuleTy
     assert [(manager.pools, manager.colocate) for manager in managers] == [
         ({"global_pool": [2]}, 3),
         ({"rollout_pool_0": [2]}, 2),
+    ]
+
+
+@pytest.mark.parametrize("module", [MAIN, FULLY_ASYNC, ONE_STEP_OFF])
+def test_every_cpu_actor_the_standin_starts_is_one_argus_counts(standin: ModuleType, module: str) -> None:
+    config = as_standin_reads(f"{TRAINER_1x2} rollout.nnodes=1 rollout.n_gpus_per_node=2 {TP1}")
+    made = standin.actors(module, standin.managers(module, config, standin.MAX_COLOCATE_COUNT))
+    started = [standin.runner(module), *((actor.name, actor.cpus) for actor in made)]
+    counted = [(actor.name, actor.cpus) for actor in command_actors(module)]
+    if module == MAIN:
+        # verl's TaskRunnerV1 holds no CPU; the stand-in's runner holds the 1 of its TransferQueue
+        # controller, which Argus does not count (tasks/specs/pools.py says why).
+        assert (started, counted) == ([("TaskRunner", 1.0)], [])
+    else:
+        assert started == counted
+
+
+def test_the_fully_async_actors_come_where_verl_makes_them(standin: ModuleType) -> None:
+    config = as_standin_reads(f"{TRAINER_1x2} rollout.nnodes=1 rollout.n_gpus_per_node=2 {TP1}")
+    managers = standin.managers(FULLY_ASYNC, config, standin.MAX_COLOCATE_COUNT)
+    # The trainer's actor before its pool; the rollouter's before its rollout replicas (two of
+    # one GPU: tensor parallel 1); the message queue after them all.
+    assert [list(manager.pools) for manager in managers] == [["trainer_pool"], ["rollout_pool_0"], ["rollout_pool_1"]]
+    made = standin.actors(FULLY_ASYNC, managers)
+    assert [(actor.name, actor.before) for actor in made] == [
+        ("FullyAsyncTrainer", 0),
+        ("FullyAsyncRollouter", 1),
+        ("MessageQueue", 3),
     ]

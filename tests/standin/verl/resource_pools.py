@@ -25,12 +25,21 @@ ones before are placed, in this order (read in verl 0.9.1):
 - ``verl.experimental.one_step_off_policy.main_ppo``: ``trainer_pool``, then the standalone rollout
   replicas of ``rollout.*``.
 - ``verl.trainer.sft_trainer_ray``: the trainer's pool only.
+
+The experimental trainers also make actors that hold CPUs of their own, outside every pool's
+bundles, each placed by Ray on any one node with the CPUs free (``@ray.remote(num_cpus=…)``; the
+task runner is the driver's, ``RUNNERS``): fully_async_main's ``FullyAsyncTaskRunner`` (1) makes
+``FullyAsyncTrainer`` (10) before the trainer's pool, ``FullyAsyncRollouter`` (10) before the
+rollouter's pools and ``MessageQueue`` (2) after them; one_step_off_policy's ``OneStepTaskRunner``
+(10) makes the rest. Where no node has an actor's CPUs, Ray leaves it pending and the run waits for
+ever, RUNNING, without a word (``ACTORS``).
 """
 
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
+from typing import Any
 
 import ray
 from ray.util.placement_group import PlacementGroup, placement_group
@@ -43,6 +52,55 @@ ONE_STEP_OFF = "verl.experimental.one_step_off_policy.main_ppo"
 MAX_COLOCATE_COUNT = 3
 REPLICA_COLOCATE_COUNT = 2
 TRAINER_POOLS = ("global_pool", "trainer_pool")
+# The task runner class each entry's run_ppo makes, with the CPUs it holds. verl's main_ppo's
+# TaskRunnerV1 is a plain @ray.remote actor (it holds none), but its TransferQueueController holds
+# 1, on any node; the stand-in's runner (named TaskRunner for every entry, as its log prefixes are
+# read) holds that 1 for both.
+RUNNERS = {FULLY_ASYNC: ("FullyAsyncTaskRunner", 1.0), ONE_STEP_OFF: ("OneStepTaskRunner", 10.0)}
+DEFAULT_RUNNER = ("TaskRunner", 1.0)
+
+
+@dataclass(frozen=True)
+class CpuActor:
+    """An actor the runner makes that holds ``cpus`` CPUs for the run's life, before the manager
+    at index ``before`` of managers() (past the last: after them all), printing ``says`` first."""
+
+    name: str
+    cpus: float
+    before: int
+    says: str
+
+
+def runner(module: str) -> tuple[str, float]:
+    """verl's task runner for ``module``: its class name and the CPUs it holds."""
+    return RUNNERS.get(module, DEFAULT_RUNNER)
+
+
+def actors(module: str, managers: list[Manager]) -> list[CpuActor]:
+    """The CPU actors ``module``'s runner makes among ``managers`` (its managers()), in verl's order."""
+    if module == FULLY_ASYNC:  # experimental/fully_async_policy/fully_async_main.py, _initialize_components
+        return [
+            CpuActor("FullyAsyncTrainer", 10.0, 0, "[ASYNC MAIN] Starting create trainer..."),
+            CpuActor("FullyAsyncRollouter", 10.0, 1, "[ASYNC MAIN] Starting create rollouter..."),
+            CpuActor("MessageQueue", 2.0, len(managers), "[ASYNC MAIN] Creating MessageQueue..."),
+        ]
+    return []
+
+
+class Held:
+    """An actor of verl's that the stand-in only holds: its CPUs, for the run's life."""
+
+    def ready(self) -> bool:
+        return True
+
+
+def make(actor: CpuActor) -> Any:
+    """``actor`` made and waited for as verl does (its first call blocks until Ray places it: for
+    ever where no node has its CPUs). Any: Ray types actor handles' methods as plain callables."""
+    print(actor.says, flush=True)
+    handle: Any = ray.remote(num_cpus=actor.cpus)(type(actor.name, (Held,), {})).remote()
+    ray.get(handle.ready.remote())
+    return handle
 
 
 def entry() -> str:
@@ -161,12 +219,19 @@ def create(manager: Manager) -> dict[str, list[PlacementGroup]]:
     return groups
 
 
-def start(module: str, config: dict[str, str], colocate: float) -> list[PlacementGroup]:
-    """Every pool of ``module``, checked and placed in verl's order; the trainer's groups, where
-    its workers run (the others' groups are held for the run's life, as verl's servers hold them)."""
+def start(module: str, config: dict[str, str], colocate: float) -> tuple[list[PlacementGroup], list[Any]]:
+    """Every pool of ``module``, checked and placed in verl's order, and its CPU actors among them;
+    the trainer's groups, where its workers run (the others' groups are held for the run's life,
+    as verl's servers hold them), and the actors, which the caller holds for the run's life too."""
     trainer: list[PlacementGroup] = []
-    for manager in managers(module, config, colocate):
-        for name, groups in create(manager).items():
+    made = managers(module, config, colocate)
+    planned = actors(module, made)
+    held = []
+    for index in range(len(made) + 1):
+        held += [make(actor) for actor in planned if actor.before == index]
+        if index == len(made):
+            break
+        for name, groups in create(made[index]).items():
             if name in TRAINER_POOLS:
                 trainer = groups
-    return trainer
+    return trainer, held

@@ -215,7 +215,7 @@ class TaskRunner:
         # Every resource pool verl 0.9.1 starts for this entry, checked (the fail-fast ValueError)
         # and placed as verl does (verl/resource_pools.py); the workers run in the trainer's groups.
         cpus_per_gpu = float(config.get("standin.cpus_per_gpu", resource_pools.MAX_COLOCATE_COUNT))
-        groups = resource_pools.start(entry, config, cpus_per_gpu)
+        groups, self.actors = resource_pools.start(entry, config, cpus_per_gpu)
         # verl runs one worker per GPU bundle. The NCCL failure needs them all, as verl's; a run
         # that trains keeps one per node's group, which dies with its node just the same and
         # costs a 2-core test machine a process per node instead of per GPU (Any: Ray types an
@@ -280,8 +280,9 @@ def main(argv: list[str], trainer: str = "ppo") -> int:
     for line in env_lines(config, "driver "):
         print(line, flush=True)
     ray.init()
-    # Actors made here, not by class decorators, which mypy does not apply; Any as above.
-    runner: Any = ray.remote(num_cpus=1)(TaskRunner).remote()
+    # Actors made here, not by class decorators, which mypy does not apply; Any as above. The
+    # runner holds the CPUs verl's runner of this entry holds (verl/resource_pools.py).
+    runner: Any = ray.remote(num_cpus=resource_pools.runner(resource_pools.entry())[1])(TaskRunner).remote()
     try:
         ray.get(runner.run.remote(config, trainer, resource_pools.entry()))
     except Exception:
