@@ -39,6 +39,24 @@ def state(value: str) -> Text:
     return Text(value, style=STATE_STYLES.get(value, ""))
 
 
+def size(item: dict[str, Any]) -> str:
+    """A task's (or a queue row's) GPUs pool by pool: ``1x4``, ``1x4 + rollout 1x4`` (the trainer's
+    pool first, unnamed); ``nnodes x n_gpus_per_node`` where there are no pools (an export)."""
+    pools = item.get("pools") or []
+    if not pools:
+        return f"{item['nnodes']}x{item['n_gpus_per_node']}"
+    first, *others = pools
+    parts = [f"{first['nnodes']}x{first['n_gpus_per_node']}"]
+    parts += [f"{pool['name']} {pool['nnodes']}x{pool['n_gpus_per_node']}" for pool in others]
+    return " + ".join(parts)
+
+
+def cpu_actors(task: dict[str, Any]) -> str:
+    """verl's CPU actors beside the pools: ``OneStepTaskRunner 10 CPUs`` ("" for none)."""
+    actors = task.get("cpu_actors") or []
+    return " + ".join(f"{actor['name']} {actor['cpus']:g}" for actor in actors) + " CPUs" if actors else ""
+
+
 def cell(value: Any) -> Text:
     if isinstance(value, Text):
         return value
