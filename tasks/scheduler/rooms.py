@@ -24,7 +24,7 @@ and charges the actors' CPUs there (``Placement``) until Ray counts them itself.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import NamedTuple
 
 from tasks.specs.pools import TRAINER, Actor, Pool, describe_actors
@@ -191,16 +191,24 @@ def _place_all(request: Request, free: Mapping[str, Room]) -> tuple[dict[str, di
     the actors in the room the pools left; when that order fails, every other (a request has at
     most a few pools). One order's first fit can miss a packing another choice of nodes would
     find; a request it misses waits (it is never admitted where it does not fit)."""
-    gangs = sorted(request.gangs(), key=lambda item: (-item[1][1], -item[1][0]))
-    for order in itertools.permutations(gangs):
-        room = dict(free)
-        pools = _place_in_order(order, room)
-        if pools is None:
-            continue
+    for pools, room in _pool_placements(request, free):
         actors = _place_actors(request.actors, room)
         if actors is not None:
             return pools, actors
     return None
+
+
+def _pool_placements(
+    request: Request, free: Mapping[str, Room]
+) -> Iterator[tuple[dict[str, dict[str, int]], dict[str, Room]]]:
+    """Each placement of the pools, {pool: {node: gpus}}, one per order that fits (the largest
+    pool first, then every other order), with the room it leaves."""
+    gangs = sorted(request.gangs(), key=lambda item: (-item[1][1], -item[1][0]))
+    for order in itertools.permutations(gangs):
+        room = dict(free)
+        pools = _place_in_order(order, room)
+        if pools is not None:
+            yield pools, room
 
 
 def _place_in_order(order: tuple[tuple[str, Gang], ...], room: dict[str, Room]) -> dict[str, dict[str, int]] | None:
@@ -222,9 +230,7 @@ def _place_actors(actors: tuple[Actor, ...], room: dict[str, Room]) -> dict[str,
     """The actors' CPUs per node, the largest first, each best fit (the node with the fewest
     free CPUs that holds it) in what ``room`` has left (charged as they go), or None."""
     placed: dict[str, float] = {}
-    if actors and _short_actor(actors, room, placed) is not None:
-        return None
-    return placed
+    return None if _short_actor(actors, room, placed) is not None else placed
 
 
 def _short_actor(
@@ -326,13 +332,13 @@ def _pools_shortfall(request: Request, free: Mapping[str, Room], totals: Mapping
             return f"its {name} pool {shortfall(gang, free, totals)}"
     pools = " + ".join(f"{name} {n}x{g}" for name, (n, g, _) in gangs)
     if not can_ever_fit(request, totals):
-        placed = _place_all(request._replace(actors=()), totals)
-        if placed is None:
+        first = next(_pool_placements(request, totals), None)
+        if first is None:
             return (
                 f"needs its pools at once ({pools} GPUs, each pool on nodes of its own); the cluster cannot hold "
                 "them all: it can start only when more nodes join"
             )
-        short = _short_actor(request.actors, _left(totals, placed[0], alone), {})
+        short = _short_actor(request.actors, first[1], {})
         assert short is not None  # _place_all tried this very placement of the pools
         actor, most = short
         return (
@@ -363,15 +369,3 @@ def _pools_shortfall(request: Request, free: Mapping[str, Room], totals: Mapping
 
 def _actors_words(request: Request) -> str:
     return f" (verl's actors outside its GPU bundles: {describe_actors(request.actors)})"
-
-
-def _left(
-    free: Mapping[str, Room], pools: dict[str, dict[str, int]], alone: list[tuple[str, Request]]
-) -> dict[str, Room]:
-    """``free`` less the pools placed as ``pools`` says (each pool's gang in ``alone``)."""
-    room = dict(free)
-    for name, gang in alone:
-        for node, gpus in pools[name].items():
-            taken = room[node]
-            room[node] = Room(taken.gpus - gpus, taken.cpus - gang.cpus_per_node)
-    return room
