@@ -9,7 +9,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from tasks.models import Event, EventKind, Task, TaskState
+from tasks.choices import TERMINAL_STATES
+from tasks.models import Event, EventKind, Task
 
 
 class WebhookEvent(models.TextChoices):
@@ -38,7 +39,7 @@ def webhook_event_of(event: Event) -> str | None:
     """
     if event.kind in _BY_KIND:
         return _BY_KIND[EventKind(event.kind)]
-    if event.to_state in (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELED):
+    if event.to_state in TERMINAL_STATES:
         return str(event.to_state)
     return None
 
