@@ -121,6 +121,11 @@ class QueryBooleanField(serializers.BooleanField):
     def _lower_if_str(value: Any) -> Any:
         return value  # DRF lowercases (TRUE, False…); the schema's enum is case-sensitive
 
+    def to_representation(self, value: Any) -> str:  # type: ignore[override]
+        # As a query string writes it: the schema's default (drf-spectacular writes it through
+        # here) must be one of the enum's strings, or a generated client refuses the operation.
+        return "true" if value else "false"
+
 
 class JSONBooleanField(serializers.BooleanField):
     """`true` or `false` in a JSON body, as the schema says (DRF's own also takes "yes", 1, "on"…)."""

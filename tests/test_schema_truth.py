@@ -184,3 +184,28 @@ def test_a_yaml_mapping_as_the_schemas_example_is_accepted(
     response = api.post("/api/v2/tasks", yaml.safe_dump(example), content_type="application/yaml")
     assert response.status_code == 201, response.content
     assert Task.objects.count() == 1
+
+
+# --- A generated client can use every operation (issue 26, item 10) --------------------------------
+
+
+def subschemas(node: Any) -> Any:
+    """Every schema object in ``node`` (an operation, a component), however deeply nested."""
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from subschemas(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from subschemas(value)
+
+
+def test_every_default_is_one_of_its_enum(schema: dict[str, Any]) -> None:
+    # A query switch declared as the strings true/false/1/0 with the boolean default false:
+    # openapi-python-client refused the operations that had one (logs, upload, delete).
+    checked = 0
+    for node in subschemas(schema):
+        if "enum" in node and "default" in node:
+            assert node["default"] in node["enum"], node
+            checked += 1
+    assert checked >= 4
