@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import jsonschema  # type: ignore[import-untyped]  # schemathesis brings it, without stubs
 import pytest
 import yaml
 from django.contrib.auth.models import User
@@ -17,6 +18,7 @@ from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
 from tasks.models import Task
+from tasks.specs.parse import MAX_DEPENDENCIES
 from tests.accounts.helpers import assert_error
 
 pytestmark = pytest.mark.django_db
@@ -209,3 +211,16 @@ def test_every_default_is_one_of_its_enum(schema: dict[str, Any]) -> None:
             assert node["default"] in node["enum"], node
             checked += 1
     assert checked >= 4
+
+
+@pytest.mark.parametrize("key", ["after", "after_any"])
+def test_a_specs_dependencies_are_documented_as_task_ids(schema: dict[str, Any], key: str) -> None:
+    # They carried the secret-name pattern and its cap of 32: `after: [alice-ppo-1]` failed the schema.
+    prop = schema["components"]["schemas"]["SpecDocumentRequest"]["properties"][key]
+    ids = [f"alice-ppo-{n}" for n in range(1, MAX_DEPENDENCIES + 1)]
+    jsonschema.validate(ids, prop)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate([*ids, "alice-ppo-0"], prop)
+    secrets = schema["components"]["schemas"]["SpecDocumentRequest"]["properties"]["secrets"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(["alice-ppo-1"], secrets)

@@ -250,12 +250,7 @@ def spec_field(key: SpecKey) -> serializers.Field:
         help_text += f" Default: {shown}."
     common: dict[str, Any] = {"required": required, "allow_null": not required, "help_text": help_text}
     if key.value_type is list:
-        child: serializers.Field = (
-            serializers.ChoiceField(choices=key.choices.choices)
-            if key.choices is not None
-            else serializers.RegexField(rf"^{NAME_PATTERN}$", max_length=NAME_MAX)
-        )
-        most = len(key.choices.values) if key.choices is not None else MAX_SECRETS
+        child, most = _list_items(key)
         return serializers.ListField(child=child, max_length=most, **common)
     if key.choices is not None:
         return serializers.ChoiceField(choices=key.choices.choices, **common)
@@ -265,9 +260,17 @@ def spec_field(key: SpecKey) -> serializers.Field:
         return SpecDurationField(low=key.low, high=key.high, **common)
     if key.value_type is int:
         return serializers.IntegerField(min_value=key.low, max_value=key.high, **common)
-    if key.value_type is list:
-        return serializers.ListField(child=serializers.CharField(), max_length=MAX_DEPENDENCIES, **common)
     return serializers.CharField(**common)
+
+
+def _list_items(key: SpecKey) -> tuple[serializers.Field, int]:
+    """A list key's items and how many it takes: its choices, secret names, or task ids."""
+    if key.choices is not None:
+        return serializers.ChoiceField(choices=key.choices.choices), len(key.choices.values)
+    if key.name == "secrets":
+        return serializers.RegexField(rf"^{NAME_PATTERN}$", max_length=NAME_MAX), MAX_SECRETS
+    # after, after_any: task ids. No pattern: the parser's is Python's \w (Unicode), not JSON Schema's.
+    return serializers.CharField(max_length=Task._meta.get_field("task_id").max_length), MAX_DEPENDENCIES
 
 
 class SpecDocument(serializers.Serializer):
