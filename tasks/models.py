@@ -484,9 +484,17 @@ class Pipeline(models.Model):
     def __str__(self) -> str:
         return self.pipeline_id
 
+    # What a retry (tasks.pipelines.retry_pipeline) claims: an ended pipeline, not a SUCCEEDED one
+    # (nothing to run again) nor a RUNNING one (its running step would run on beside its new task).
+    RETRIED_FROM = (PipelineState.FAILED, PipelineState.CANCELED)
+
     @property
     def is_finished(self) -> bool:
         return self.state != PipelineState.RUNNING
+
+    @property
+    def can_retry(self) -> bool:
+        return self.state in self.RETRIED_FROM
 
     def finish_if_done(self, actor: str) -> bool:
         """When every step's task has ended: the pipeline's state from theirs, written once (a

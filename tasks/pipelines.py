@@ -227,9 +227,8 @@ def _replace(
 
 def _claim(pipeline: Pipeline) -> None:
     """Make an ended pipeline RUNNING again, or raise PipelineConflict saying why not."""
-    ended = (PipelineState.FAILED, PipelineState.CANCELED)
     now = timezone.now()
-    if Pipeline.objects.filter(pk=pipeline.pk, state__in=ended).update(
+    if Pipeline.objects.filter(pk=pipeline.pk, state__in=Pipeline.RETRIED_FROM).update(
         state=PipelineState.RUNNING, finished_at=None, updated_at=now
     ):
         return

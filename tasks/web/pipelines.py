@@ -120,7 +120,7 @@ def pipeline_detail_view(request: HttpRequest, pipeline_id: str) -> HttpResponse
         "steps": steps,
         "drawing": layout(steps),
         "can_cancel": not pipeline.is_finished and any(step.task.can_cancel for step in steps),
-        "can_retry": pipeline.state in (PipelineState.FAILED, PipelineState.CANCELED),
+        "can_retry": pipeline.can_retry,
         # The tasks a retry replaced, still the record of what those steps did before.
         "earlier": list(Task.objects.filter(pipeline=pipeline).exclude(pk__in=current).order_by("created_at", "id")),
     }

@@ -180,6 +180,28 @@ def test_the_pages_retry_says_why_it_was_refused(alice, client_for, datasets, fa
     nothing_created(pipeline_id, before, tasks + 1)
 
 
+@pytest.mark.django_db
+@pytest.mark.parametrize("state", list(PipelineState))
+def test_the_page_offers_retry_exactly_where_a_retry_is_made(alice, client_for, datasets, fake_ray, state):
+    """One rule (Pipeline.can_retry) for the page's button and the retry itself: a pipeline whose
+    steps did not all succeed, in each state, is retried only where the page offers it."""
+    ray = fake_ray([4])
+    pipeline_id = failed_pipeline(client_for(alice), ray)
+    Pipeline.objects.filter(pipeline_id=pipeline_id).update(state=state)
+    pipeline = Pipeline.objects.get(pipeline_id=pipeline_id)
+    web = client_for(None)
+    web.force_login(alice)
+    offered = "Retry pipeline" in web.get(f"/pipelines/{pipeline_id}/").content.decode()
+    allowed = pipeline.can_retry
+    try:
+        retry_pipeline(pipeline, actor="alice")
+    except PipelineConflict:
+        retried = False
+    else:
+        retried = True
+    assert offered == retried == allowed == (state in (PipelineState.FAILED, PipelineState.CANCELED))
+
+
 # --- Resuming from the failed step's checkpoint --------------------------------------------------
 
 
