@@ -36,7 +36,7 @@ def secrets_key(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
         Error(
             f"ARGUS_SECRETS_KEY is not set, and {stored} secret{'s are' if stored > 1 else ' is'} stored: "
             "tasks that use them cannot start.",
-            hint="Set ARGUS_SECRETS_KEY to the key they were stored with (README, Secrets and tracking).",
+            hint="Set ARGUS_SECRETS_KEY to the key they were stored with (docs/secrets.md, 'Rotating the key').",
             id="accounts.E002",
         )
     ]

@@ -3,7 +3,7 @@
 Values are encrypted with Fernet (AES-128-CBC with an HMAC-SHA256, from ``cryptography``) under the
 keys of ARGUS_SECRETS_KEY, comma-separated: MultiFernet encrypts with the first and decrypts with
 any, so a new key is put first, ``manage.py argus_secrets rotate`` re-encrypts every value with it,
-and the old key can then be dropped (README, "Secrets and tracking").
+and the old key can then be dropped (docs/secrets.md, "Rotating the key").
 """
 
 from __future__ import annotations

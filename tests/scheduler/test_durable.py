@@ -182,7 +182,7 @@ def test_an_infeasible_placement_is_requeued_not_left_running(alice, submit, cli
 
 
 def test_the_durable_demo_resumes_from_its_checkpoint(alice, submit, client_for, on_ray, settings):
-    # README's "Durable training" on `make run`: examples/durable.yaml, its Ray job stopped by hand.
+    # docs/durable-training.md on `make run`: examples/durable.yaml, its Ray job stopped by hand.
     settings.ARGUS_ADVANCED_ALLOWED_MODULES = ["verl.trainer.", "examples."]
     task = submit(alice, DURABLE_DEMO.read_text())
     tick_until(lambda: state_of(task) == S.RUNNING)
