@@ -79,6 +79,11 @@ REDACTED_FIELDS = frozenset({"error_summary", "pending_reason"})
 ATTEMPT_REDACTED_FIELDS = frozenset({"message", "stop_line", "stuck_line"})
 
 
+# What an operator may requeue: the states MOVES lets a person send back to the queue (FAILED and
+# CANCELED). Task.requeue asks Task.can_requeue; the API's refusal names them from here.
+REQUEUED_FROM = tuple(state for state, moves in MOVES[Role.PERSON].items() if TaskState.QUEUED in moves)
+
+
 class Task(models.Model):
     task_id = models.CharField(max_length=120, unique=True)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, models.PROTECT, related_name="tasks")
@@ -225,8 +230,8 @@ class Task(models.Model):
 
     @property
     def can_requeue(self) -> bool:
-        """An operator's requeue: only what MOVES lets a person send back to the queue."""
-        return TaskState.QUEUED in MOVES[Role.PERSON].get(self.state, frozenset())
+        """An operator's requeue (the API, the admin): only from REQUEUED_FROM."""
+        return self.state in REQUEUED_FROM
 
     def time_left_s(self, attempt: Attempt | None, now: datetime) -> int | None:
         """Seconds the running ``attempt`` has left under the time limit, which counts from the
@@ -401,6 +406,8 @@ class Task(models.Model):
         """An operator sends a failed or canceled task back to the queue (a new attempt follows);
         one with dependencies back to WAITING, where they (and its macros) are judged again. Its
         retry budgets start afresh: they count from its next attempt."""
+        if not self.can_requeue:
+            raise IllegalTransition(f"{self.task_id}: {self.state} cannot be requeued")
         waits = self.dependencies.exists()
         # A task back to WAITING enters the queue again only when its dependencies are met.
         changes: dict[str, Any] = {"queued_at": None} if waits else {}

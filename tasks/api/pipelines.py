@@ -17,10 +17,10 @@ from common.exceptions import PayloadTooLarge
 from common.parsers import JSONParser
 from tasks.api.parsers import PlainTextParser, TextYamlParser, YamlTextParser
 from tasks.api.serializers import (
+    PIPELINE_JSON,
     PipelineDetailSerializer,
     PipelineDocumentSerializer,
     PipelineSerializer,
-    SpecSubmission,
 )
 from tasks.api.views import spec_source
 from tasks.models import Pipeline, PipelineStep
@@ -101,7 +101,7 @@ class PipelineViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
             "application/yaml": PipelineDocumentSerializer,
             "text/yaml": PipelineDocumentSerializer,
             "text/plain": OpenApiTypes.STR,
-            "application/json": SpecSubmission,
+            "application/json": PIPELINE_JSON,
         },
         responses={201: PipelineSerializer, **error_responses(400, 403, 413, 415, 429)},
         examples=[OpenApiExample("SFT, export, GRPO", media_type="application/yaml", value=EXAMPLE)],

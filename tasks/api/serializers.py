@@ -4,7 +4,7 @@ from typing import Any, cast
 
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_field
 from rest_framework import serializers
 
 from accounts.secrets import NAME_MAX, NAME_PATTERN
@@ -289,6 +289,14 @@ class SpecSubmission(serializers.Serializer):
     spec = serializers.CharField(help_text="The task spec as YAML text.")
 
 
+def json_body(name: str, document: type[serializers.Serializer]) -> PolymorphicProxySerializer:
+    """For the schema: a JSON body, `{"spec": "<yaml>"}` or the document itself, so that a
+    generated client gets a model for the document sent as JSON too."""
+    return PolymorphicProxySerializer(
+        component_name=name, serializers=[SpecSubmission, document], resource_type_field_name=None
+    )
+
+
 class LogQuery(serializers.Serializer):
     attempt = serializers.IntegerField(min_value=1, required=False, help_text="Attempt number; default the latest.")
     tail = serializers.IntegerField(min_value=0, max_value=1_000_000, required=False, help_text="Last N lines only.")
@@ -490,6 +498,10 @@ class PipelineDocumentSerializer(serializers.Serializer):
         r"^[A-Za-z0-9._-]{1,64}$", required=False, allow_null=True, help_text="Optional; shown beside its id."
     )
     steps = PipelineStepDocument(many=True, help_text="Its steps, each a task spec with a name.")
+
+
+SPEC_JSON = json_body("SpecJSON", SpecDocument)
+PIPELINE_JSON = json_body("PipelineJSON", PipelineDocumentSerializer)
 
 
 class PipelineStepSerializer(serializers.ModelSerializer):

@@ -21,12 +21,12 @@ from common.parsers import JSONParser
 from tasks.api.filters import TaskFilter
 from tasks.api.parsers import PlainTextParser, TextYamlParser, YamlTextParser
 from tasks.api.serializers import (
+    SPEC_JSON,
     EventSerializer,
     LogQuery,
     MetricsQuery,
     MetricsSerializer,
     SpecDocument,
-    SpecSubmission,
     TaskDetailSerializer,
     TaskSerializer,
     TaskSpecSerializer,
@@ -35,7 +35,7 @@ from tasks.jobfiles import attempt_log, metrics_log, resolved_spec
 from tasks.logs.curves import AttemptCurves, merge_attempts, read_attempt
 from tasks.logs.read import follow, read_from, tail_start
 from tasks.logs.redact import metric_names, served
-from tasks.models import TERMINAL_STATES, Attempt, IllegalTransition, StaleState, Task
+from tasks.models import REQUEUED_FROM, TERMINAL_STATES, Attempt, IllegalTransition, StaleState, Task
 from tasks.specs.parse import SpecError
 from tasks.submit import PriorityNotAllowed, QuotaError, submit_spec
 
@@ -83,7 +83,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
             "application/yaml": SpecDocument,
             "text/yaml": SpecDocument,
             "text/plain": OpenApiTypes.STR,
-            "application/json": SpecSubmission,
+            "application/json": SPEC_JSON,
         },
         responses={201: TaskDetailSerializer, **error_responses(400, 403, 413, 415, 429)},
         examples=[
@@ -254,5 +254,6 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         try:
             task.requeue(actor=actor_of(request))
         except (IllegalTransition, StaleState) as error:
-            raise Conflict(f"Task {task.task_id} is {task.state}; only FAILED or CANCELED can be requeued.") from error
+            allowed = " or ".join(REQUEUED_FROM)
+            raise Conflict(f"Task {task.task_id} is {task.state}; only {allowed} can be requeued.") from error
         return Response(TaskDetailSerializer(task).data)
