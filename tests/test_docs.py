@@ -152,8 +152,8 @@ def _layout_block(text: str) -> list[str]:
     return section.split("```\n", 2)[1].splitlines()
 
 
-# A path in the layout's text: anything with a slash, or a module or script's file name.
-PATH_WORD = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_./-]*|[A-Za-z0-9_-]+\.(?:py|sh)\b")
+# A path in the layout's text: anything with a slash, or a module, script, YAML or Markdown file.
+PATH_WORD = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_./-]*|[A-Za-z0-9_-][A-Za-z0-9_.-]*\.(?:py|sh|yaml|md)\b")
 
 
 def layout_paths(text: str) -> list[tuple[str, str]]:
@@ -180,15 +180,44 @@ def layout_paths(text: str) -> list[tuple[str, str]]:
     return named
 
 
+def _resolve(folder: str, path: str) -> str | None:
+    """The path as named under its entry's folder, else from the top (`tests/standin/`)."""
+    for candidate in (folder + path, path):
+        if (ROOT / candidate).exists():
+            return candidate.rstrip("/")
+    return None
+
+
 def test_the_readme_layout_names_only_paths_that_exist():
     named = layout_paths(README.read_text())
     assert len(named) > 40  # the parse found the block
-    missing = [
-        f"{folder}{path}"
-        for folder, path in named
-        if not (ROOT / folder / path).exists() and not (ROOT / path).exists()
-    ]
+    missing = [f"{folder}{path}" for folder, path in named if _resolve(folder, path) is None]
     assert missing == []
+
+
+def _ignored() -> set[str]:
+    """The folders .gitignore names (var/, node_modules/, …): not part of the tree."""
+    lines = (ROOT / ".gitignore").read_text().splitlines()
+    return {line.strip("/") for line in lines if line.endswith("/") and "*" not in line}
+
+
+def test_the_readme_layout_names_every_folder_of_the_tree():
+    # The other way round: a new top-level folder, or a new package in tasks/, gets its line.
+    named = {_resolve(folder, path) for folder, path in layout_paths(README.read_text())}
+    ignored = _ignored()
+    folders = [
+        path.name
+        for path in ROOT.iterdir()
+        if path.is_dir() and not path.name.startswith(".") and path.name not in ignored and path.name != "__pycache__"
+    ]
+    packages = [
+        f"tasks/{path.parent.name}"
+        for path in (ROOT / "tasks").glob("*/__init__.py")
+        if path.parent.name not in ("migrations", "templatetags")
+    ]
+    unnamed = [folder for folder in folders if folder not in named]
+    unnamed += [package for package in packages if package not in named]
+    assert unnamed == []
 
 
 def _slug(heading: str) -> str:
@@ -202,7 +231,7 @@ def _anchors(path: Path) -> set[str]:
     return {_slug(match) for match in re.findall(r"^#{1,6} (.+)$", text, re.MULTILINE)}
 
 
-MARKDOWN = [README, *sorted((ROOT / "docs").glob("*.md")), ROOT / "bench" / "README.md"]
+MARKDOWN = [README, *sorted((ROOT / "docs").glob("*.md")), ROOT / "bench" / "README.md", ROOT / "cli" / "README.md"]
 
 
 @pytest.mark.parametrize("page", MARKDOWN, ids=lambda path: path.relative_to(ROOT).as_posix())
