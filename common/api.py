@@ -272,14 +272,16 @@ def document_common_errors(result: dict[str, Any], generator: Any, request: Any,
     """drf-spectacular postprocessing hook: answers every route can give, in the error shape.
 
     Every route needs a token (401). A paginated list answers 400 for a bad page, page size or
-    filter and 404 for a page past the last one.
+    filter and 404 for a page past the last one. A JSON body over DATA_UPLOAD_MAX_MEMORY_SIZE is
+    a 413 (exception_handler), whatever the route.
     """
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
     for operations in result.get("paths", {}).values():
         for operation in operations.values():
             responses = operation.setdefault("responses", {})
             names = {parameter.get("name") for parameter in operation.get("parameters", [])}
-            codes = ["401", *(["400", "404"] if "page" in names else [])]
+            takes_json = "application/json" in operation.get("requestBody", {}).get("content", {})
+            codes = ["401", *(["400", "404"] if "page" in names else []), *(["413"] if takes_json else [])]
             for code in codes:
                 responses.setdefault(code, {"content": error, "description": ""})
     return result

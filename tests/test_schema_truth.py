@@ -12,6 +12,7 @@ from typing import Any
 import jsonschema  # type: ignore[import-untyped]  # schemathesis brings it, without stubs
 import pytest
 import yaml
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
 from drf_spectacular.generators import SchemaGenerator
@@ -244,3 +245,23 @@ def test_the_example_spec_sent_as_json_is_accepted(api: APIClient, datasets: Pat
     example = next(iter(content["examples"].values()))["value"]
     response = api.post("/api/v2/tasks", example, format="json")
     assert response.status_code == 201, response.content
+
+
+def test_every_json_route_answers_and_documents_413(
+    admin: User, client_for: Callable[[User | None], APIClient], schema: dict[str, Any]
+) -> None:
+    # It was documented on three routes only; every one that reads a JSON body can answer it.
+    api = client_for(admin)
+    body = '{"name": "' + "x" * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1) + '"}'
+    routes = [
+        (method, path)
+        for path, operations in schema["paths"].items()
+        for method, spec in operations.items()
+        if "application/json" in spec.get("requestBody", {}).get("content", {})
+    ]
+    assert len(routes) >= 9
+    for method, path in routes:
+        url = path.replace("{username}", "admin")
+        response = getattr(api, method)(url, body, content_type="application/json")
+        assert_error(response, 413)
+        assert "413" in operation(schema, method, path)["responses"], f"{method} {path}"
