@@ -134,11 +134,17 @@ def set_limits(user: User, *, actor: str, **changes: Any) -> None:
     logger.info("%s set limits of %s: %s", actor, user.username, changes)
 
 
-def queued_limit_error(username: str, max_queued_tasks: int, waiting: int) -> str | None:
-    """Why a submission by ``username``, who has ``waiting`` tasks waiting, is refused; None when
-    it is not (``max_queued_tasks`` 0: no limit)."""
-    if not max_queued_tasks or waiting < max_queued_tasks:
+def queued_limit_error(username: str, max_queued_tasks: int, waiting: int, adding: int = 1) -> str | None:
+    """Why a submission of ``adding`` tasks by ``username``, who has ``waiting`` tasks waiting, is
+    refused; None when they all fit (``max_queued_tasks`` 0: no limit). The one quota rule:
+    tasks.submit.check_quota counts ``waiting`` and asks here."""
+    if not max_queued_tasks or waiting + adding <= max_queued_tasks:
         return None
+    if waiting < max_queued_tasks:  # room for some, not for all of them
+        return (
+            f"{username} has {waiting} tasks waiting and this adds {adding}; max_queued_tasks is "
+            f"{max_queued_tasks}. Wait for some to start, or cancel some."
+        )
     tasks = "task" if waiting == 1 else "tasks"
     return (
         f"{username} has {waiting} {tasks} waiting; max_queued_tasks is {max_queued_tasks}. "

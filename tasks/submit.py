@@ -109,12 +109,7 @@ def check_quota(user: Any, adding: int) -> None:
     # writers; PostgreSQL needs the lock.)
     User.objects.select_for_update().filter(pk=user.pk).values_list("pk").get()
     waiting = Task.objects.filter(user=user, state__in=BEFORE_RAY_STATES).count()
-    refusal = queued_limit_error(user.username, max_queued, waiting)
-    if refusal is None and waiting + adding > max_queued:
-        refusal = (
-            f"{user.username} has {waiting} tasks waiting and this adds {adding}; max_queued_tasks is "
-            f"{max_queued}. Wait for some to start, or cancel some."
-        )
+    refusal = queued_limit_error(user.username, max_queued, waiting, adding)
     if refusal:
         raise QuotaError(refusal)
 

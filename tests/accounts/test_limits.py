@@ -195,3 +195,18 @@ def test_queued_limit_error_says_task_for_one():
     assert queued_limit_error("alice", 1, 1) == (
         "alice has 1 task waiting; max_queued_tasks is 1. Wait for one to start, or cancel one."
     )
+
+
+@pytest.mark.parametrize(
+    ("limit", "waiting", "adding", "refused"),
+    [(0, 1000, 50, False), (5, 2, 3, False), (5, 2, 4, True), (5, 5, 1, True), (5, 0, 6, True)],
+)
+def test_queued_limit_error_counts_every_task_a_submission_adds(limit, waiting, adding, refused):
+    """A pipeline adds all its steps at once: they fit together or none is made."""
+    assert (queued_limit_error("alice", limit, waiting, adding) is not None) == refused
+
+
+def test_queued_limit_error_says_when_some_fit_but_not_all():
+    assert queued_limit_error("alice", 5, 3, 4) == (
+        "alice has 3 tasks waiting and this adds 4; max_queued_tasks is 5. Wait for some to start, or cancel some."
+    )
