@@ -220,6 +220,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "common.api.document_common_errors",
+        "common.api.merge_blank_branches",
     ],
     # Tasks and tokens both have a `state`: name their enums instead of "State39eEnum".
     "ENUM_NAME_OVERRIDES": {

@@ -5,6 +5,7 @@ tests/test_schemathesis.py runs schemathesis itself; these pin each finding down
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -265,3 +266,14 @@ def test_every_json_route_answers_and_documents_413(
         response = getattr(api, method)(url, body, content_type="application/json")
         assert_error(response, 413)
         assert "413" in operation(schema, method, path)["responses"], f"{method} {path}"
+
+
+def test_no_value_matches_two_branches_of_a_oneof(schema: dict[str, Any]) -> None:
+    # The files `path` was oneOf [a pattern that takes "", maxLength 0]: its default "" matched both.
+    for method, path in [("get", FILES), ("post", FILES), ("get", "/api/v2/files/download")]:
+        spec = parameter(schema, method, path, "path")["schema"]
+        assert "oneOf" not in spec and spec["maxLength"] == 4096
+    assert parameter(schema, "get", FILES, "path")["schema"]["default"] == ""
+    for node in subschemas(schema):
+        if "oneOf" in node and node["oneOf"][-1] == {"type": "string", "maxLength": 0}:
+            assert not re.search(node["oneOf"][0].get("pattern", "."), ""), node
