@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -285,31 +284,6 @@ def document_common_errors(result: dict[str, Any], generator: Any, request: Any,
             codes = ["401", *(["400", "404"] if "page" in names else []), *(["413"] if takes_json else [])]
             for code in codes:
                 responses.setdefault(code, {"content": error, "description": ""})
-    return result
-
-
-BLANK = {"type": "string", "maxLength": 0}
-
-
-def merge_blank_branches(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
-    """drf-spectacular postprocessing hook: a string that may be blank and has a pattern is
-    written `oneOf: [{pattern…}, {maxLength: 0}]`; where the pattern admits "" itself, "" matches
-    both branches, which oneOf forbids (the files `path`). Such a string is its first branch alone."""
-    stack: list[Any] = [result]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, list):
-            stack.extend(node)
-            continue
-        if not isinstance(node, dict):
-            continue
-        branches = node.get("oneOf")
-        if isinstance(branches, list) and len(branches) == 2 and branches[1] == BLANK:
-            pattern = branches[0].get("pattern")
-            if pattern is not None and re.search(pattern, "") is not None:
-                del node["oneOf"]
-                node.update(branches[0])
-        stack.extend(node.values())
     return result
 
 

@@ -277,3 +277,17 @@ def test_no_value_matches_two_branches_of_a_oneof(schema: dict[str, Any]) -> Non
     for node in subschemas(schema):
         if "oneOf" in node and node["oneOf"][-1] == {"type": "string", "maxLength": 0}:
             assert not re.search(node["oneOf"][0].get("pattern", "."), ""), node
+
+
+def test_operations_have_readable_ids_and_a_tag_per_concept(schema: dict[str, Any]) -> None:
+    # They were generated (`v2_tasks_cancel_create`) and all tagged `v2`.
+    operations = [spec for operations in schema["paths"].values() for spec in operations.values()]
+    ids = [spec["operationId"] for spec in operations]
+    assert len(set(ids)) == len(ids)
+    assert {"tasks_create", "tasks_get", "tasks_cancel", "tasks_logs", "me_tokens_delete", "users_update"} <= set(ids)
+    assert not [name for name in ids if name.startswith("v2_") or name.endswith(("_retrieve", "_destroy"))]
+    tags = {tag for spec in operations for tag in spec["tags"]}
+    concepts = {"tasks", "pipelines", "queue", "cluster", "admission", "files", "me", "tokens", "secrets", "webhooks"}
+    assert tags == concepts | {"users"}
+    assert operation(schema, "post", "/api/v2/tasks/{task_id}/cancel")["tags"] == ["tasks"]
+    assert operation(schema, "delete", "/api/v2/me/tokens/{id}")["tags"] == ["tokens"]

@@ -35,6 +35,7 @@ class AdmissionView(GenericAPIView):
         return Response(AdmissionSerializer(AdmissionControl.current()).data)
 
     @extend_schema(
+        operation_id="admission_set",
         summary="Pause or resume admission (admins)",
         description="While paused, the scheduler starts no waiting task; tasks on Ray go on. Answers the new state.",
         request=AdmissionChangeSerializer,
