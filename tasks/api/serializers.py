@@ -23,6 +23,7 @@ from tasks.models import (
 )
 from tasks.pause import REASON_MAX
 from tasks.specs.parse import ADVANCED, BASIC, COMMON, MAX_DEPENDENCIES, MAX_SECRETS, SPEC_KEYS, Duration, SpecKey
+from tasks.specs.pipeline import PIPELINE_NAME_PATTERN, STEP_NAME_PATTERN
 from tasks.specs.pools import POOL_NAMES
 
 
@@ -471,7 +472,7 @@ class PipelineStepDocument(SpecDocument):
     def get_fields(self) -> dict[str, serializers.Field]:
         fields = super().get_fields()
         fields["name"] = serializers.RegexField(
-            r"^[a-z0-9-]{1,64}$", help_text="The step's name: a-z, 0-9 and '-', unique in the pipeline."
+            rf"^{STEP_NAME_PATTERN}$", help_text="The step's name: a-z, 0-9 and '-', unique in the pipeline."
         )
         names = "Step names it runs after"
         fields["after"] = serializers.ListField(
@@ -495,7 +496,7 @@ class PipelineDocumentSerializer(serializers.Serializer):
     the step becomes QUEUED."""
 
     name = serializers.RegexField(
-        r"^[A-Za-z0-9._-]{1,64}$", required=False, allow_null=True, help_text="Optional; shown beside its id."
+        rf"^{PIPELINE_NAME_PATTERN}$", required=False, allow_null=True, help_text="Optional; shown beside its id."
     )
     steps = PipelineStepDocument(many=True, help_text="Its steps, each a task spec with a name.")
 

@@ -21,8 +21,11 @@ from accounts.homes import home_dir
 from tasks.choices import Workload
 from tasks.specs.parse import ParsedSpec, SpecError, dump_yaml, load_document, parse_spec
 
-STEP_NAME = re.compile(r"[a-z0-9-]{1,64}")
-PIPELINE_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+# The names' one declaration: the parser matches them whole, the API schema anchors them (^...$).
+STEP_NAME_PATTERN = r"[a-z0-9-]{1,64}"
+PIPELINE_NAME_PATTERN = r"[A-Za-z0-9._-]{1,64}"
+STEP_NAME = re.compile(STEP_NAME_PATTERN)
+PIPELINE_NAME = re.compile(PIPELINE_NAME_PATTERN)
 MAX_STEPS = 32
 DOCUMENT_KEYS = ("name", "steps")
 # A step's own keys beside its task spec's.
