@@ -5,6 +5,7 @@ tests/test_schemathesis.py runs schemathesis itself; these pin each finding down
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -291,3 +292,15 @@ def test_operations_have_readable_ids_and_a_tag_per_concept(schema: dict[str, An
     assert tags == concepts | {"users"}
     assert operation(schema, "post", "/api/v2/tasks/{task_id}/cancel")["tags"] == ["tasks"]
     assert operation(schema, "delete", "/api/v2/me/tokens/{id}")["tags"] == ["tokens"]
+
+
+def test_no_two_components_are_the_same_schema(schema: dict[str, Any]) -> None:
+    # The files routes had FileError and FileErrorDetail, the very shape of Error and ErrorBody.
+    components = schema["components"]["schemas"]
+    seen: dict[str, str] = {}
+    for name, spec in components.items():
+        key = json.dumps(spec, sort_keys=True)
+        assert key not in seen, f"{name} repeats {seen.get(key)}"
+        seen[key] = name
+    ref = operation(schema, "delete", FILES)["responses"]["409"]["content"]["application/json"]["schema"]
+    assert ref == {"$ref": "#/components/schemas/Error"}

@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts import files
-from common.api import QueryBooleanField, parse_query, refuse_blank
+from common.api import QueryBooleanField, error_responses, parse_query, refuse_blank
 
 STATUS_FOR = {
     files.InvalidPath: status.HTTP_400_BAD_REQUEST,
@@ -120,23 +120,6 @@ class SavedSerializer(serializers.Serializer):
     spec_path = serializers.CharField()
 
 
-class FileErrorDetailSerializer(serializers.Serializer):
-    code = serializers.CharField()
-    message = serializers.CharField()
-    # Named like Serializer.fields: DRF takes declared fields off the class (see common.api).
-    fields = serializers.DictField(  # type: ignore[assignment]
-        child=serializers.ListField(child=serializers.CharField()), required=False
-    )
-
-
-class FileErrorSerializer(serializers.Serializer):
-    error = FileErrorDetailSerializer()
-
-
-def _errors(*codes: int) -> dict[int, OpenApiResponse]:
-    return {code: OpenApiResponse(FileErrorSerializer) for code in (401, *codes)}
-
-
 def _saved(location: files.Location) -> dict[str, Any]:
     return {"area": location.area, "path": location.rel, "spec_path": location.spec_path}
 
@@ -156,7 +139,7 @@ class FilesView(FileAreaView):
         operation_id="files_list",
         summary="List a folder",
         parameters=[AreaQuery],
-        responses={200: ListingSerializer, **_errors(400, 404, 409)},
+        responses={200: ListingSerializer, **error_responses(400, 404, 409)},
         tags=["files"],
     )
     def get(self, request: Request) -> Response:
@@ -182,7 +165,7 @@ class FilesView(FileAreaView):
         ),
         parameters=[UploadQuery],
         request={"multipart/form-data": UploadBody},
-        responses={201: SavedSerializer, **_errors(400, 403, 404, 409, 413)},
+        responses={201: SavedSerializer, **error_responses(400, 403, 404, 409, 413)},
         tags=["files"],
     )
     def post(self, request: Request) -> Response:
@@ -202,7 +185,7 @@ class FilesView(FileAreaView):
         operation_id="files_delete",
         summary="Delete a file, an empty folder, or a folder with recursive=1",
         parameters=[DeleteQuery],
-        responses={204: None, **_errors(400, 403, 404, 409)},
+        responses={204: None, **error_responses(400, 403, 404, 409)},
         tags=["files"],
     )
     def delete(self, request: Request) -> Response:
@@ -219,7 +202,7 @@ class FileDownloadView(FileAreaView):
         parameters=[TargetQuery],
         responses={
             (200, "application/octet-stream"): OpenApiResponse(OpenApiTypes.BINARY),
-            **_errors(400, 404, 409),
+            **error_responses(400, 404, 409),
         },
         tags=["files"],
     )
@@ -238,7 +221,7 @@ class FolderView(FileAreaView):
         summary="Create a folder (and missing parents) in your home",
         parameters=[TargetQuery],
         request=None,
-        responses={201: SavedSerializer, **_errors(400, 403, 409)},
+        responses={201: SavedSerializer, **error_responses(400, 403, 409)},
         tags=["files"],
     )
     def post(self, request: Request) -> Response:
