@@ -24,8 +24,8 @@ def parser_refuses(document: dict, field: str) -> bool:
 
 def pattern_of(field: Field) -> str:
     """The pattern the schema declares for the field (drf-spectacular reads its RegexValidator)."""
-    (pattern,) = [re.compile(validator.regex).pattern for validator in field.validators if isinstance(validator, RegexValidator)]
-    return pattern
+    (validator,) = [validator for validator in field.validators if isinstance(validator, RegexValidator)]
+    return re.compile(validator.regex).pattern
 
 
 def schema_accepts(pattern: str, name: str) -> bool:
