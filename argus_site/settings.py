@@ -221,8 +221,9 @@ SPECTACULAR_SETTINGS = {
     "SCHEMA_PATH_PREFIX": r"/api/v2",
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "common.api.document_common_errors",
+        # Before the errors: it reads a parameter's type, which a oneOf hides.
         "common.schema.merge_blank_branches",
+        "common.api.document_common_errors",
     ],
     # Tasks and tokens both have a `state`: name their enums instead of "State39eEnum".
     "ENUM_NAME_OVERRIDES": {

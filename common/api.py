@@ -273,7 +273,8 @@ def document_common_errors(result: dict[str, Any], generator: Any, request: Any,
 
     Every route needs a token (401). A paginated list answers 400 for a bad page, page size or
     filter and 404 for a page past the last one. A JSON body over DATA_UPLOAD_MAX_MEMORY_SIZE is
-    a 413 (exception_handler), whatever the route.
+    a 413 (exception_handler), whatever the route. A query string of free text can make the
+    request line too long for the web server (414, URI_TOO_LONG).
     """
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
     for operations in result.get("paths", {}).values():
@@ -284,7 +285,26 @@ def document_common_errors(result: dict[str, Any], generator: Any, request: Any,
             codes = ["401", *(["400", "404"] if "page" in names else []), *(["413"] if takes_json else [])]
             for code in codes:
                 responses.setdefault(code, {"content": error, "description": ""})
+            if any(_free_text(parameter) for parameter in operation.get("parameters", [])):
+                responses.setdefault("414", URI_TOO_LONG)
     return result
+
+
+# gunicorn's own answer, before Argus reads the request: a request line over its
+# limit_request_line. A schema's maxLength counts characters, and percent-encoding makes one
+# up to 12 bytes, so no maxLength short of a few hundred characters could keep a line under it.
+URI_TOO_LONG = {
+    "description": "The request line (path and query string, percent-encoded) is longer than the web "
+    "server's limit (gunicorn's limit_request_line, 4094 bytes by default): send a shorter value.",
+    "content": {"text/html": {"schema": {"type": "string"}}},
+}
+
+
+def _free_text(parameter: dict[str, Any]) -> bool:
+    """A query parameter whose value may be long: a string that is none of a few words, or a list."""
+    schema = parameter.get("schema", {})
+    kind = schema.get("type")
+    return parameter.get("in") == "query" and (kind == "array" or (kind == "string" and "enum" not in schema))
 
 
 def error_responses(*codes: int) -> dict[int, OpenApiResponse]:
