@@ -44,6 +44,7 @@ from tasks.lease import (  # noqa: F401 (re-exported, and Django finds the Lease
 )
 from tasks.logs import redact
 from tasks.pause import AdmissionControl as AdmissionControl
+from tasks.specs.parse import command_argv
 from tasks.specs.pools import Actor, Pool, task_pools
 from tasks.specs.pools import total_gpus as pools_gpus
 
@@ -221,6 +222,18 @@ class Task(models.Model):
     @property
     def is_waiting_for_dependencies(self) -> bool:
         return self.state == TaskState.WAITING
+
+    def total_steps(self, logged: int | None) -> int | None:
+        """A run's total steps, the one reading (the metrics API, the CLI's bar, the incomplete-run
+        check): verl's own count, ``logged`` in its driver log ("Total training steps: N"), else
+        what the spec asks for (total_training_steps, or an advanced command's
+        trainer.total_training_steps); None when neither says."""
+        if logged is not None:
+            return logged
+        asked = self.spec.get("total_training_steps")
+        if asked is None and (read := command_argv(self.spec.get("command") or "")):
+            asked = next(iter(read[1].values("trainer.total_training_steps")[-1:]), None)
+        return asked if isinstance(asked, int) and not isinstance(asked, bool) else None
 
     @property
     def can_cancel(self) -> bool:

@@ -18,7 +18,6 @@ ACTIVE = ("SUBMITTING", "SUBMITTED", "RUNNING")
 
 # verl prints one line per training step: `step:71 - actor/entropy:0.119 - …`.
 STEP = re.compile(r"(?:^|[\s)])step:(\d+)\s+-")
-TOTAL_STEPS = re.compile(r"trainer\.total_training_steps=(\d+)")
 
 
 # `wait` and `--follow`: 0 when the task SUCCEEDED, this when it FAILED or was CANCELED.
@@ -98,15 +97,10 @@ class Follower:
         """One attempt's log from its last ``tail`` lines until the attempt ends."""
         if self.progress and self.bar is not None:
             metrics = self.client.get(f"tasks/{self.task_id}/metrics", attempt=attempt)
-            total = metrics.get("total_steps") or self.total_from_command()
+            total = metrics.get("total_steps")
             self.progress.update(self.bar, total=total, completed=metrics.get("last_step") or 0)
         for text in self.client.lines(f"tasks/{self.task_id}/logs", attempt=attempt, follow=1, tail=tail):
             self.line(text)
-
-    def total_from_command(self) -> int | None:
-        """An advanced spec gives its steps in the command (``trainer.total_training_steps=N``)."""
-        match = TOTAL_STEPS.search(self.client.get(f"tasks/{self.task_id}/spec")["raw"])
-        return int(match.group(1)) if match else None
 
     def run(self) -> dict[str, Any]:
         if self.progress:

@@ -239,8 +239,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         )
         merged.curves.series = metric_names(task.redactor(), merged.curves.series)  # read from the log, served
         body = {"attempt": number, **merged.to_json()}
-        if body["total_steps"] is None:
-            body["total_steps"] = task.spec.get("total_training_steps")
+        body["total_steps"] = task.total_steps(body["total_steps"])
         return Response(body)
 
     @extend_schema(

@@ -9,8 +9,8 @@ verl logs its validation at the step it starts from and returns).
 
 What is read once the job has ended, and what each says:
 
-1. verl's total (``Total training steps: N`` in the driver log), else the spec's
-   ``total_training_steps``: without one there is nothing to fall short of.
+1. The run's total steps (Task.total_steps: verl's ``Total training steps: N`` in the driver log,
+   else the spec's): without one there is nothing to fall short of.
 2. A record of every step the run logged: its file logger's metrics.jsonl when verl wrote one
    (verl creates it as training starts, so an empty one says no step was logged), else its
    console lines when its console was on (the command lists it, or a step line is there). A
@@ -88,6 +88,6 @@ def shortfall(task: Task, attempt: Attempt) -> str | None:
         logged = attempt.last_step
         record = CONSOLE_RECORD if run.console or logged is not None else ""
     started_at = (attempt.resumed_from_step or 0) if attempt.resume_known else None
-    total = attempt.total_steps or task.spec.get("total_training_steps")
+    total = task.total_steps(attempt.total_steps or None)
     evidence = Evidence(int(total) if total else None, record, logged, started_at, checkpoint_step(task), run)
     return evidence.shortfall()
