@@ -316,3 +316,20 @@ def test_a_query_string_too_long_for_gunicorn_is_documented_as_its_414(schema: d
     for method, path in [("get", FILES), ("post", FILES), ("delete", FILES), ("get", "/api/v2/tasks")]:
         assert "text/html" in operation(schema, method, path)["responses"]["414"]["content"], f"{method} {path}"
     assert "414" not in operation(schema, "get", "/api/v2/queue")["responses"]  # integers only
+
+
+@pytest.mark.parametrize(
+    ("url", "body", "field"),
+    [
+        ("/api/v2/me/tokens", {"name": 5}, "name"),
+        ("/api/v2/users/alice/tokens", {"name": 5}, "name"),
+        ("/api/v2/users", {"username": 5, "password": "long enough"}, "username"),
+        ("/api/v2/users", {"username": "carol", "password": 12345678901}, "password"),
+        ("/api/v2/users", {"username": "carol", "is_admin": "yes"}, "is_admin"),
+    ],
+)
+def test_a_json_field_of_the_wrong_type_is_a_400(
+    admin: User, alice: User, client_for: Callable[[User | None], APIClient], url: str, body: Any, field: str
+) -> None:
+    # DRF's own fields took 5 as the name "5" where the schema says a string.
+    assert_error(client_for(admin).post(url, body, format="json"), 400, fields=(field,))

@@ -113,9 +113,9 @@ class UserLimitsUpdateSerializer(RefuseUnknownFields, serializers.Serializer):
 
 
 class UserCreateSerializer(serializers.Serializer):
-    username = serializers.CharField(max_length=40, trim_whitespace=False, help_text=users.USERNAME_HELP)
-    is_admin = serializers.BooleanField(default=False)
-    password = serializers.CharField(
+    username = JSONStringField(max_length=40, trim_whitespace=False, help_text=users.USERNAME_HELP)
+    is_admin = JSONBooleanField(default=False)
+    password = JSONStringField(
         required=False,
         write_only=True,
         trim_whitespace=False,
@@ -146,7 +146,7 @@ class TokenSerializer(serializers.ModelSerializer):
 
 
 class TokenCreateSerializer(serializers.ModelSerializer):
-    name = serializers.CharField(max_length=100)
+    name = JSONStringField(max_length=100)
 
     class Meta:
         model = ApiToken
