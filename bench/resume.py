@@ -43,11 +43,10 @@ class Run:
 
 
 def logged_steps(path: str) -> set[int]:
-    from tasks.logs.driverlog import METRICS
-    from tasks.logs.lines import clean_lines
+    from tasks.logs.lines import METRIC_LINE, clean_lines
 
     text = Path(path).read_text(errors="replace") if Path(path).exists() else ""
-    return {int(m["step"]) for line in clean_lines(text) if (m := METRICS.match(line))}
+    return {int(m["step"]) for line in clean_lines(text) if (m := METRIC_LINE.search(line))}
 
 
 def tick_until(predicate, timeout: float, what: str):

@@ -3,7 +3,6 @@ a pipeline, each of its steps' tasks in turn."""
 
 from __future__ import annotations
 
-import re
 import sys
 import time
 from typing import Any
@@ -15,9 +14,6 @@ from argus_cli.client import ApiError, Client
 from argus_cli.render import TERMINAL, out, say
 
 ACTIVE = ("SUBMITTING", "SUBMITTED", "RUNNING")
-
-# verl prints one line per training step: `step:71 - actor/entropy:0.119 - …`.
-STEP = re.compile(r"(?:^|[\s)])step:(\d+)\s+-")
 
 
 # `wait` and `--follow`: 0 when the task SUCCEEDED, this when it FAILED or was CANCELED.
@@ -76,6 +72,7 @@ class Follower:
                 console=out,
             )
         self.bar = self.progress.add_task(task_id, total=None) if self.progress else None
+        self.next_bar_at = 0.0  # time.monotonic() of the bar's next refresh
 
     def note(self, message: str) -> None:
         if self.progress:
@@ -83,24 +80,30 @@ class Follower:
         else:
             say(message)
 
-    def line(self, text: str) -> None:
-        if self.progress and self.bar is not None:
+    def line(self, text: str, attempt: int) -> None:
+        if self.progress:
             self.progress.console.print(Text.from_ansi(text))
-            match = STEP.search(text)
-            if match:
-                self.progress.update(self.bar, completed=int(match.group(1)))
+            if time.monotonic() >= self.next_bar_at:
+                self.update_bar(attempt)
         else:
             sys.stdout.write(text + "\n")
             sys.stdout.flush()
 
-    def stream(self, attempt: int, *, tail: int) -> None:
-        """One attempt's log from its last ``tail`` lines until the attempt ends."""
+    def update_bar(self, attempt: int) -> None:
+        """The bar's steps and total as the metrics API reads them (the server owns the reading of
+        verl's metric lines), at most once an interval while lines arrive."""
         if self.progress and self.bar is not None:
             metrics = self.client.get(f"tasks/{self.task_id}/metrics", attempt=attempt)
             total = metrics.get("total_steps")
             self.progress.update(self.bar, total=total, completed=metrics.get("last_step") or 0)
+            self.next_bar_at = time.monotonic() + self.interval
+
+    def stream(self, attempt: int, *, tail: int) -> None:
+        """One attempt's log from its last ``tail`` lines until the attempt ends."""
+        self.update_bar(attempt)
         for text in self.client.lines(f"tasks/{self.task_id}/logs", attempt=attempt, follow=1, tail=tail):
-            self.line(text)
+            self.line(text, attempt)
+        self.update_bar(attempt)  # the steps of its last lines
 
     def run(self) -> dict[str, Any]:
         if self.progress:

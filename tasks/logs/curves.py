@@ -30,9 +30,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tasks.logs.lines import strip_ansi
+from tasks.logs.lines import METRIC_LINE, strip_ansi
 
-STEP = re.compile(r"(?:^|[\s)])step:(?P<step>\d+)\s+-\s+(?P<rest>.+)$")
 NUMPY_WRAPPED = re.compile(r"^np\.\w+\((?P<value>.*)\)$")
 TOTAL_STEPS = re.compile(r"Total training steps:\s*(?P<total>\d+)")
 CHUNK = 1 << 20
@@ -72,7 +71,7 @@ def feed_line(curves: Curves, line: str) -> None:
     if total:
         curves.total_steps = int(total.group("total"))
         return
-    match = STEP.search(line)
+    match = METRIC_LINE.search(line)
     if not match:
         return
     step = int(match.group("step"))

@@ -13,7 +13,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from tasks.logs.lines import clean_lines
+from tasks.logs.lines import METRIC_LINE, clean_lines
 
 # Where verl says where it started (its words, read in verl 0.9.1's source):
 # - the default (v1) trainer (trainer/ppo/v1/trainer_base.py _load_checkpoint) logs through Python's
@@ -34,10 +34,9 @@ RESUMED = re.compile(
     r"|Found latest checkpoint: .* \(step (?P<sft>\d+)\)\s*$)"
 )
 SCRATCH = re.compile(rf"^{LOG_RECORD}Training from scratch\b")
-# A metric line, "step:N - key:value - …": logged as N = the step it resumed from + 1. Validation
+# A metric line (lines.METRIC_LINE): logged as N = the step it resumed from + 1. Validation
 # before training logs "step:N - val-…" at the step it starts from (0, or the checkpoint's), which
 # says nothing about it: a line whose keys are all "val-…" is passed over.
-METRICS = re.compile(r"^step:(?P<step>\d+) - (?P<rest>.*)$")
 
 # Ray's autoscaler, repeated (every ~35 s here) while a request (a placement group's bundles summed, an
 # actor) fits on no node: "Error: No available node types can fulfill resource request {...}". verl
@@ -108,7 +107,7 @@ def resumed_from(text: str) -> ResumeInfo | None:
             return ResumeInfo(int(match["step"] or match["legacy"] or match["sft"]), line)
         if SCRATCH.match(line):
             return ResumeInfo(0, line)
-        if (match := METRICS.match(line)) and int(match["step"]) > 0 and not _validation_only(match["rest"]):
+        if (match := METRIC_LINE.search(line)) and int(match["step"]) > 0 and not _validation_only(match["rest"]):
             return ResumeInfo(int(match["step"]) - 1, line)
     return None
 

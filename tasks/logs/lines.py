@@ -12,6 +12,10 @@ import re
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 ACTOR_PREFIX = re.compile(r"^\((?:[^()]|\([^()]*\))*\) ?")
 REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]")
+# verl's console logger, one line per logged step: "step:N - key:value - key:value" (verl's
+# utils/logger concat_dict_to_str), after a Ray prefix, a log record's words or a blank where one
+# is printed inside another line. The one pattern: the curves and the driver-log reader both read it.
+METRIC_LINE = re.compile(r"(?:^|[\s)])step:(?P<step>\d+)\s+-\s+(?P<rest>.+)$")
 
 
 def strip_ansi(text: str) -> str:
