@@ -1,6 +1,6 @@
 """One scheduler tick with a long queue and a simulated 100-node cluster.
 
-    .venv/bin/python bench/tick.py [--lengths 100,1000,10000] [--nodes 100] [--steady 5]
+    .venv/bin/python bench/tick.py [--lengths 100,1000,10000] [--nodes 100] [--steady 5] [--time-limits]
 
 Ray is replaced by the tests' fake (``RayJobs.connect`` patched): 100 worker nodes of 8 GPUs,
 every GPU busy at first; what was submitted runs once its tick is over. Everything else is the
@@ -9,7 +9,9 @@ admission, the reasons written on waiting tasks, attempts and job files for the 
 
 For each policy (backfill, strict_fifo, best_effort_fifo) and each queue length, with the queue all QUEUED
 (mixed shapes: 1x1, 1x4, 1x8, 2x8, 4x8 GPUs; a tenth of them high priority; with --pools F, that
-fraction of them also has a second verl resource pool, a rollout pool of 1x1 or 1x2):
+fraction of them also has a second verl resource pool, a rollout pool of 1x1 or 1x2; with
+--time-limits, every one a time limit of 1-5 h, which backfill plans with, the queue otherwise
+the same):
 
 1. first tick: nothing fits; every waiting task gets its reason, the ones that had their turn
    move QUEUED -> PENDING_RESOURCES (under best_effort_fifo, nearly all of them);
@@ -18,7 +20,9 @@ fraction of them also has a second verl resource pool, a rollout pool of 1x1 or 
    (each admission writes an attempt, two events, the job directory and submits);
 4. steady state again, with those N followed on "Ray".
 
-Each row gives the tick's wall time and its number of SQL queries (CaptureQueriesContext).
+Each row gives the tick's wall time and its number of SQL queries (CaptureQueriesContext). Each
+case also prints what was decided (the admitted tasks, where, and a digest of every task's state
+and reason), to show that two versions decide alike.
 Goal (issue 18): <= 50 ms per steady tick with 10,000 queued; queries independent of queue length.
 
 The scheduler keeps its copy of the queue between ticks and reads only the tasks that changed
@@ -32,6 +36,7 @@ the whole queue (as after a start, and every queue_rows.FULL_READ_S).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import random
 import statistics
@@ -87,15 +92,19 @@ def reset() -> None:
     OrmQ.objects.all().delete()
 
 
-def fill_queue(length: int, users: list[Any], seed: int = 1, pools: float = 0.0) -> None:
+def fill_queue(length: int, users: list[Any], seed: int = 1, pools: float = 0.0, time_limits: bool = False) -> None:
     """``length`` QUEUED tasks, oldest first, as the API would have made them; a ``pools``
-    fraction of them with a rollout pool besides the trainer's."""
+    fraction of them with a rollout pool besides the trainer's; with ``time_limits``, each with
+    a time limit of 1-5 h (the queue otherwise the same: the limits come from a generator of
+    their own)."""
     from django.utils import timezone
 
     from tasks.models import PRIORITY_RANK, Priority, Task
     from tasks.specs.parse import parse_spec
 
     rng = random.Random(seed)
+    # A generator of its own, so that the shapes and priorities are the ones drawn without.
+    limits = random.Random(seed + 1)
     parsed = {user.username: parse_spec(PPO_SPEC, username=user.username) for user in users}
     shapes = [shape for shape, _ in SHAPES]
     weights = [weight for _, weight in SHAPES]
@@ -110,6 +119,7 @@ def fill_queue(length: int, users: list[Any], seed: int = 1, pools: float = 0.0)
         rollout = [{"name": "rollout", "nnodes": 1, "n_gpus_per_node": rng.choice((1, 2))}] if with_rollout else []
         created = start + timedelta(milliseconds=i * 10)
         spec = parsed[user.username]
+        time_limit_s = limits.randint(3600, 5 * 3600) if time_limits else None
         tasks.append(
             Task(
                 task_id=f"{user.username}-ppo-{created:%Y%m%d-%H%M%S}-q{i:06x}",
@@ -122,6 +132,7 @@ def fill_queue(length: int, users: list[Any], seed: int = 1, pools: float = 0.0)
                 extra_pools=rollout,
                 priority=priority,
                 priority_rank=PRIORITY_RANK[priority],
+                time_limit_s=time_limit_s,
                 spec_raw=spec.raw,
                 spec={**spec.resolved, "nnodes": nnodes, "n_gpus_per_node": gpus},
                 warnings=[],
@@ -169,13 +180,15 @@ def timed_tick() -> tuple[tuple[float, float], int, Any]:
     return seconds, len(queries), report
 
 
-def run_case(policy: str, length: int, users: list[Any], steady: int, nodes: int, pools: float) -> list[list[object]]:
+def run_case(
+    policy: str, length: int, users: list[Any], steady: int, nodes: int, pools: float, time_limits: bool
+) -> list[list[object]]:
     from django.test import override_settings
 
     from tasks.models import Task
 
     reset()
-    fill_queue(length, users, pools=pools)
+    fill_queue(length, users, pools=pools, time_limits=time_limits)
     fake = busy_cluster(nodes)
     rows: list[list[object]] = []
 
@@ -228,7 +241,23 @@ def run_case(policy: str, length: int, users: list[Any], steady: int, nodes: int
         row("steady, N running, nothing admitted", times, counts, 0)
     waiting = Task.objects.filter(state__in=["QUEUED", "PENDING_RESOURCES"]).count()
     assert waiting == length - len(fake.submitted), (waiting, length, len(fake.submitted))
+    print(f"  {policy} {length:,}: {decisions()}", flush=True)
     return rows
+
+
+def decisions() -> str:
+    """What the ticks decided, to compare two versions of the scheduler: the admitted tasks (by
+    their place in the queue) with their nodes, and a digest of every task's state and reason."""
+    from tasks.models import Attempt, Task
+
+    admitted = [
+        f"{task_id[-7:]}@{','.join(f'{node}:{gpus}' for node, gpus in sorted(placement.items()))}"
+        for task_id, placement in Attempt.objects.order_by("pk").values_list("task__task_id", "placement")
+    ]
+    digest = hashlib.sha256()
+    for task_id, state, reason in Task.objects.order_by("task_id").values_list("task_id", "state", "pending_reason"):
+        digest.update(f"{task_id[-7:]} {state} {reason}\n".encode())
+    return f"admitted {' '.join(admitted) or 'none'}; states and reasons {digest.hexdigest()[:12]}"
 
 
 def main() -> int:
@@ -240,6 +269,9 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (database, job files)")
     parser.add_argument(
         "--pools", type=float, default=0.0, help="fraction of tasks with a rollout pool besides the trainer's (0)"
+    )
+    parser.add_argument(
+        "--time-limits", action="store_true", help="every queued task gets a time limit of 1-5 h (seeded)"
     )
     args = parser.parse_args()
 
@@ -256,10 +288,11 @@ def main() -> int:
     for policy in args.policies.split(","):
         for length in (int(value) for value in args.lengths.split(",")):
             started = time.perf_counter()
-            rows += run_case(policy, length, users, args.steady, args.nodes, args.pools)
+            rows += run_case(policy, length, users, args.steady, args.nodes, args.pools, args.time_limits)
             print(f"  {policy} {length:,}: done in {time.perf_counter() - started:.1f} s", flush=True)
 
     with_pools = f", {args.pools:.0%} of the tasks with a rollout pool" if args.pools else ""
+    with_pools += ", every queued task with a time limit of 1-5 h" if args.time_limits else ""
     print(f"\n=== one tick, {args.nodes} simulated worker nodes x 8 GPUs, SQLite{with_pools} ===")
     print(machine_note())
     print(

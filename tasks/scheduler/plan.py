@@ -17,7 +17,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from tasks.scheduler.rooms import Cpus, Request, Room, cpus_at, holding, place
+from tasks.scheduler.rooms import Cpus, Gang, Request, Room, cpus_at, holding, place
 
 NEVER = math.inf
 # A running task past its planned end (over its time limit, being stopped) gives its room back
@@ -46,6 +46,16 @@ class Profile:
         self.totals = totals
         self.times: list[float] = [now]
         self.rooms: list[dict[str, Room]] = [dict(free)]
+        # What earliest() learnt of the starts that fail. Room only shrinks while tasks are
+        # planned (take), so a start that failed fails again: 200 estimates a tick need not
+        # look at the same full segments again (bench/tick.py --time-limits). Any room given
+        # back (_change with +1) forgets it all.
+        # {least gang: a time before which no start has the gang's nodes in its first segment}
+        self._floor: dict[Gang, float] = {}
+        # {least gang: the segments (by their start) that lack the gang's nodes}
+        self._lacking: dict[Gang, set[float]] = {}
+        # {one-pool shape: {start: the shortest span that failed from there}}
+        self._failed: dict[Gang, dict[float, float]] = {}
         for release in sorted(releases, key=lambda r: r.at):
             if release.at == NEVER:
                 continue
@@ -62,6 +72,10 @@ class Profile:
         return index + 1
 
     def _change(self, start: float, end: float, placement: Mapping[str, int], cpus: Cpus, sign: int) -> None:
+        if sign > 0:
+            self._floor.clear()
+            self._lacking.clear()
+            self._failed.clear()
         first = self._split(start)
         last = len(self.times) if end == NEVER else self._split(end)
         for index in range(first, last):
@@ -99,13 +113,33 @@ class Profile:
         span = NEVER if duration is None else duration
         first = 0 if not_before is None else max(0, bisect.bisect_right(self.times, not_before) - 1)
         # Several pools: the nodes that hold the smallest pool (place() sorts out the rest).
-        nnodes, gpus, cpus = request.least()
+        least = request.least()
+        nnodes, gpus, cpus = least
+        floor = self._floor.get(least, -NEVER)
+        first = max(first, bisect.bisect_right(self.times, floor) - 1)
+        # A one-pool request fits where enough nodes hold it (place() is monotone in the room):
+        # a span that failed from a start fails there for every longer span. Several pools are
+        # placed pool by pool, which less room may help: they are not remembered.
+        failed = self._failed.setdefault(least, {}) if not request.more and not request.actors else None
+        lacking = self._lacking.setdefault(least, set())
         for index in range(first, len(self.times)):
-            start = self.times[index] if not_before is None else max(self.times[index], not_before)
+            at = self.times[index]
+            if at in lacking:
+                continue
+            start = at if not_before is None else max(at, not_before)
+            if failed is not None and start in failed and span >= failed[start]:
+                continue
             # The least room over the span, of the nodes that hold the request all along: a node
             # that lacks it at any point can take no part (place() would pass it over), and
             # dropping it at once keeps a profile of many segments cheap (200 estimates a tick).
             window = holding(self.rooms[index], gpus, cpus)
+            if len(window) < nnodes:
+                # No start in this segment fits, however short; if none before it does either,
+                # the next search for this gang starts after it.
+                lacking.add(at)
+                if at <= floor or index == 0:
+                    floor = self._floor[least] = self.times[index + 1] if index + 1 < len(self.times) else NEVER
+                continue
             end = start + span
             following = index + 1
             while len(window) >= nnodes and following < len(self.times) and self.times[following] < end:
@@ -116,6 +150,8 @@ class Profile:
             placement = place(request, window)
             if placement is not None:
                 return start, placement
+            if failed is not None:
+                failed[start] = min(span, failed.get(start, span))
         return None
 
     def take(self, start: float, duration: float | None, placement: Mapping[str, int], cpus_per_node: Cpus) -> None:
