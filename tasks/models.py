@@ -789,6 +789,12 @@ class ClusterState(models.Model):
     def __str__(self) -> str:
         return f"{self.name}: {'reachable' if self.reachable else 'unreachable'}"
 
+    @property
+    def workers(self) -> list[dict[str, Any]]:
+        """The recorded nodes tasks run on, alive workers (as rayjobs.ClusterView.workers chose them at
+        the tick): what the cluster API, its pages and /metrics count."""
+        return [node for node in self.nodes if node.get("alive") and node.get("is_worker")]
+
     @classmethod
     def ips(cls) -> dict[str, str]:
         """{node_id: ip} of every node the scheduler last saw, dead ones included."""

@@ -71,8 +71,6 @@ def cluster_summary(admin: bool) -> dict[str, Any]:
     authentication only for ``admin``: the dashboard answers whoever has the cluster's token,
     and a user has no business there (Argus's pages and API are their way to Ray)."""
     state = ClusterState.objects.filter(name="default").first()
-    nodes = state.nodes if state else []
-    alive_workers = [node for node in nodes if node.get("alive") and node.get("is_worker")]
     record = read_head(head_file_from_settings())
     head: dict[str, Any]
     if settings.ARGUS_RAY_JOB_SERVER_URL:
@@ -90,16 +88,21 @@ def cluster_summary(admin: bool) -> dict[str, Any]:
         "reachable": bool(state and state.reachable),
         "checked_at": state.checked_at if state else None,
         "error": error,
-        "nodes": nodes,
-        "gpus_total": sum(node.get("gpus_total", 0) for node in alive_workers),
-        "gpus_free": sum(node.get("gpus_free", 0) for node in alive_workers),
-        "cpus_total": sum(node.get("cpus_total", 0) for node in alive_workers),
-        "cpus_free": sum(node.get("cpus_free", 0) for node in alive_workers),
+        "nodes": state.nodes if state else [],
+        **worker_totals(state),
         "cpus_per_gpu": settings.ARGUS_CPUS_PER_GPU,
         "head": head,
         "auth": ray_auth(state) if admin else None,
         "foreign_jobs": state.foreign_jobs if state else [],
     }
+
+
+def worker_totals(state: ClusterState | None) -> dict[str, float]:
+    """The live workers' GPUs and CPUs, total and free (free as admission counts it: the tick
+    records it), and how many they are: what the cluster API, its pages and /metrics show."""
+    workers = state.workers if state else []
+    keys = ("gpus_total", "gpus_free", "cpus_total", "cpus_free")
+    return {"workers": len(workers), **{key: sum(node.get(key, 0) for node in workers) for key in keys}}
 
 
 def ray_auth(state: ClusterState | None) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from tasks.api.cluster import worker_totals
 from tasks.models import QUEUE_STATES, Attempt, ClusterState, FailureKind, Task, TaskState
 from tasks.scheduler.usage import shares
 
@@ -63,7 +64,7 @@ class ArgusCollector:
         )
 
         state = ClusterState.objects.filter(name="default").first()
-        workers = [n for n in (state.nodes if state else []) if n.get("alive") and n.get("is_worker")]
+        workers = worker_totals(state)
         yield GaugeMetricFamily(
             "argus_ray_reachable",
             "1 when the scheduler reached Ray at its last tick.",
@@ -76,15 +77,13 @@ class ArgusCollector:
         )
         last = (timezone.now() - state.checked_at).total_seconds() if state and state.checked_at else float("nan")
         yield GaugeMetricFamily("argus_tick_age_seconds", "Time since the scheduler last looked at Ray.", value=last)
-        yield GaugeMetricFamily(
-            "argus_gpus_total", "GPUs on live worker nodes.", value=sum(n.get("gpus_total", 0) for n in workers)
-        )
+        yield GaugeMetricFamily("argus_gpus_total", "GPUs on live worker nodes.", value=workers["gpus_total"])
         yield GaugeMetricFamily(
             "argus_gpus_free",
             "Free GPUs on live worker nodes, as admission counts them (less what Argus promised).",
-            value=sum(n.get("gpus_free", 0) for n in workers),
+            value=workers["gpus_free"],
         )
-        yield GaugeMetricFamily("argus_worker_nodes", "Live worker nodes.", value=len(workers))
+        yield GaugeMetricFamily("argus_worker_nodes", "Live worker nodes.", value=workers["workers"])
         yield from _sharing()
 
 

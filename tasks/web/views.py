@@ -291,5 +291,5 @@ def cluster_view(request: HttpRequest) -> HttpResponse:
     nodes = sorted(
         ray["nodes"], key=lambda node: (not node.get("alive"), not node.get("is_head"), node.get("ip") or "")
     )
-    context = {"ray": ray, "nodes": nodes, "workers": sum(1 for n in nodes if n.get("is_worker") and n.get("alive"))}
+    context = {"ray": ray, "nodes": nodes, "workers": ray["workers"]}
     return _page_or_part(request, "tasks/cluster.html", "tasks/_cluster_live.html", context)
