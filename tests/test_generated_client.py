@@ -16,26 +16,20 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import yaml
 from django.contrib.auth.models import User
 from drf_spectacular.generators import SchemaGenerator
 
 from accounts.models import ApiToken
 from tasks.models import Task
-from tests.conftest import PIPELINE
+from tests.conftest import PIPELINE, PPO_SPEC
 from tests.web.task_data import resumed_task
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 GENERATOR = Path(sys.executable).parent / "openapi-python-client"
 PACKAGE = "argus_generated_client"
-SPEC = {
-    "workload": "ppo",
-    "nnodes": 1,
-    "n_gpus_per_node": 4,
-    "model_id": "Qwen/Qwen2.5-0.5B-Instruct",
-    "train_file": "$HOME/common/datasets/gsm8k/train.parquet",
-    "val_file": "$HOME/common/datasets/gsm8k/test.parquet",
-}
+SPEC = yaml.safe_load(PPO_SPEC)
 
 
 @pytest.fixture(scope="module")
@@ -147,8 +141,7 @@ def test_a_researchers_day_through_the_generated_client(
     # Submit: the spec as the client's model (JSON), then as YAML text in {"spec": ...}.
     task = day("tasks_create", body=models.SpecDocumentRequest.from_dict(SPEC), expect=201)
     assert task.state == models.TaskStateEnum.QUEUED
-    as_text = models.SpecSubmissionRequest(spec="".join(f"{key}: {value}\n" for key, value in SPEC.items()))
-    second = day("tasks_create", body=as_text, expect=201)
+    second = day("tasks_create", body=models.SpecSubmissionRequest(spec=PPO_SPEC), expect=201)
     listed = day("tasks_list", user="alice")
     assert {row.task_id for row in listed.results} == {task.task_id, second.task_id}
     assert {row.task_id for row in day("queue_list").results} >= {task.task_id}
