@@ -253,9 +253,11 @@ def decide(
             state.admit(request, placement)
             continue
         if state.cannot_start(request) and state.block_or_reserve(request) and shortest_first:
+            # Shortest planned run first, those without one last, each in queue order (a key
+            # read in C: the rest of a long queue is sorted here).
             rest = pending[index:]
-            rest.sort(key=lambda r: (r.run_s is None, r.run_s or 0.0))
-            pending[index:] = rest
+            timed = sorted((r for r in rest if r.run_s is not None), key=attrgetter("run_s"))
+            pending[index:] = timed + [r for r in rest if r.run_s is None]
     if estimate:
         profile = state.profile or Profile(now, state.free, state.releases, totals)
         _estimate(state.decision, pending, profile, estimate, strict=policy == STRICT_FIFO)
@@ -316,7 +318,7 @@ class _Pass:
         waits_for = self.yielded.get(request.key)
         if waits_for is not None and waits_for in self.queued and waits_for not in self.started:
             return "it made room for a task of higher priority that has not started yet; it resumes after"
-        over = _over_cap(request, self.in_use, self.caps)
+        over = _over_cap(request, self.in_use, self.caps) if self.caps else None
         if over is not None:
             return over
         if self.max_new is not None and len(self.decision.admitted) >= self.max_new:

@@ -224,11 +224,19 @@ def note_reasons(reasons: dict[int, str]) -> None:
     """The scheduler wrote these reasons (truncated as stored): the copy says so too."""
     if _copy is None:
         return
+    rows = _copy.rows
+    # A first tick writes 10,000 reasons: each row made with tuple.__new__, not _replace (a
+    # call through keywords), and the version moved once.
+    make = tuple.__new__
+    at = QueueRow._fields.index("pending_reason")
+    changed = False
     for pk, reason in reasons.items():
-        row = _copy.rows.get(pk)
+        row = rows.get(pk)
         if row is not None:
-            _copy.rows[pk] = row._replace(pending_reason=reason[:500])
-            _copy.version += 1
+            rows[pk] = make(QueueRow, (*row[:at], reason[:500], *row[at + 1 :]))
+            changed = True
+    if changed:
+        _copy.version += 1
 
 
 def planned_run_s(time_limit_s: int | None) -> float | None:
