@@ -333,3 +333,17 @@ def test_a_json_field_of_the_wrong_type_is_a_400(
 ) -> None:
     # DRF's own fields took 5 as the name "5" where the schema says a string.
     assert_error(client_for(admin).post(url, body, format="json"), 400, fields=(field,))
+
+
+@pytest.mark.parametrize("query", ["tail=5.0", "attempt=1.0", "tail=%205", "attempt=1e0", "tail=%D9%A5"])
+def test_a_query_integer_takes_digits_only(
+    api: APIClient, alice: User, make_task: Callable[..., Task], query: str
+) -> None:
+    # DRF's IntegerField took `5.0` as 5 where the schema says an integer (as `page` already refuses).
+    task = make_task(alice)
+    field = query.split("=")[0]
+    assert_error(api.get(f"/api/v2/tasks/{task.task_id}/logs?{query}"), 400, fields=(field,))
+    if field == "attempt":
+        assert_error(api.get(f"/api/v2/tasks/{task.task_id}/metrics?{query}"), 400, fields=(field,))
+    assert api.get(f"/api/v2/tasks/{task.task_id}/logs?tail=5").status_code == 200  # digits still do
+    assert_error(api.get(f"/api/v2/tasks/{task.task_id}/logs?attempt=1"), 404, "has no attempt 1")

@@ -8,7 +8,7 @@ from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_fiel
 from rest_framework import serializers
 
 from accounts.secrets import NAME_MAX, NAME_PATTERN
-from common.api import JSONBooleanField, JSONStringField, QueryBooleanField
+from common.api import JSONBooleanField, JSONStringField, QueryBooleanField, QueryIntegerField
 from common.durations import DURATION_MAX_CHARS
 from tasks.models import (
     QUEUE_STATES,
@@ -299,13 +299,13 @@ def json_body(name: str, document: type[serializers.Serializer]) -> PolymorphicP
 
 
 class LogQuery(serializers.Serializer):
-    attempt = serializers.IntegerField(min_value=1, required=False, help_text="Attempt number; default the latest.")
-    tail = serializers.IntegerField(min_value=0, max_value=1_000_000, required=False, help_text="Last N lines only.")
+    attempt = QueryIntegerField(min_value=1, required=False, help_text="Attempt number; default the latest.")
+    tail = QueryIntegerField(min_value=0, max_value=1_000_000, required=False, help_text="Last N lines only.")
     follow = QueryBooleanField(required=False, default=False, help_text="Stream until the attempt ends.")
 
 
 class MetricsQuery(serializers.Serializer):
-    attempt = serializers.IntegerField(
+    attempt = QueryIntegerField(
         min_value=1, required=False, help_text="One attempt's curves; default: the whole task, across its attempts."
     )
 
