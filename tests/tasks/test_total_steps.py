@@ -5,19 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from tests.cli.test_follow import ADVANCED_SPEC as ADVANCED  # its Hydra override asks for 4 steps
 from tests.conftest import PPO_SPEC
 
 pytestmark = pytest.mark.django_db
-
-ADVANCED = """\
-kind: advanced
-workload: ppo
-nnodes: 1
-n_gpus_per_node: 4
-command: >-
-  python3 -m verl.trainer.main_ppo trainer.total_training_steps=4
-  data.train_files=$HOME/common/datasets/gsm8k/train.parquet +ray_kwargs.ray_init.address=auto
-"""
 
 
 @pytest.mark.parametrize(
