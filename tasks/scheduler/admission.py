@@ -248,11 +248,18 @@ def decide(
         if reason:
             state.decision.waiting[request.key] = reason
             continue
-        placement = state.placement(request)
-        if placement is not None:
-            state.admit(request, placement)
-            continue
-        if state.cannot_start(request) and state.block_or_reserve(request) and shortest_first:
+        known = state.settled.get((request.shape, request.priority))
+        if known is not None:
+            # As the last task of its shape and priority (cannot_start's outcome, without its steps).
+            state.decision.short.add(request.key)
+            state.decision.waiting[request.key], fits = known
+        else:
+            placement = state.placement(request)
+            if placement is not None:
+                state.admit(request, placement)
+                continue
+            fits = state.cannot_start(request)
+        if fits and state.block_or_reserve(request) and shortest_first:
             # Shortest planned run first, those without one last, each in queue order (a key
             # read in C: the rest of a long queue is sorted here).
             rest = pending[index:]
@@ -295,6 +302,11 @@ class _Pass:
     reasons: dict[Shape, str] = field(default_factory=dict)
     fits: dict[Shape, bool] = field(default_factory=dict)
     no_victims: set[tuple[Shape, int]] = field(default_factory=set)
+    # What a task of a shape that failed gets, per priority, until the next admission: its
+    # shape's reason and whether it could ever fit. Room only shrinks in a pass, so the shape
+    # stays doomed; preemption was tried for it or cannot serve it. 10,000 tasks behind a
+    # reservation each take one step, not the three of placement and cannot_start.
+    settled: dict[tuple[Shape, int], tuple[str, bool]] = field(default_factory=dict)
     # Whether a running task has a lower priority than this one, per priority: the running tasks
     # do not change during a pass, and a long queue has few priorities.
     lower_running: dict[int, bool] = field(default_factory=dict)
@@ -377,6 +389,7 @@ class _Pass:
         if request.run_s is not None:
             self.releases.append(Release(self.now + request.run_s, placement, cpus))
         self.reasons.clear()
+        self.settled.clear()
 
     def cannot_start(self, request: Request) -> bool:
         """Record why ``request`` lacks room (and the preemption made for it, if any); whether
@@ -409,6 +422,8 @@ class _Pass:
             else:
                 self.no_victims.add((shape, request.priority))
         self.decision.waiting[request.key] = reason
+        # The next task like it: no preemption (one round a pass, tried or of no help here).
+        self.settled[(shape, request.priority)] = (self.reasons[shape], self.fits[shape])
         return self.fits[shape]
 
     def _lower_running(self, priority: int) -> bool:

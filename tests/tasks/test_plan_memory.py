@@ -1,7 +1,7 @@
-"""What Profile.earliest remembers between searches (the starts that failed, tasks.scheduler.plan)
-changes no answer: on generated queues where every task has a time limit (as bench/tick.py
---time-limits), every decision and estimate equals the one made by a profile that searches each
-time from scratch."""
+"""What the planning remembers within a pass changes no answer: on generated queues where every
+task has a time limit (as bench/tick.py --time-limits), every decision and estimate equals the one
+made without it. Remembered: the starts that failed (tasks.scheduler.plan.Profile.earliest) and
+each failed shape's outcome per priority (admission._Pass.settled)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tasks.scheduler import admission
-from tasks.scheduler.admission import BACKFILL, POLICIES, STRICT_FIFO, Caps, Running, decide
+from tasks.scheduler.admission import BACKFILL, BEST_EFFORT_FIFO, POLICIES, STRICT_FIFO, Caps, Running, decide
 from tasks.scheduler.plan import NEVER, Profile, Release
 from tasks.scheduler.rooms import Request, Room, actor_cpus, holding, place
 from tasks.specs.pools import Actor, Pool
@@ -111,10 +111,23 @@ def queue(rng: random.Random, length: int, limits: bool = True) -> list[Request]
     return result
 
 
+def unsettled(state: Any, request: Request) -> bool:
+    """_Pass.cannot_start, leaving nothing settled: every task takes every step."""
+    fits = cannot_start(state, request)
+    state.settled.clear()
+    return fits
+
+
+cannot_start = admission._Pass.cannot_start
+
+
 def decisions(requests: list[Request], profile: type[Profile], **options: object) -> dict[str, Any]:
-    """Everything decide() answers, placements with their CPU actors' nodes."""
+    """Everything decide() answers, placements with their CPU actors' nodes; with a profile that
+    remembers nothing (Forgetful), every task also takes every step of the pass."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(admission, "Profile", profile)
+        if profile is Forgetful:
+            patch.setattr(admission._Pass, "cannot_start", unsettled)
         decision = decide(requests, **options)  # type: ignore[arg-type]
     return {
         "admitted": [(r.key, dict(where), actor_cpus(where)) for r, where in decision.admitted],
@@ -185,3 +198,16 @@ def test_searches_between_takes_and_early_releases_find_what_a_fresh_search_find
             start, where = found
             profile.take(start, duration, where, request.cpus_on(where))
     assert found_some > 40
+
+
+def test_a_shape_that_failed_is_told_the_room_left_after_a_later_admission():
+    """The outcome a failed shape settles on holds until the next admission only: a task behind
+    it that starts takes room, and the next task of that shape reads the room as it is then."""
+    free = {"a": Room(8, 30.0), "b": Room(0, 30.0)}
+    queue = [Request(1, 2, 8, 0.0), Request(2, 1, 1, 0.0), Request(3, 2, 8, 0.0)]
+    decision = decide(queue, free, {"a": Room(8, 30.0), "b": Room(8, 30.0)}, policy=BEST_EFFORT_FIFO)
+    assert [request.key for request, _ in decision.admitted] == [2]
+    assert decision.waiting == {
+        1: "needs 2 nodes with 8 free GPUs; 1 node has them now",
+        3: "needs 2 nodes with 8 free GPUs; 0 nodes have them now",
+    }
