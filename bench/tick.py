@@ -82,10 +82,13 @@ def run_all(fake: Any) -> None:
 def reset() -> None:
     from django_q.models import OrmQ
 
-    from tasks.models import Attempt, Event, Task
+    from tasks.models import Attempt, Event, Task, Usage
     from tasks.scheduler import queue_rows
 
     queue_rows.forget()  # a new queue: the scheduler reads it whole, as a new scheduler does
+    # No fair-share usage from the case before: its running tasks' usage, accrued in real time,
+    # would order this queue (and decide what it admits) by how fast that case ran.
+    Usage.objects.all().delete()
     Event.objects.all().delete()
     Attempt.objects.all().delete()
     Task.objects.all().delete()
