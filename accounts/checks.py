@@ -1,14 +1,16 @@
-"""System checks of the accounts app: the secrets key (run by migrate, qcluster, runserver…)."""
+"""System checks of the accounts app: the secrets key, and settings set under an old name (run by
+migrate, qcluster, runserver…)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, register
+from django.core.checks import CheckMessage, Error, Warning, register
 from django.db import DatabaseError
 
 from accounts.secrets import SecretsUnavailable, fernet
+from common.renamed_settings import RENAMED
 
 
 @register()
@@ -39,4 +41,18 @@ def secrets_key(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
             hint="Set ARGUS_SECRETS_KEY to the key they were stored with (docs/secrets.md, 'Rotating the key').",
             id="accounts.E002",
         )
+    ]
+
+
+@register()
+def settings_renamed(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """A duration set under its old name still works (converted to seconds); the warning names the
+    name to use before the old one is no longer read."""
+    return [
+        Warning(
+            f"{old} is an old name: it was read as {RENAMED[old][0]}, in seconds.",
+            hint=f"Set {RENAMED[old][0]} instead (docs/configuration.md, 'Renamed settings').",
+            id="accounts.W001",
+        )
+        for old in settings.ARGUS_RENAMED_SETTINGS_READ
     ]

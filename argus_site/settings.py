@@ -13,7 +13,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from common.durations import parse_duration  # a pure module: settings may import it
+from common.renamed_settings import SettingError, seconds_setting  # pure modules: settings may import them
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -42,6 +42,21 @@ def envstr(name: str, default: str) -> str:
 
 def envlist(name: str, default: str) -> list[str]:
     return [item.strip() for item in envstr(name, default).split(",") if item.strip()]
+
+
+# The old names (common.renamed_settings) this start read: the system check warns with the new ones.
+ARGUS_RENAMED_SETTINGS_READ: list[str] = []
+
+
+def envseconds(name: str, default: str) -> int:
+    """A duration ``*_S``: seconds, or 90m, 12h, 2d; its old name still read, converted."""
+    try:
+        seconds, old = seconds_setting(os.environ, name, default)
+    except SettingError as error:
+        raise ImproperlyConfigured(str(error)) from None
+    if old is not None:
+        ARGUS_RENAMED_SETTINGS_READ.append(old)
+    return seconds
 
 
 DEBUG = envbool("ARGUS_DEBUG", False)
@@ -118,7 +133,7 @@ TEMPLATES = [
 DEFAULT_DATABASE_URL = f"sqlite:///{BASE_DIR / 'var' / 'argus.sqlite3'}"
 DATABASES = {
     "default": dj_database_url.parse(
-        envstr("DATABASE_URL", DEFAULT_DATABASE_URL), conn_max_age=envint("ARGUS_DB_CONN_MAX_AGE", 0)
+        envstr("DATABASE_URL", DEFAULT_DATABASE_URL), conn_max_age=envseconds("ARGUS_DB_CONN_MAX_AGE_S", "0")
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -179,7 +194,7 @@ SESSION_COOKIE_SECURE = SECURE_TLS
 CSRF_COOKIE_SECURE = SECURE_TLS
 if SECURE_TLS:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-    SECURE_HSTS_SECONDS = envint("ARGUS_HSTS_SECONDS", 0)
+    SECURE_HSTS_SECONDS = envseconds("ARGUS_HSTS_S", "0")
 SECURE_CONTENT_TYPE_NOSNIFF = True
 # Sent by common.csp on every response. The pages load scripts and styles from this origin
 # only (static/, vendored, no CDN) and hold no inline script, inline style or style attribute,
@@ -300,10 +315,11 @@ if ARGUS_SCHEDULING_POLICY not in ("backfill", "strict_fifo", "best_effort_fifo"
 # Backfill: once the first blocked task has its reservation, try the others shortest time
 # limit first (false: in queue order, as Slurm's EASY backfill does).
 ARGUS_BACKFILL_SHORTEST_FIRST = envbool("ARGUS_BACKFILL_SHORTEST_FIRST", True)
-# Fair share (tasks/scheduler/fairshare.py): usage is GPU-seconds halved every HALF_LIFE_H
-# hours; a light user's task may pass a heavy user's that came up to WINDOW earlier (0: off).
-ARGUS_FAIR_SHARE_HALF_LIFE_H = envfloat("ARGUS_FAIR_SHARE_HALF_LIFE_H", 168.0)
-ARGUS_FAIR_SHARE_WINDOW = parse_duration(envstr("ARGUS_FAIR_SHARE_WINDOW", "2h"))
+# Fair share (tasks/scheduler/fairshare.py): usage is GPU-seconds halved every half-life (set in
+# seconds, kept here in hours as the scheduler reads it); a light user's task may pass a heavy
+# user's that came up to WINDOW earlier (0: off).
+ARGUS_FAIR_SHARE_HALF_LIFE_H = envseconds("ARGUS_FAIR_SHARE_HALF_LIFE_S", "168h") / 3600
+ARGUS_FAIR_SHARE_WINDOW = envseconds("ARGUS_FAIR_SHARE_WINDOW_S", "2h")
 # Preemption: a task that cannot start may stop preemptible tasks of lower priority; each gets
 # this long to finish a checkpoint save before its Ray job is stopped.
 ARGUS_PREEMPTION = envbool("ARGUS_PREEMPTION", True)
@@ -325,12 +341,12 @@ ARGUS_CPUS_PER_GPU = envfloat("ARGUS_CPUS_PER_GPU", 3.0)
 # An export (verl's model merger, no GPU) is fitted by CPUs on one worker node, and asks Ray for them.
 ARGUS_EXPORT_CPUS = envfloat("ARGUS_EXPORT_CPUS", 4.0)
 # Time limits and hang detection (seconds, or durations like 90m / 12h; 0: none). A spec's
-# time_limit defaults to ARGUS_DEFAULT_TIME_LIMIT and is capped by ARGUS_MAX_TIME_LIMIT; its
+# time_limit defaults to ARGUS_DEFAULT_TIME_LIMIT_S and is capped by ARGUS_MAX_TIME_LIMIT_S; its
 # stall_timeout (driver.log silent that long: the attempt is stopped as STALLED) defaults to
-# ARGUS_STALL_TIMEOUT.
-ARGUS_DEFAULT_TIME_LIMIT = parse_duration(envstr("ARGUS_DEFAULT_TIME_LIMIT", "0"))
-ARGUS_MAX_TIME_LIMIT = parse_duration(envstr("ARGUS_MAX_TIME_LIMIT", "0"))
-ARGUS_STALL_TIMEOUT = parse_duration(envstr("ARGUS_STALL_TIMEOUT", "30m"))
+# ARGUS_STALL_TIMEOUT_S.
+ARGUS_DEFAULT_TIME_LIMIT = envseconds("ARGUS_DEFAULT_TIME_LIMIT_S", "0")
+ARGUS_MAX_TIME_LIMIT = envseconds("ARGUS_MAX_TIME_LIMIT_S", "0")
+ARGUS_STALL_TIMEOUT = envseconds("ARGUS_STALL_TIMEOUT_S", "30m")
 # A running attempt whose placement Ray reports it cannot satisfy for this long is stopped and
 # requeued as a shortage (verl would wait for it for ever).
 ARGUS_PLACEMENT_GRACE_S = envint("ARGUS_PLACEMENT_GRACE_S", 60)
@@ -351,7 +367,7 @@ ARGUS_WEBHOOK_THREADS = envint("ARGUS_WEBHOOK_THREADS", 4)
 ARGUS_WEBHOOK_MAX_ATTEMPTS = envint("ARGUS_WEBHOOK_MAX_ATTEMPTS", 5)
 ARGUS_WEBHOOK_RETRY_S = envint("ARGUS_WEBHOOK_RETRY_S", 60)
 # Finished deliveries are shown this long, then deleted.
-ARGUS_WEBHOOK_KEEP_DAYS = envint("ARGUS_WEBHOOK_KEEP_DAYS", 30)
+ARGUS_WEBHOOK_KEEP_S = envseconds("ARGUS_WEBHOOK_KEEP_S", "30d")
 
 # django-q2 runs the scheduling tick and the Ray sync, and nothing else: webhooks have their
 # own worker, so a user's receiver can never hold a worker the tick needs. The ORM broker

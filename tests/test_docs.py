@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from common.renamed_settings import RENAMED
+
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGURATION = ROOT / "docs" / "configuration.md"
 ENV_EXAMPLE = ROOT / ".env.example"
@@ -74,13 +76,25 @@ def read_settings(root: Path = ROOT) -> dict[str, set[str]]:
 
 
 def documented_settings(text: str) -> set[str]:
-    """The names in the first column of the reference's tables."""
+    """The names in the first column of the reference's tables (the renamed ones' old names aside:
+    they are read through their new names, common.renamed_settings)."""
     names: set[str] = set()
     for line in text.splitlines():
         if line.startswith("|") and not line.startswith("|---"):
             first = line.split("|")[1]
             names.update(name for name in re.findall(r"`([^`]+)`", first) if SETTING.fullmatch(name))
-    return names
+    return names - set(RENAMED)
+
+
+def renamed_in_reference(text: str) -> dict[str, str]:
+    """Old name -> new name, from the rows of the reference whose first column is an old name."""
+    rows = (line.split("|") for line in text.splitlines() if line.startswith("| `"))
+    return {
+        old: new
+        for cells in rows
+        if (old := cells[1].strip().strip("`")) in RENAMED
+        for new in re.findall(r"`([^`]+)`", cells[2])
+    }
 
 
 def example_settings(text: str) -> set[str]:
@@ -103,6 +117,15 @@ def test_the_configuration_reference_lists_exactly_the_settings_read():
 
 def test_env_example_lists_exactly_the_settings_read():
     assert drift(read_settings(), example_settings(ENV_EXAMPLE.read_text()), ".env.example") == []
+
+
+def test_the_reference_lists_each_renamed_setting_with_its_new_name():
+    # Old names are read only through their new ones (common.renamed_settings), never directly,
+    # and the reference says which new name each became.
+    read = read_settings()
+    assert sorted(set(RENAMED) & set(read)) == []
+    assert sorted(new for new, _unit in RENAMED.values() if new not in read) == []
+    assert renamed_in_reference(CONFIGURATION.read_text()) == {old: new for old, (new, _unit) in RENAMED.items()}
 
 
 def test_the_scan_finds_reads_in_every_kind_of_source():

@@ -886,7 +886,7 @@ def test_a_time_limit_over_the_sites_cap_gets_the_cap_and_says_so(data: Path, se
     settings.ARGUS_MAX_TIME_LIMIT = 86400
     parsed = parse_spec(basic(time_limit="48h"), username="alice")
     assert parsed.time_limit_s == 86400
-    assert parsed.warnings == ["time_limit: 48 h is over this site's cap (ARGUS_MAX_TIME_LIMIT): the task gets 24 h."]
+    assert parsed.warnings == ["time_limit: 48 h is over this site's cap (ARGUS_MAX_TIME_LIMIT_S): the task gets 24 h."]
     assert parse_spec(basic(), username="alice").time_limit_s == 86400  # no default: the cap holds
 
 

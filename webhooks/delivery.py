@@ -153,8 +153,8 @@ def deliver(pk: int, now: datetime | None = None) -> bool:
 
 
 def prune(now: datetime) -> int:
-    """Forget finished deliveries older than ARGUS_WEBHOOK_KEEP_DAYS: the table must not grow for ever."""
-    cutoff = now - timedelta(days=settings.ARGUS_WEBHOOK_KEEP_DAYS)
+    """Forget finished deliveries older than ARGUS_WEBHOOK_KEEP_S: the table must not grow for ever."""
+    cutoff = now - timedelta(seconds=settings.ARGUS_WEBHOOK_KEEP_S)
     old = Delivery.objects.exclude(status=DeliveryStatus.PENDING).filter(created_at__lt=cutoff)
     return old.delete()[0]
 

@@ -959,7 +959,7 @@ class _Checker:
             if present:
                 asked = "no limit" if seconds == 0 else format_seconds(seconds)
                 self.warnings.append(
-                    f"{key.name}: {asked} is over this site's cap (ARGUS_MAX_TIME_LIMIT): "
+                    f"{key.name}: {asked} is over this site's cap (ARGUS_MAX_TIME_LIMIT_S): "
                     f"the task gets {format_seconds(cap)}."
                 )
             seconds = cap

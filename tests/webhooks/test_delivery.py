@@ -184,7 +184,7 @@ def test_a_delivered_delivery_is_not_sent_again(alice, running_task):
 
 
 def test_finished_deliveries_are_forgotten_after_the_keep(alice, running_task, settings):
-    settings.ARGUS_WEBHOOK_KEEP_DAYS = 30
+    settings.ARGUS_WEBHOOK_KEEP_S = 30 * 86400
     Webhook.create(user=alice, url="http://127.0.0.1:9/hook", events=["SUCCEEDED"])
     for _ in range(3):
         running_task(alice).transition(TaskState.SUCCEEDED, role=Role.SCHEDULER, actor="scheduler")
