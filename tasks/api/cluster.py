@@ -30,7 +30,7 @@ class QueueView(GenericAPIView):
         summary="The queue: each task's position and why it waits",
         description="Tasks on Ray first, then the waiting ones in the order the scheduler starts them: "
         "priority, then fair share (a lighter user's task may pass a heavier user's submitted up to "
-        "ARGUS_FAIR_SHARE_WINDOW earlier), then submission time.",
+        "ARGUS_FAIR_SHARE_WINDOW_S earlier), then submission time.",
         responses=QueueEntrySerializer(many=True),
     )
     def get(self, request: Request) -> Response:
@@ -53,7 +53,7 @@ class SharesView(GenericAPIView):
 
     @extend_schema(
         summary="The fair-share table: each user's usage, weight and share",
-        description="Every user with usage (GPU-hours, decayed with ARGUS_FAIR_SHARE_HALF_LIFE_H) or a task "
+        description="Every user with usage (GPU-hours, decayed with ARGUS_FAIR_SHARE_HALF_LIFE_S) or a task "
         "in the queue, the lightest first.",
         responses={200: ShareSerializer(many=True), **error_responses()},
     )

@@ -121,7 +121,7 @@ def _sharing() -> Iterator[Metric]:
     )
     usage = GaugeMetricFamily(
         "argus_user_usage_gpu_hours",
-        "Each user's GPU-hours, decayed with ARGUS_FAIR_SHARE_HALF_LIFE_H.",
+        "Each user's GPU-hours, decayed with ARGUS_FAIR_SHARE_HALF_LIFE_S.",
         labels=["user"],
     )
     for share in sorted(by_user, key=lambda share: share.user):

@@ -365,7 +365,7 @@ class QueueEntrySerializer(serializers.Serializer):
 
 class ShareSerializer(serializers.Serializer):
     user = serializers.CharField()
-    gpu_hours = serializers.FloatField(help_text="GPU-hours used, decayed with ARGUS_FAIR_SHARE_HALF_LIFE_H.")
+    gpu_hours = serializers.FloatField(help_text="GPU-hours used, decayed with ARGUS_FAIR_SHARE_HALF_LIFE_S.")
     weight = serializers.FloatField(help_text="The share an admin gave the user (fair_share_weight; default 1).")
     share = serializers.FloatField(
         help_text="The fair-share factor, in (0, 1]: 1 has used nothing, 1/2 used exactly its share, near 0 heavy. "

@@ -1,12 +1,12 @@
 """Fair share: the order of the queue within a priority.
 
-Each user's usage is GPU-seconds decayed with a half-life (ARGUS_FAIR_SHARE_HALF_LIFE_H), and
+Each user's usage is GPU-seconds decayed with a half-life (ARGUS_FAIR_SHARE_HALF_LIFE_S), and
 their share is their weight (admin-set, default 1). Slurm's classic factor,
 ``2^(-(usage / total usage) / (weight / total weight))``, is 1 for a user who has used nothing,
 1/2 for one who used exactly their share, near 0 for a heavy user.
 
 The factor moves a task earlier in the queue by up to ``window`` seconds of submission time
-(ARGUS_FAIR_SHARE_WINDOW): a light user's task passes a heavy user's that came up to that much
+(ARGUS_FAIR_SHARE_WINDOW_S): a light user's task passes a heavy user's that came up to that much
 earlier. This is Slurm's multifactor priority (fair share plus age) written as a shift of the
 submission time, and it bounds how long a task can be passed over: once it has waited
 ``window`` longer than a newer task, no share puts the newer one first, so nobody starves.
