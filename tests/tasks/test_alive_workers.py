@@ -29,7 +29,9 @@ def test_the_api_the_page_and_metrics_count_the_same_live_workers(alice, client,
     nodes = [
         {
             **node,
-            **dict(zip(("gpus_total", "gpus_free", "cpus_total", "cpus_free"), ROOM[str(node["node_id"])], strict=True)),
+            **dict(
+                zip(("gpus_total", "gpus_free", "cpus_total", "cpus_free"), ROOM[str(node["node_id"])], strict=True)
+            ),
         }
         for node in NODES
     ]
