@@ -198,7 +198,7 @@ def configs(names: list[str]) -> list[Config]:
         scheduling=settings.ARGUS_SCHEDULING_POLICY,
         shortest_first=settings.ARGUS_BACKFILL_SHORTEST_FIRST,
         fair_window_s=float(settings.ARGUS_FAIR_SHARE_WINDOW or 0),
-        half_life_s=settings.ARGUS_FAIR_SHARE_HALF_LIFE_H * fairshare.HOUR,
+        half_life_s=float(settings.ARGUS_FAIR_SHARE_HALF_LIFE_S),
         preemption=settings.ARGUS_PREEMPTION,
         grace_s=float(settings.ARGUS_PREEMPT_GRACE_S),
         default_limit_s=float(settings.ARGUS_DEFAULT_TIME_LIMIT) or None,

@@ -756,7 +756,7 @@ class Event(models.Model):
 
 class Usage(models.Model):
     """A user's fair-share usage: GPU-seconds as they stood at ``as_of`` (they decay with
-    ARGUS_FAIR_SHARE_HALF_LIFE_H from there; tasks.scheduler.usage keeps them up to date)."""
+    ARGUS_FAIR_SHARE_HALF_LIFE_S from there; tasks.scheduler.usage keeps them up to date)."""
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, models.CASCADE, primary_key=True, related_name="usage")
     gpu_seconds = models.FloatField(default=0.0)

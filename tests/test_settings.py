@@ -72,7 +72,7 @@ def _read(value: str, **env: str) -> tuple[object, list[tuple[str, str, str]]]:
     [
         ("ARGUS_DB_CONN_MAX_AGE", "60", "s.DATABASES['default']['CONN_MAX_AGE']", 60),
         ("ARGUS_HSTS_SECONDS", "3600", "s.SECURE_HSTS_SECONDS", 3600),
-        ("ARGUS_FAIR_SHARE_HALF_LIFE_H", "1.5", "s.ARGUS_FAIR_SHARE_HALF_LIFE_H * 3600", 5400),
+        ("ARGUS_FAIR_SHARE_HALF_LIFE_H", "1.5", "s.ARGUS_FAIR_SHARE_HALF_LIFE_S", 5400),
         ("ARGUS_FAIR_SHARE_WINDOW", "90m", "s.ARGUS_FAIR_SHARE_WINDOW", 5400),
         ("ARGUS_DEFAULT_TIME_LIMIT", "12h", "s.ARGUS_DEFAULT_TIME_LIMIT", 43200),
         ("ARGUS_MAX_TIME_LIMIT", "7200", "s.ARGUS_MAX_TIME_LIMIT", 7200),
@@ -95,7 +95,7 @@ def test_an_old_duration_name_is_still_read_in_seconds_and_warns_with_the_new_on
 
 
 def test_the_new_duration_names_are_read_and_win_over_the_old_without_a_warning():
-    value = "(s.ARGUS_STALL_TIMEOUT, s.ARGUS_FAIR_SHARE_HALF_LIFE_H, s.ARGUS_WEBHOOK_KEEP_S, s.SECURE_HSTS_SECONDS)"
+    value = "(s.ARGUS_STALL_TIMEOUT, s.ARGUS_FAIR_SHARE_HALF_LIFE_S, s.ARGUS_WEBHOOK_KEEP_S, s.SECURE_HSTS_SECONDS)"
     env = {
         "ARGUS_SECURE_TLS": "1",
         "ARGUS_STALL_TIMEOUT_S": "120",
@@ -104,12 +104,12 @@ def test_the_new_duration_names_are_read_and_win_over_the_old_without_a_warning(
         "ARGUS_WEBHOOK_KEEP_S": "3600",
         "ARGUS_HSTS_S": "1d",
     }
-    assert _read(value, **env) == ((120, 2.0, 3600, 86400), [])
+    assert _read(value, **env) == ((120, 7200, 3600, 86400), [])
 
 
 def test_the_defaults_are_unchanged_by_the_renames():
-    value = "(s.ARGUS_STALL_TIMEOUT, s.ARGUS_FAIR_SHARE_HALF_LIFE_H, s.ARGUS_FAIR_SHARE_WINDOW, s.ARGUS_WEBHOOK_KEEP_S)"
-    assert _read(value) == ((1800, 168.0, 7200, 30 * 86400), [])
+    value = "(s.ARGUS_STALL_TIMEOUT, s.ARGUS_FAIR_SHARE_HALF_LIFE_S, s.ARGUS_FAIR_SHARE_WINDOW, s.ARGUS_WEBHOOK_KEEP_S)"
+    assert _read(value) == ((1800, 168 * 3600, 7200, 30 * 86400), [])
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ from tasks.scheduler.fairshare import HOUR, decayed, factors
 
 
 def half_life_s() -> float:
-    return settings.ARGUS_FAIR_SHARE_HALF_LIFE_H * HOUR
+    return float(settings.ARGUS_FAIR_SHARE_HALF_LIFE_S)
 
 
 def charge(now: datetime) -> None:

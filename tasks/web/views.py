@@ -276,7 +276,7 @@ def queue_view(request: HttpRequest) -> HttpResponse:
         "shares": share_rows(queue),
         "fair_share": {
             "window": format_seconds(settings.ARGUS_FAIR_SHARE_WINDOW) if settings.ARGUS_FAIR_SHARE_WINDOW else "",
-            "half_life": format_seconds(int(settings.ARGUS_FAIR_SHARE_HALF_LIFE_H * 3600)),
+            "half_life": format_seconds(settings.ARGUS_FAIR_SHARE_HALF_LIFE_S),
         },
         "ray": _ray(request),
     }

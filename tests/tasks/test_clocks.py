@@ -90,7 +90,7 @@ def test_one_charge_decays_a_user_charged_before_and_starts_a_first_timer(alice,
     tick()  # bob runs from here; this charge writes alice's row again and bob's for the first time
     clock.advance(3600)
     tick()
-    half_life = settings.ARGUS_FAIR_SHARE_HALF_LIFE_H * 3600
+    half_life = settings.ARGUS_FAIR_SHARE_HALF_LIFE_S
     alice_usage, bob_usage = (Usage.objects.get(user=user) for user in (alice, bob))
     assert alice_usage.as_of == bob_usage.as_of == clock.now
     assert bob_usage.gpu_seconds == pytest.approx(4 * 3600)

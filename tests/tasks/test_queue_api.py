@@ -28,7 +28,7 @@ HOUR = 3600.0
 @pytest.fixture(autouse=True)
 def fair_share(settings) -> None:
     settings.ARGUS_FAIR_SHARE_WINDOW = 2 * 3600
-    settings.ARGUS_FAIR_SHARE_HALF_LIFE_H = 168.0
+    settings.ARGUS_FAIR_SHARE_HALF_LIFE_S = 168 * 3600
 
 
 @pytest.fixture
