@@ -34,7 +34,7 @@ anything is followed at once by another, until one changes nothing (what the nex
 
 Policies: ``strict_fifo``, ``best_effort_fifo`` and ``backfill`` (EASY backfill) with plain
 priority + FIFO order and no preemption, and ``default``: what ships, read from the settings
-(ARGUS_SCHEDULING_POLICY, fair share per ARGUS_FAIR_SHARE_WINDOW / _HALF_LIFE_H, preemption per
+(ARGUS_SCHEDULING_POLICY, fair share per ARGUS_FAIR_SHARE_WINDOW / _HALF_LIFE_S, preemption per
 ARGUS_PREEMPTION / ARGUS_PREEMPT_GRACE_S / ARGUS_PREEMPT_MIN_RUN_S, ARGUS_DEFAULT_TIME_LIMIT for
 tasks without a limit, and the ARGUS_USER_MAX_RUNNING_* site limits). ``--preemption off`` runs
 every policy without preemption; ``both`` runs each policy that preempts twice, on the same trace,
