@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 
 from raypool.config import ConfigError, NodeConfig
 from raypool.discovery import HeadRecord, format_time, read_head, write_head
-from raypool.probe import DEAD_AFTER_LOOKS, HeadWatch, Look, job_server_answers, nobody_at_gcs, port_open
+from raypool.probe import DEAD_AFTER_LOOKS, HeadWatch, Look, job_server_answers, nobody_at_gcs, port_bound, port_open
 from raypool.rayproc import RayNode, RayProcess
 from raypool.raytoken import TokenError, ensure_token
 
@@ -114,6 +114,7 @@ class HeadNode:
         launch: Callable[[Sequence[str]], RayNode] | None = None,
         probe: Callable[[HeadRecord], bool] | None = None,
         nobody_at: Callable[[HeadRecord], bool] = nobody_at_gcs,
+        port_taken: Callable[[int], bool] = port_bound,
         head_id: str | None = None,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
@@ -124,6 +125,7 @@ class HeadNode:
         self.token: str | None = None  # the cluster's, read when Ray is started
         self.head_id = head_id or new_head_id()
         self.watch = HeadWatch(nobody_at)
+        self.port_taken = port_taken
         self.wall_clock = wall_clock
         self.ray: RayNode | None = None
         self.published = False
@@ -189,6 +191,16 @@ class HeadNode:
         if not verdict.ours:
             self._stand_by(verdict, now)
             return
+        taken = [port for port in self.own_ports() if self.port_taken(port)]
+        if taken:
+            # A head restarted in place: the Ray it ran drains for up to 30 s after its GCS is
+            # gone, its dashboard still bound. Started now, Ray would run without the port it
+            # cannot bind (the dashboard, and with it the job server) and never be published.
+            if now - self.reported_at >= STANDBY_REPORT_S:
+                logger.warning("waiting to start Ray: port(s) %s of this host still in use (a Ray stopping?)", taken)
+                self.reported_at = now
+            self.next_publish_at = now + READY_RETRY_S
+            return
         if self.standby_why is not None:
             logger.warning("no longer standing by: %s; starting Ray", verdict.why)
         self.standby_why = None
@@ -196,6 +208,10 @@ class HeadNode:
         self._prepare_token()
         self.ray = self.launch(head_args(self.config, self.node_ip))
         self.next_publish_at = now + READY_RETRY_S
+
+    def own_ports(self) -> tuple[int, int]:
+        """The ports this head's Ray listens on, which must be free before it starts."""
+        return (self.config.ray_port, self.config.dashboard_port)
 
     def _prepare_token(self) -> None:
         """With ARGUS_RAY_AUTH=token, the cluster's token file exists before Ray starts: made

@@ -32,6 +32,19 @@ def port_open(host: str, port: int, timeout: float = PROBE_TIMEOUT_S) -> bool:
         return False
 
 
+def port_bound(port: int) -> bool:
+    """Whether a process of this host holds ``port`` (so a server started now could not bind
+    it): asked by binding it, as a server would (with SO_REUSEADDR, so a closed connection
+    lingering in TIME_WAIT does not count), on every interface, which Ray's dashboard uses."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("0.0.0.0", port))
+        except OSError as e:
+            return e.errno == errno.EADDRINUSE
+    return False
+
+
 def job_server_answers(job_server_url: str, token: str | None = None, timeout: float = PROBE_TIMEOUT_S) -> bool:
     # /api/version is served by the job module itself: what JobSubmissionClient checks first.
     # Under Ray's token authentication it answers 401 without the token.

@@ -99,6 +99,7 @@ class Pair:
         self.answers = {"first": True, "second": True}  # does the head answer its own probe
         self.nobody = {6400: False, 6401: False}  # does a look at its GCS find nobody
         self.launched: dict[str, list[FakeRay]] = {"first": [], "second": []}
+        self.taken: set[int] = set()  # ports of this host some process holds
         self.first = self.head(tmp_path, "first", 6400)
         self.second = self.head(tmp_path, "second", 6401)
         self.head_file = self.first.config.head_file
@@ -115,6 +116,7 @@ class Pair:
             launch=launch,
             probe=lambda record: self.answers[name],
             nobody_at=lambda record: self.nobody[record.gcs_port],
+            port_taken=lambda port: port in self.taken,
             head_id=name,
             wall_clock=lambda: T0 + timedelta(seconds=self.now),
         )
@@ -228,3 +230,15 @@ def test_a_stopping_head_leaves_a_record_at_its_own_address_by_another_head_alon
     pair.first.stop()
     assert read_head(pair.head_file) == successor
     assert pair.launched["first"][0].stopped
+
+
+def test_a_head_restarted_in_place_waits_for_its_old_rays_ports(tmp_path: Path) -> None:
+    # The old Ray drains for up to 30 s after its GCS is gone, its dashboard still bound: Ray
+    # started then runs without a job server and is never published (seen in test_two_heads).
+    pair = Pair(tmp_path)
+    pair.taken = {pair.first.config.dashboard_port}
+    pair.run(5, pair.first)
+    assert pair.launched["first"] == [] and pair.owner() is None
+    pair.taken = set()
+    pair.run(1, pair.first)
+    assert len(pair.launched["first"]) == 1 and pair.owner() == "first"

@@ -20,7 +20,7 @@ from raypool.headnode import HeadNode, head_answers
 from raypool.probe import job_server_answers
 from raypool.raytoken import TokenError, ensure_token, ray_env, read_token
 from raypool.watchdog import WorkerWatchdog
-from tests.raypool.test_watchdog import Clock, FakeRay
+from tests.raypool.test_watchdog import Clock, FakeRay, no_port_taken
 
 TOKEN = "a" * 64
 
@@ -166,7 +166,13 @@ def launcher(launched: list[tuple[list[str], bool]], token_file: Path):
 def test_the_head_creates_the_token_before_it_starts_ray(tmp_path: Path) -> None:
     config = config_for(tmp_path)
     launched: list[tuple[list[str], bool]] = []
-    node = HeadNode(config, "10.0.0.1", launch=launcher(launched, config.token_file), probe=lambda r: False)
+    node = HeadNode(
+        config,
+        "10.0.0.1",
+        port_taken=no_port_taken,
+        launch=launcher(launched, config.token_file),
+        probe=lambda r: False,
+    )
     assert node.tick(0.0) is None
     assert [there for _, there in launched] == [True]
     assert stat.S_IMODE(config.token_file.stat().st_mode) == 0o600
@@ -176,7 +182,9 @@ def test_the_head_creates_the_token_before_it_starts_ray(tmp_path: Path) -> None
 def test_the_head_keeps_an_operators_token(tmp_path: Path) -> None:
     config = config_for(tmp_path)
     write_token(config.token_file)
-    node = HeadNode(config, "10.0.0.1", launch=launcher([], config.token_file), probe=lambda r: False)
+    node = HeadNode(
+        config, "10.0.0.1", port_taken=no_port_taken, launch=launcher([], config.token_file), probe=lambda r: False
+    )
     node.tick(0.0)
     assert read_token(config.token_file) == TOKEN == node.token
 
@@ -185,7 +193,13 @@ def test_the_head_refuses_to_start_ray_with_an_exposed_token(tmp_path: Path) -> 
     config = config_for(tmp_path)
     write_token(config.token_file, mode=0o644)
     launched: list[tuple[list[str], bool]] = []
-    node = HeadNode(config, "10.0.0.1", launch=launcher(launched, config.token_file), probe=lambda r: False)
+    node = HeadNode(
+        config,
+        "10.0.0.1",
+        port_taken=no_port_taken,
+        launch=launcher(launched, config.token_file),
+        probe=lambda r: False,
+    )
     with pytest.raises(ConfigError, match="chmod 600"):
         node.tick(0.0)
     assert launched == []
@@ -194,7 +208,13 @@ def test_the_head_refuses_to_start_ray_with_an_exposed_token(tmp_path: Path) -> 
 def test_a_head_without_authentication_makes_no_token(tmp_path: Path) -> None:
     config = config_for(tmp_path, ARGUS_RAY_AUTH="off")
     launched: list[tuple[list[str], bool]] = []
-    node = HeadNode(config, "10.0.0.1", launch=launcher(launched, config.token_file), probe=lambda r: False)
+    node = HeadNode(
+        config,
+        "10.0.0.1",
+        port_taken=no_port_taken,
+        launch=launcher(launched, config.token_file),
+        probe=lambda r: False,
+    )
     node.tick(0.0)
     assert [there for _, there in launched] == [False]
     assert node.token is None
@@ -240,7 +260,7 @@ def test_the_head_publishes_once_its_job_server_answers_to_the_token(tmp_path: P
     assert head_answers(record, TOKEN)  # the GCS port stood in for by the dashboard's
     assert not head_answers(record, None)
     # The default probe is head_answers with the token the head read when it started Ray.
-    node = HeadNode(config, "127.0.0.1", launch=launcher([], config.token_file))
+    node = HeadNode(config, "127.0.0.1", port_taken=no_port_taken, launch=launcher([], config.token_file))
     node.tick(0.0)
     assert node.probe(record)
 

@@ -22,6 +22,11 @@ from raypool.raytoken import ensure_token
 from raypool.watchdog import BACKOFF_MAX_S, HEALTHY_RUN_S, WorkerWatchdog, backoff_s, worker_args
 
 
+def no_port_taken(port: int) -> bool:
+    """This host's ports are free for the heads these tests start (a FakeRay binds none)."""
+    return False
+
+
 class FakeRay:
     """Stands in for RayProcess: records how it was started and stopped."""
 
@@ -346,7 +351,7 @@ def make_head(config: NodeConfig, answers: list[bool]) -> tuple[HeadNode, list[F
         launched.append(FakeRay(args))
         return launched[-1]
 
-    node = HeadNode(config, "10.0.0.1", launch=launch, probe=lambda record: answers[0])
+    node = HeadNode(config, "10.0.0.1", port_taken=no_port_taken, launch=launch, probe=lambda record: answers[0])
     # The first tick finds head.json free and starts Ray; the tests go on from there.
     assert node.tick(-1.0) is None
     assert len(launched) == 1
