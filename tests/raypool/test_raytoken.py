@@ -163,16 +163,21 @@ def launcher(launched: list[tuple[list[str], bool]], token_file: Path):
     return launch
 
 
-def test_the_head_creates_the_token_before_it_starts_ray(tmp_path: Path) -> None:
-    config = config_for(tmp_path)
-    launched: list[tuple[list[str], bool]] = []
-    node = HeadNode(
+def head_for(config: NodeConfig, launched: list[tuple[list[str], bool]]) -> HeadNode:
+    """A head whose Ray never answers, launching into ``launched``."""
+    return HeadNode(
         config,
         "10.0.0.1",
         port_taken=no_port_taken,
         launch=launcher(launched, config.token_file),
         probe=lambda r: False,
     )
+
+
+def test_the_head_creates_the_token_before_it_starts_ray(tmp_path: Path) -> None:
+    config = config_for(tmp_path)
+    launched: list[tuple[list[str], bool]] = []
+    node = head_for(config, launched)
     assert node.tick(0.0) is None
     assert [there for _, there in launched] == [True]
     assert stat.S_IMODE(config.token_file.stat().st_mode) == 0o600
@@ -182,9 +187,7 @@ def test_the_head_creates_the_token_before_it_starts_ray(tmp_path: Path) -> None
 def test_the_head_keeps_an_operators_token(tmp_path: Path) -> None:
     config = config_for(tmp_path)
     write_token(config.token_file)
-    node = HeadNode(
-        config, "10.0.0.1", port_taken=no_port_taken, launch=launcher([], config.token_file), probe=lambda r: False
-    )
+    node = head_for(config, [])
     node.tick(0.0)
     assert read_token(config.token_file) == TOKEN == node.token
 
@@ -193,13 +196,7 @@ def test_the_head_refuses_to_start_ray_with_an_exposed_token(tmp_path: Path) -> 
     config = config_for(tmp_path)
     write_token(config.token_file, mode=0o644)
     launched: list[tuple[list[str], bool]] = []
-    node = HeadNode(
-        config,
-        "10.0.0.1",
-        port_taken=no_port_taken,
-        launch=launcher(launched, config.token_file),
-        probe=lambda r: False,
-    )
+    node = head_for(config, launched)
     with pytest.raises(ConfigError, match="chmod 600"):
         node.tick(0.0)
     assert launched == []
@@ -208,13 +205,7 @@ def test_the_head_refuses_to_start_ray_with_an_exposed_token(tmp_path: Path) -> 
 def test_a_head_without_authentication_makes_no_token(tmp_path: Path) -> None:
     config = config_for(tmp_path, ARGUS_RAY_AUTH="off")
     launched: list[tuple[list[str], bool]] = []
-    node = HeadNode(
-        config,
-        "10.0.0.1",
-        port_taken=no_port_taken,
-        launch=launcher(launched, config.token_file),
-        probe=lambda r: False,
-    )
+    node = head_for(config, launched)
     node.tick(0.0)
     assert [there for _, there in launched] == [False]
     assert node.token is None
