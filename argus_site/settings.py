@@ -11,9 +11,14 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+import django_stubs_ext
 from django.core.exceptions import ImproperlyConfigured
 
 from common.renamed_settings import SettingError, seconds_setting  # pure modules: settings may import them
+
+# Django's generic classes (ModelAdmin[Task], ModelForm[User]) subscriptable at run time too,
+# as their stubs declare them: a subclass names the model it serves, and mypy checks it.
+django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -281,7 +286,7 @@ ARGUS_TICK_LEASE_S = envint("ARGUS_TICK_LEASE_S", 90)
 # A tick stops starting work after this long (each submission may wait on Ray), well under the
 # lease and django-q2's timeout; what it did not reach waits for the next tick.
 ARGUS_TICK_BUDGET_S = envfloat("ARGUS_TICK_BUDGET_S", 30.0)
-# A task whose scheduling step raises this many times in a row fails alone (tasks/scheduler/steps.py).
+# A task whose turn in a tick raises this many times in a row fails alone (tasks/scheduler/turns.py).
 ARGUS_SCHEDULER_ERROR_LIMIT = envint("ARGUS_SCHEDULER_ERROR_LIMIT", 3)
 # How often the scheduler reads Ray's whole job table (orphans, retention, foreign jobs).
 ARGUS_RAY_SWEEP_S = envfloat("ARGUS_RAY_SWEEP_S", 5.0)

@@ -10,9 +10,9 @@ from django.utils import timezone
 from tasks.models import ACTIVE_STATES, QUEUE_STATES, Role, Task, TaskState
 from tasks.scheduler.rayjobs import RayClient
 from tasks.scheduler.settle import ACTOR
-from tasks.scheduler.steps import Budget, guarded
 from tasks.scheduler.stops import request_stop, resend_due, send_stop
 from tasks.scheduler.sync import latest_attempts
+from tasks.scheduler.turns import Budget, guarded
 
 
 def stop_canceled(ray: RayClient, budget: Budget) -> None:

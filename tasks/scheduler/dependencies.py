@@ -31,8 +31,8 @@ from tasks.models import (
 )
 from tasks.pipelines import Unresolvable, resolve_step
 from tasks.scheduler.settle import ACTOR
-from tasks.scheduler.steps import Budget, guarded
 from tasks.scheduler.storage import bounded
+from tasks.scheduler.turns import Budget, guarded
 from tasks.specs.parse import SpecError
 
 # What ends a task's `after` dependency for good: it will never succeed.

@@ -47,8 +47,8 @@ from tasks.scheduler.rayjobs import (
 )
 from tasks.scheduler.rooms import Cpus, Request, Room, actor_cpus, effective_free
 from tasks.scheduler.settle import ACTOR, Outcome, settle
-from tasks.scheduler.steps import Budget, guarded
 from tasks.scheduler.storage import bounded
+from tasks.scheduler.turns import Budget, guarded
 from tasks.specs.builders import build_argv
 from tasks.specs.pools import describe, describe_actors
 

@@ -22,8 +22,8 @@ from django.db import close_old_connections
 
 from tasks.lease import claim_lease, enqueue_run, release_lease, requested_at
 from tasks.models import LEASE_FENCE, LeaseLost
-from tasks.scheduler.steps import Budget
 from tasks.scheduler.tick import TickReport, tick
+from tasks.scheduler.turns import Budget
 
 logger = logging.getLogger(__name__)
 

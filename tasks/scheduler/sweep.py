@@ -26,7 +26,7 @@ from ray.job_submission import JobDetails
 from tasks.models import ACTIVE_STATES, Attempt, ClusterState, EventKind, Task
 from tasks.scheduler.rayjobs import JobNotFound, RayClient, is_live, status_of
 from tasks.scheduler.settle import ACTOR
-from tasks.scheduler.steps import Budget
+from tasks.scheduler.turns import Budget
 
 logger = logging.getLogger(__name__)
 

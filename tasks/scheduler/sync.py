@@ -26,8 +26,8 @@ from tasks.scheduler.failures import classify, key_error_line, lost_work, node_d
 from tasks.scheduler.launch import mark_submitted, submit_attempt
 from tasks.scheduler.rayjobs import ClusterView, JobNotFound, RayClient, RayUnavailable, is_live, status_of
 from tasks.scheduler.settle import ACTOR, Outcome, settle
-from tasks.scheduler.steps import Budget, guarded
 from tasks.scheduler.storage import bounded
+from tasks.scheduler.turns import Budget, guarded
 from tasks.scheduler.watch import catch_up, watch
 
 LOG_TAIL_BYTES = 64 * 1024

@@ -19,9 +19,9 @@ from tasks.scheduler.dependencies import release
 from tasks.scheduler.launch import admit, free_room, live_holdings
 from tasks.scheduler.rayjobs import ClusterView, RayJobs, RayUnavailable
 from tasks.scheduler.rooms import Room
-from tasks.scheduler.steps import Budget
 from tasks.scheduler.sweep import sweep, sweep_due
 from tasks.scheduler.sync import sync
+from tasks.scheduler.turns import Budget
 from tasks.scheduler.usage import charge
 
 logger = logging.getLogger(__name__)

@@ -13,8 +13,8 @@ from tasks.models import Attempt, EventKind, FailureKind, LeaseLost, Task, TaskS
 from tasks.scheduler import launch
 from tasks.scheduler.launch import live_holdings, promised_gpus
 from tasks.scheduler.rayjobs import RayUnavailable, SubmitRejected
-from tasks.scheduler.steps import Budget
 from tasks.scheduler.tick import tick
+from tasks.scheduler.turns import Budget
 
 pytestmark = pytest.mark.django_db
 S = TaskState

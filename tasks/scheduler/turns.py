@@ -1,6 +1,6 @@
-"""Each task's step in a tick runs on its own: an error costs that task, never the tick.
+"""Each task's turn in a tick runs on its own: an error costs that task, never the tick.
 
-A step that raises (a stored spec that no longer builds, a write error) is recorded as an
+A turn that raises (a stored spec that no longer builds, a write error) is recorded as an
 event on the task; after ARGUS_SCHEDULER_ERROR_LIMIT of them in a row the task fails alone,
 with the error in its summary, and the tick goes on with the others.
 """
@@ -40,7 +40,7 @@ class Budget:
     """A tick's time budget, which also keeps the lease alive through a long tick.
 
     A tick must end well before the lease expires (or another scheduler takes over while this
-    one still submits) and before django-q2 kills the run; steps ask ``spent()`` before each
+    one still submits) and before django-q2 kills the run; the passes ask ``spent()`` before each
     task, which renews the lease every sixth of its length.
     """
 
@@ -64,24 +64,24 @@ class Budget:
         return now - self.started >= self.seconds
 
 
-def guarded(task: Task, step: Callable[[], R]) -> R | None:
-    """Run one task's step; None when it did not complete."""
+def guarded(task: Task, turn: Callable[[], R]) -> R | None:
+    """Run one task's turn; None when it did not complete."""
     try:
-        return step()
+        return turn()
     except (RayUnavailable, LeaseLost):
         raise  # conditions of the whole tick, not of this task
     except (StaleState, IllegalTransition) as error:
         # Someone moved the task first (a cancel, another scheduler): the next tick reads again.
-        logger.info("step for %s skipped: %s", task.task_id, error)
+        logger.info("turn of %s skipped: %s", task.task_id, error)
         return None
     except Exception as error:
-        step_failed(task, error)
+        turn_failed(task, error)
         return None
 
 
-def step_failed(task: Task, error: Exception) -> None:
+def turn_failed(task: Task, error: Exception) -> None:
     text = f"{type(error).__name__}: {error}"[:1000]
-    logger.exception("scheduler step for %s failed", task.task_id)
+    logger.exception("scheduler turn of %s failed", task.task_id)
     Task.objects.filter(pk=task.pk).update(scheduler_errors=F("scheduler_errors") + 1)
     count = Task.objects.values_list("scheduler_errors", flat=True).get(pk=task.pk)
     limit = settings.ARGUS_SCHEDULER_ERROR_LIMIT
