@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypeVar
 
 from django.contrib import admin
 from django.db.models import Model
 from django.forms import ModelForm
 from django.http import HttpRequest
 
+M = TypeVar("M", bound=Model)
 
-class SaveChangedFieldsOnly(admin.ModelAdmin):
+
+class SaveChangedFieldsOnly(admin.ModelAdmin[M]):
     """An edit writes the fields the operator changed, and nothing else.
 
     ModelAdmin.save_model saves the whole row as it was read at the start of the request: a
@@ -18,7 +20,7 @@ class SaveChangedFieldsOnly(admin.ModelAdmin):
     would be undone, a task put back in a state it has left. A new row is saved whole, as usual.
     """
 
-    def save_model(self, request: HttpRequest, obj: Any, form: ModelForm, change: bool) -> None:
+    def save_model(self, request: HttpRequest, obj: M, form: ModelForm[M], change: bool) -> None:
         if not change:
             super().save_model(request, obj, form, change)
             return
@@ -27,7 +29,7 @@ class SaveChangedFieldsOnly(admin.ModelAdmin):
             obj.save(update_fields=fields)
 
 
-def changed_model_fields(obj: Model, form: ModelForm) -> list[str]:
+def changed_model_fields(obj: M, form: ModelForm[M]) -> list[str]:
     """The fields of ``obj`` that ``form`` changed (a form field that is no model field is left out)."""
     concrete = {field.name for field in obj._meta.concrete_fields}
     return [name for name in form.changed_data if name in concrete]

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, TooManyFieldsSent
+from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, JsonResponse
 from django.http.response import HttpResponseBase
 from django.views import defaults
@@ -17,7 +18,13 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
+
+if TYPE_CHECKING:
+    from drf_spectacular.generators import SchemaGenerator
+    from drf_spectacular.openapi import AutoSchema
+    from drf_spectacular.utils import Direction
 
 from common.exceptions import PayloadTooLarge
 
@@ -65,12 +72,12 @@ class Pagination(PageNumberPagination):
             return int(self.page_size or 0)
         return _query_int(self.page_size_query_param, raw, 1, self.max_page_size)
 
-    def get_page_number(self, request: Request, paginator: Any) -> int:
+    def get_page_number(self, request: Request, paginator: Paginator[object]) -> int:
         # No `page=last` (DRF's extra): the schema says an integer.
         raw = request.query_params.get(self.page_query_param)
         return 1 if raw is None else _query_int(self.page_query_param, raw, 1, None)
 
-    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+    def get_schema_operation_parameters(self, view: APIView) -> list[dict[str, Any]]:
         parameters = super().get_schema_operation_parameters(view)
         for parameter in parameters:
             schema = parameter.setdefault("schema", {})
@@ -80,7 +87,7 @@ class Pagination(PageNumberPagination):
         return parameters
 
 
-def parse_query(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
+def parse_query(serializer_class: type[serializers.Serializer[None]], request: Request) -> dict[str, Any]:
     """A route's query parameters, validated by ``serializer_class`` (a 400 names each bad one)."""
     serializer = serializer_class(data=request.query_params)
     refuse_blank(serializer, request.query_params)
@@ -88,7 +95,7 @@ def parse_query(serializer_class: type[serializers.Serializer], request: Request
     return dict(serializer.validated_data)
 
 
-def refuse_blank(serializer: serializers.Serializer, data: Any) -> None:
+def refuse_blank(serializer: serializers.Serializer[None], data: Mapping[str, object]) -> None:
     """400 for `name=` where the field takes no blank: DRF reads a blank optional form or query
     value as absent, so `area=` quietly meant the default area though the schema forbids it."""
     blank = {
@@ -112,7 +119,7 @@ class QueryIntegerField(serializers.IntegerField):
     """A whole number in a query string, digits only, as the schema's integer says: DRF's own
     also takes `5.0` (and ` 5`, `٥`) as 5."""
 
-    def to_internal_value(self, data: Any) -> int:
+    def to_internal_value(self, data: object) -> int:
         if not isinstance(data, str) or not data.isascii() or not data.isdigit():
             self.fail("invalid")
         return super().to_internal_value(data)
@@ -128,10 +135,10 @@ class QueryBooleanField(serializers.BooleanField):
     FALSE_VALUES = {"false", "0", False}
 
     @staticmethod
-    def _lower_if_str(value: Any) -> Any:
+    def _lower_if_str(value: object) -> object:
         return value  # DRF lowercases (TRUE, False…); the schema's enum is case-sensitive
 
-    def to_representation(self, value: Any) -> str:  # type: ignore[override]
+    def to_representation(self, value: object) -> str:  # type: ignore[override]
         # As a query string writes it: the schema's default (drf-spectacular writes it through
         # here) must be one of the enum's strings, or a generated client refuses the operation.
         return "true" if value else "false"
@@ -140,7 +147,7 @@ class QueryBooleanField(serializers.BooleanField):
 class JSONBooleanField(serializers.BooleanField):
     """`true` or `false` in a JSON body, as the schema says (DRF's own also takes "yes", 1, "on"…)."""
 
-    def to_internal_value(self, data: Any) -> bool:
+    def to_internal_value(self, data: object) -> bool:
         if isinstance(data, bool):
             return data
         self.fail("invalid", input=data)
@@ -149,24 +156,24 @@ class JSONBooleanField(serializers.BooleanField):
 class JSONStringField(serializers.CharField):
     """A string in a JSON body, as the schema says (DRF's own also takes 5 as "5")."""
 
-    def to_internal_value(self, data: Any) -> str:
+    def to_internal_value(self, data: object) -> str:
         if not isinstance(data, str):
             self.fail("invalid")
         return super().to_internal_value(data)
 
 
-class RefuseUnknownFields(serializers.Serializer):
+class RefuseUnknownFields(serializers.Serializer[None]):
     """A request body whose fields are all known: a misspelt one (`max_queud_tasks`) is a 400
     naming it rather than a change quietly not made. The schema says so too (the extension
     below: `additionalProperties: false`)."""
 
-    def to_internal_value(self, data: Any) -> Any:
+    def to_internal_value(self, data: object) -> dict[str, Any]:
         unknown: dict[str, list[str]] = {}
         if isinstance(data, Mapping):
             known = ", ".join(self.fields)
             unknown = {str(name): [f"Unknown field; known: {known}."] for name in data if name not in self.fields}
         try:
-            values = super().to_internal_value(data)
+            values: dict[str, Any] = super().to_internal_value(data)
         except exceptions.ValidationError as error:
             detail = error.detail if isinstance(error.detail, dict) else {"non_field_errors": error.detail}
             raise exceptions.ValidationError({**detail, **unknown}) from None
@@ -179,8 +186,8 @@ class RefuseUnknownFieldsExtension(OpenApiSerializerExtension):
     target_class = RefuseUnknownFields
     match_subclasses = True
 
-    def map_serializer(self, auto_schema: Any, direction: Any) -> Any:
-        schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+    def map_serializer(self, auto_schema: AutoSchema, direction: Direction) -> dict[str, Any]:
+        schema: dict[str, Any] = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
         schema["additionalProperties"] = False
         return schema
 
@@ -188,7 +195,7 @@ class RefuseUnknownFieldsExtension(OpenApiSerializerExtension):
 class JSONIntegerField(serializers.IntegerField):
     """An integer as JSON writes it, as the schema says: DRF's own also takes "5" and 5.0."""
 
-    def to_internal_value(self, data: Any) -> int:
+    def to_internal_value(self, data: object) -> int:
         if isinstance(data, bool) or not isinstance(data, int):
             self.fail("invalid")
         return super().to_internal_value(data)
@@ -197,7 +204,7 @@ class JSONIntegerField(serializers.IntegerField):
 class JSONFloatField(serializers.FloatField):
     """A finite number as JSON writes it: DRF's own also takes "2.5", true, and 1e400 (inf)."""
 
-    def to_internal_value(self, data: Any) -> float:
+    def to_internal_value(self, data: object) -> float:
         if isinstance(data, bool) or not isinstance(data, int | float) or not math.isfinite(data):
             self.fail("invalid")
         return super().to_internal_value(data)
@@ -208,14 +215,28 @@ def actor_of(request: HttpRequest) -> str:
     return f"api:{request.user.username}"
 
 
-def error_body(code: str, message: str, fields: dict[str, Any] | None = None) -> dict[str, Any]:
-    error: dict[str, Any] = {"code": code, "message": message}
+# DRF's error details, flattened: messages, in lists, under field names (nested serializers nest).
+Detail = str | list["Detail"] | dict[str, "Detail"]
+
+
+class ErrorBody(TypedDict):
+    code: str
+    message: str
+    fields: NotRequired[dict[str, Detail]]
+
+
+class ErrorDocument(TypedDict):
+    error: ErrorBody
+
+
+def error_body(code: str, message: str, fields: dict[str, Detail] | None = None) -> ErrorDocument:
+    error: ErrorBody = {"code": code, "message": message}
     if fields:
         error["fields"] = fields
     return {"error": error}
 
 
-def _flatten(detail: Any) -> Any:
+def _flatten(detail: object) -> Detail:
     """DRF's ErrorDetail lists and dicts, as plain strings, lists and dicts."""
     if isinstance(detail, dict):
         return {str(key): _flatten(value) for key, value in detail.items()}
@@ -241,11 +262,11 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return response
 
     detail = exc.detail
-    fields: dict[str, Any] | None = None
+    fields: dict[str, Detail] | None = None
     if isinstance(detail, dict):
-        fields = _flatten(detail)
+        fields = {str(key): _flatten(value) for key, value in detail.items()}
         non_field = fields.pop("non_field_errors", None) if fields else None
-        message = "; ".join(non_field) if non_field else "Invalid request: see fields."
+        message = "; ".join(map(str, non_field)) if non_field else "Invalid request: see fields."
         code = "invalid"
     elif isinstance(detail, list):
         message = "; ".join(str(item) for item in detail)
@@ -260,7 +281,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     return response
 
 
-class ErrorBodySerializer(serializers.Serializer):
+class ErrorBodySerializer(serializers.Serializer[ErrorBody]):
     code = serializers.CharField()
     message = serializers.CharField()
     # A field named like Serializer.fields: DRF takes declared fields off the class, so the
@@ -272,13 +293,15 @@ class ErrorBodySerializer(serializers.Serializer):
     )
 
 
-class ErrorSerializer(serializers.Serializer):
+class ErrorSerializer(serializers.Serializer[ErrorDocument]):
     """The one shape of every error (exception_handler above), for the schema."""
 
     error = ErrorBodySerializer()
 
 
-def document_common_errors(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+def document_common_errors(
+    result: dict[str, Any], generator: SchemaGenerator, request: Request | None, public: bool
+) -> dict[str, Any]:
     """drf-spectacular postprocessing hook: answers every route can give, in the error shape.
 
     Every route needs a token (401). A paginated list answers 400 for a bad page, page size or

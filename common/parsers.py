@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
+from typing import IO, Any, NoReturn, Protocol
 
 from django.conf import settings
 from rest_framework import parsers
@@ -12,7 +13,11 @@ from rest_framework.exceptions import ParseError
 from common.exceptions import PayloadTooLarge
 
 
-def read_bounded(stream: Any, limit: int, what: str = "The request body") -> bytes:
+class Readable(Protocol):
+    def read(self, size: int, /) -> bytes: ...
+
+
+def read_bounded(stream: Readable | None, limit: int, what: str = "The request body") -> bytes:
     """Read at most ``limit`` bytes; more than that is a 413, not a slow full read."""
     data = stream.read(limit + 1) if stream is not None else b""
     if len(data) > limit:
@@ -27,7 +32,12 @@ class JSONParser(parsers.JSONParser):
     (a 500), and a body of any size is read before anything looks at it.
     """
 
-    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+    def parse(
+        self,
+        stream: IO[bytes] | None,
+        media_type: str | None = None,
+        parser_context: Mapping[str, object] | None = None,
+    ) -> Any:  # any JSON value: the body as the client sent it
         raw = read_bounded(stream, settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
         try:
             return json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
@@ -37,6 +47,6 @@ class JSONParser(parsers.JSONParser):
             raise ParseError(f"JSON parse error: {exc}") from None
 
 
-def _refuse_constant(name: str) -> Any:
+def _refuse_constant(name: str) -> NoReturn:
     # NaN and Infinity are not JSON (RFC 8259); DRF refuses them too in strict mode.
     raise ValueError(f"{name} is not valid JSON")

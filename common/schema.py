@@ -4,9 +4,13 @@ the schema is what a user's generated client is made from."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from drf_spectacular import openapi
+
+if TYPE_CHECKING:
+    from drf_spectacular.generators import SchemaGenerator
+    from rest_framework.request import Request
 
 # drf-spectacular's verbs for a route's methods, as a client's function names read them.
 VERBS = {
@@ -47,11 +51,13 @@ class AutoSchema(openapi.AutoSchema):
 BLANK = {"type": "string", "maxLength": 0}
 
 
-def merge_blank_branches(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+def merge_blank_branches(
+    result: dict[str, Any], generator: SchemaGenerator, request: Request | None, public: bool
+) -> dict[str, Any]:
     """drf-spectacular postprocessing hook: a string that may be blank and has a pattern is
     written `oneOf: [{pattern…}, {maxLength: 0}]`; where the pattern admits "" itself, "" matches
     both branches, which oneOf forbids (the files `path`). Such a string is its first branch alone."""
-    stack: list[Any] = [result]
+    stack: list[object] = [result]
     while stack:
         node = stack.pop()
         if isinstance(node, list):

@@ -12,6 +12,7 @@ class StaticStorage(CompressedManifestStaticFilesStorage):
 
     def stored_name(self, name: str) -> str:
         try:
-            return super().stored_name(name)
+            stored: str = super().stored_name(name)  # whitenoise has no types
+            return stored
         except ValueError:
             return name
