@@ -1,7 +1,7 @@
 """The variables Argus sets in a job's environment: one declaration, two readers.
 
 tasks.scheduler.job_env sets them (its values are keyed by ``JobVar``, so mypy lets it set no
-other name); tasks.specs.parse refuses a secret that would replace one (a secret's value is
+other name); tasks.specs.advanced refuses a secret that would replace one (a secret's value is
 added to the job's env_vars after Argus's own, and would win). A new variable is one new member
 here. Pure: no Django.
 """

@@ -44,7 +44,7 @@ from tasks.lease import (  # noqa: F401 (re-exported, and Django finds the Lease
 )
 from tasks.logs import redact
 from tasks.pause import AdmissionControl as AdmissionControl
-from tasks.specs.parse import command_argv
+from tasks.specs.advanced import command_argv
 from tasks.specs.pools import Actor, Pool, task_pools
 from tasks.specs.pools import total_gpus as pools_gpus
 

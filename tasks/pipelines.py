@@ -33,7 +33,8 @@ from tasks.models import (
     request_tick,
 )
 from tasks.specs.builders import hf_model_dir
-from tasks.specs.parse import ParsedSpec, SpecError, load_document, parse_spec
+from tasks.specs.errors import SpecError
+from tasks.specs.parse import ParsedSpec, parse_spec
 from tasks.specs.paths import CHECKPOINT_MACRO, TRACKER_FILE, NoCheckpoint, latest_checkpoint
 from tasks.specs.pipeline import (
     PipelineDocument,
@@ -44,6 +45,7 @@ from tasks.specs.pipeline import (
     substitute,
     topological,
 )
+from tasks.specs.yaml_load import load_document
 from tasks.submit import admit_new
 
 

@@ -14,7 +14,8 @@ from django.db import transaction
 from accounts.limits import high_priority_refusal, limits_for, queued_limit_error
 from accounts.models import MissingSecrets, Secret
 from tasks.models import BEFORE_RAY_STATES, Priority, Task
-from tasks.specs.parse import ParsedSpec, SpecError, parse_spec
+from tasks.specs.errors import SpecError
+from tasks.specs.parse import ParsedSpec, parse_spec
 from tasks.specs.pools import describe
 
 

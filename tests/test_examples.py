@@ -39,7 +39,7 @@ def test_the_demo_is_valid_where_make_run_allows_its_module(settings, alice) -> 
 
 
 def test_the_demo_module_is_refused_in_production(alice) -> None:
-    from tasks.specs.parse import SpecError
+    from tasks.specs.errors import SpecError
 
     with pytest.raises(SpecError) as refused:
         parse_spec((EXAMPLES / "demo.yaml").read_text(), username="alice")

@@ -22,7 +22,7 @@ from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
 from tasks.models import Task
-from tasks.specs.parse import MAX_DEPENDENCIES
+from tasks.specs.rules import MAX_DEPENDENCIES
 from tests.accounts.helpers import assert_error
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""The spec's keys are declared once (tasks.specs.parse.SPEC_KEYS): the parser, the schema, the task's
+"""The spec's keys are declared once (tasks.specs.keys.SPEC_KEYS): the parser, the schema, the task's
 fields and the new-task page agree because they are built from it. These tests hold each one to
 what the parser actually does, so a key added around the table shows up here."""
 
@@ -19,7 +19,10 @@ from rest_framework.test import APIClient
 
 from accounts.homes import home_dir
 from tasks.models import Task
-from tasks.specs.parse import COMMON, SPEC_KEYS, Duration, ParsedSpec, SpecError, parse_spec
+from tasks.specs.checks import COMMON, Duration
+from tasks.specs.errors import SpecError
+from tasks.specs.keys import SPEC_KEYS
+from tasks.specs.parse import ParsedSpec, parse_spec
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 
-from tasks.specs.parse import SpecError, parse_spec
+from tasks.specs.errors import SpecError
+from tasks.specs.parse import parse_spec
 from tasks.specs.pools import Pool
 from tasks.submit import admit_new
 

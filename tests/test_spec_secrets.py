@@ -15,8 +15,10 @@ from rest_framework.test import APIClient
 from accounts.models import Secret
 from tasks.jobvars import JobVar
 from tasks.models import Task
+from tasks.specs.advanced import command_trackers
 from tasks.specs.builders import build_argv
-from tasks.specs.parse import SpecError, command_trackers, parse_spec
+from tasks.specs.errors import SpecError
+from tasks.specs.parse import parse_spec
 from tests.test_specs import GOOD_COMMAND, advanced, basic
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("gsm8k")]

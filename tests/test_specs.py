@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tasks.specs.parse import ParsedSpec, SpecError, parse_spec
+from tasks.specs.errors import SpecError
+from tasks.specs.parse import ParsedSpec, parse_spec
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ from tasks.pipelines import (
     retry_pipeline,
     submit_pipeline,
 )
-from tasks.specs.parse import SpecError
+from tasks.specs.errors import SpecError
 from tasks.submit import PriorityNotAllowed, QuotaError
 
 EXAMPLE = {

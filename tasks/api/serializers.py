@@ -22,9 +22,11 @@ from tasks.models import (
     TaskState,
 )
 from tasks.pause import REASON_MAX
-from tasks.specs.parse import ADVANCED, BASIC, COMMON, MAX_DEPENDENCIES, MAX_SECRETS, SPEC_KEYS, Duration, SpecKey
+from tasks.specs.checks import ADVANCED, BASIC, COMMON, Duration, SpecKey
+from tasks.specs.keys import SPEC_KEYS
 from tasks.specs.pipeline import PIPELINE_NAME_PATTERN, STEP_NAME_PATTERN
 from tasks.specs.pools import POOL_NAMES
+from tasks.specs.rules import MAX_DEPENDENCIES, MAX_SECRETS
 
 
 class AttemptNodeSerializer(serializers.Serializer):
@@ -241,7 +243,7 @@ _SPEC_KIND_NOTES = {COMMON: "", BASIC: "Basic specs. ", ADVANCED: "Advanced spec
 
 
 def spec_field(key: SpecKey) -> serializers.Field:
-    """The schema's field for one spec key, from its declaration in tasks.specs.parse.SPEC_KEYS. A key
+    """The schema's field for one spec key, from its declaration in tasks.specs.keys.SPEC_KEYS. A key
     only one kind of spec takes is optional here: the other kind leaves it out."""
     required = key.required and key.kind == COMMON and not key.workloads
     help_text = _SPEC_KIND_NOTES[key.kind] + key.help
@@ -280,7 +282,7 @@ class SpecDocument(serializers.Serializer):
     checks) are the spec parser's: such a spec is a 400."""
 
     def get_fields(self) -> dict[str, serializers.Field]:
-        # Every key the parser takes, from the one table (tasks.specs.parse.SPEC_KEYS).
+        # Every key the parser takes, from the one table (tasks.specs.keys.SPEC_KEYS).
         return {key.name: spec_field(key) for key in SPEC_KEYS}
 
 

@@ -36,7 +36,7 @@ from tasks.logs.curves import AttemptCurves, merge_attempts, read_attempt
 from tasks.logs.read import follow, read_from, tail_start
 from tasks.logs.redact import metric_names, served
 from tasks.models import REQUEUED_FROM, TERMINAL_STATES, Attempt, IllegalTransition, StaleState, Task
-from tasks.specs.parse import SpecError
+from tasks.specs.errors import SpecError
 from tasks.submit import PriorityNotAllowed, QuotaError, submit_spec
 
 TEXT = "text/plain; charset=utf-8"

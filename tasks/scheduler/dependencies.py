@@ -33,7 +33,7 @@ from tasks.pipelines import Unresolvable, resolve_step
 from tasks.scheduler.settle import ACTOR
 from tasks.scheduler.storage import bounded
 from tasks.scheduler.turns import Budget, guarded
-from tasks.specs.parse import SpecError
+from tasks.specs.errors import SpecError
 
 # What ends a task's `after` dependency for good: it will never succeed.
 DEPENDENCY_BROKEN = (TaskState.FAILED, TaskState.CANCELED)

@@ -29,7 +29,7 @@ from tasks.choices import TaskKind, Tracker
 from tasks.jobfiles import metrics_log, tracker_dir
 from tasks.jobvars import JobVar
 from tasks.models import Attempt, Task
-from tasks.specs.parse import command_trackers
+from tasks.specs.advanced import command_trackers
 
 # W&B run ids: letters, digits, '-' and '_' are safe (it refuses '/', '\\', '#', '?', '%', ':'),
 # and at most 64 characters; SwanLab's experiment ids the same, 1 to 64.

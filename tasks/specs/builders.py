@@ -69,7 +69,7 @@ def build_argv(resolved: dict[str, Any], *, username: str, checkpoint_dir: Path)
           trainer.logger, trainer.project_name, trainer.experiment_name   (as PPO's)
 
     Export (verl's own merger, ``verl/model_merger``; ``checkpoint`` is already the folder it reads,
-    ``global_step_N/actor`` or SFT's ``global_step_N``, see tasks.specs.parse._checkpoint)::
+    ``global_step_N/actor`` or SFT's ``global_step_N``, see tasks.specs.rules.checkpoint)::
 
         python3 -m verl.model_merger merge --backend <backend>
           --local_dir <checkpoint> --target_dir <task folder>/hf_model

@@ -19,7 +19,9 @@ from typing import Any, Protocol, TypeVar
 
 from accounts.homes import home_dir
 from tasks.choices import Workload
-from tasks.specs.parse import ParsedSpec, SpecError, dump_yaml, load_document, parse_spec
+from tasks.specs.errors import SpecError
+from tasks.specs.parse import ParsedSpec, parse_spec
+from tasks.specs.yaml_load import dump_yaml, load_document
 
 # The names' one declaration: the parser matches them whole, the API schema anchors them (^...$).
 STEP_NAME_PATTERN = r"[a-z0-9-]{1,64}"

@@ -8,7 +8,7 @@ against the cluster's free ones, and its placement groups wait for ever: every p
 reserved, and each pool fits only where it fits node by node.
 
 Besides the trainer's pool (``trainer.nnodes`` x ``trainer.n_gpus_per_node``: the spec's
-``nnodes`` and ``n_gpus_per_node``, checked against the command in tasks.specs.parse), a command
+``nnodes`` and ``n_gpus_per_node``, checked against the command in tasks.specs.advanced), a command
 asks for these (read in verl 0.9.1's source):
 
 ========  ==========================================================  =====================================

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks.specs import hydra_argv
-from tasks.specs.parse import command_argv
+from tasks.specs.advanced import command_argv
 
 CONSOLE = "console"
 FILE = "file"

@@ -22,7 +22,7 @@ from django.views.decorators.http import require_POST
 
 from tasks.models import Attempt, Pipeline, PipelineState, PipelineStep, Task
 from tasks.pipelines import CheckpointUnavailable, PipelineConflict, cancel_pipeline, retry_pipeline
-from tasks.specs.parse import SpecError
+from tasks.specs.errors import SpecError
 from tasks.submit import PriorityNotAllowed, QuotaError
 from tasks.web.graph import layout
 from tasks.web.views import _actor, _page_or_part

@@ -44,7 +44,8 @@ from tasks.models import (
 )
 from tasks.pipelines import is_pipeline_document, submit_pipeline
 from tasks.queue.read import current_queue, queue_entries, share_rows, waiting_reason
-from tasks.specs.parse import SPEC_KEYS, SpecError
+from tasks.specs.errors import SpecError
+from tasks.specs.keys import SPEC_KEYS
 from tasks.submit import PriorityNotAllowed, QuotaError, submit_spec
 
 TASKS_PER_PAGE = 25

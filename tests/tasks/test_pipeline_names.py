@@ -10,7 +10,7 @@ from django.core.validators import RegexValidator
 from rest_framework.fields import Field
 
 from tasks.api.serializers import PipelineDocumentSerializer, PipelineStepDocument
-from tasks.specs.parse import SpecError
+from tasks.specs.errors import SpecError
 from tasks.specs.pipeline import parse_pipeline
 
 NAMES = ["sft", "grpo-2", "a" * 64, "a" * 65, "", "SFT", "sft_1", "run.v2", "x y", "é", "-", "..", "a/b"]

@@ -15,7 +15,7 @@ from accounts.models import UserLimits
 from tasks.jobfiles import checkpoint_dir, job_root
 from tasks.models import EventKind, Pipeline, PipelineState, Task, TaskState
 from tasks.scheduler.tick import tick
-from tasks.specs.parse import SpecError
+from tasks.specs.errors import SpecError
 from tasks.specs.pipeline import parse_pipeline
 from tests.accounts.helpers import assert_error
 from tests.conftest import EXPORT, GRPO, PIPELINE, SFT

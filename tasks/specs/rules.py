@@ -1,0 +1,193 @@
+"""The special rules of spec keys whose check is more than a type, limits and choices: paths,
+the model, the advanced command, durations capped by the site, secrets, trackers, dependencies,
+an export's checkpoint. Each is a tasks.specs.checks.Rule the key table (tasks.specs.keys) names.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from accounts import secrets as secrets_crypto
+from tasks.choices import TaskKind, Tracker, Workload
+from tasks.specs import advanced, paths
+from tasks.specs.checks import Checker, Rule, SpecKey, type_name
+
+# Tasks a spec may wait for (after + after_any): a few steps' worth, not a whole history.
+MAX_DEPENDENCIES = 64
+# A task id as tasks.models.new_task_id makes it (a username may hold . @ + - _).
+_TASK_ID = re.compile(r"[\w.@+-]{1,120}")
+MAX_SECRETS = 32
+# W&B's and SwanLab's project names: no '/', '\\', '#', '?', '%' or ':'; at most 128 characters.
+PROJECT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def time_limit(check: Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+    return check.duration(key, cap=settings.ARGUS_MAX_TIME_LIMIT)
+
+
+def model_id(check: Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+    model = check.string(key)
+    # A hub id is fetched through the shared HF cache; anything else must be a path it may read.
+    if model is not None and not paths.is_hub_id(model):
+        if model.strip().startswith(("/", "$")):
+            return check.input_path(key.name, model)
+        check.fail(
+            key.name,
+            f"{model!r} is neither a hub id (org/name, such as Qwen/Qwen2.5-0.5B-Instruct) "
+            "nor an absolute path (/… or $HOME/…)",
+        )
+        return None
+    return model
+
+
+def input_file(check: Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+    return check.input_path(key.name, check.string(key))
+
+
+def frequency(check: Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+    value = check.generic(key)
+    if value == 0:
+        # verl's SFT trainer computes `step % freq` unconditionally: 0 would crash it.
+        check.fail(key.name, "must be -1 (never) or at least 1, not 0")
+    return value
+
+
+def command(check: Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+    """An advanced command, its $HOME macros expanded, held to tasks.specs.advanced's policy."""
+    text = check.string(key)
+    if text is None:
+        return None
+    try:
+        expanded = paths.expand_macros(text, check.username).strip()
+    except paths.PathPolicyError as exc:
+        check.fail(key.name, str(exc))
+        return None
+    errors, warnings = advanced.check_command(
+        expanded, check.username, resolved.get("nnodes"), resolved.get("n_gpus_per_node"), check.pending
+    )
+    for message in errors:
+        check.fail(key.name, message)
+    check.warnings.extend(warnings)
+    return expanded
+
+
+def _names(check: Checker, key: SpecKey, what: str) -> list[Any] | None:
+    """The key's list (empty when absent or null); None, reported, when it is no list of strings."""
+    present, value = check.present(key)
+    if not present:
+        return []
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        check.fail(key.name, f"must be a list of {what}, not {type_name(value)}")
+        return None
+    doubled = sorted({item for item in value if value.count(item) > 1})
+    if doubled:
+        check.fail(key.name, f"names {', '.join(doubled)} more than once")
+    return value
+
+
+def secrets(check: Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+    names = _names(check, key, "secret names, such as [WANDB_API_KEY, HF_TOKEN]")
+    if names is None:
+        return None
+    if len(names) > MAX_SECRETS:
+        check.fail(key.name, f"names {len(names)} secrets; at most {MAX_SECRETS} are allowed")
+    for name in names:
+        why = secrets_crypto.name_error(name) or advanced.secret_env_refusal(name)
+        if why:
+            check.fail(key.name, why)
+    return names
+
+
+def trackers(check: Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+    names = _names(check, key, f"trackers ({', '.join(Tracker.values)})")
+    if names is None:
+        return None
+    for name in names:
+        if name not in Tracker.values:
+            check.fail(key.name, f"{name[:40]!r} is not a tracker; choose from {', '.join(Tracker.values)}")
+    return names
+
+
+def project(check: Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+    present, _ = check.present(key)
+    if not present:
+        return check.username  # a valid project name: usernames are letters, digits, '.', '_', '-'
+    project = check.string(key)
+    if project is not None and not PROJECT.match(project):
+        check.fail(
+            key.name,
+            "must be 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or a digit "
+            "(W&B and SwanLab refuse '/', '#', '?', '%' and ':')",
+        )
+        return None
+    return project
+
+
+def workload(check: Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+    workload = check.generic(key)
+    if workload == Workload.EXPORT and resolved.get("kind") == TaskKind.ADVANCED:
+        check.fail(key.name, "export is Argus's own step (verl's model merger): it has no advanced form")
+    return workload
+
+
+def export_default(export_value: int) -> Rule:
+    """nnodes and n_gpus_per_node: required for training; an export runs on one node, no GPU."""
+
+    def rule(check: Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+        if resolved.get("workload") == Workload.EXPORT:
+            value = check.data.get(key.name)
+            if value is None:
+                return export_value
+            if isinstance(value, bool) or value != export_value:
+                check.fail(key.name, f"must be {export_value} for an export (it runs on one node, on CPUs)")
+                return None
+            return export_value
+        if check.data.get(key.name) is None:
+            check.fail(key.name, "is required" if key.name not in check.data else "must not be null")
+            return None
+        return check.integer(replace(key, low=1))  # 0 only for an export
+
+    return rule
+
+
+def task_ids(check: Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+    """A list of task ids; whether each exists and is the user's own is tasks.submit's to check."""
+    value = check.data.get(key.name)
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        check.fail(key.name, f"must be a list of task ids, not {type_name(value)}")
+        return []
+    bad = [item for item in value if not _TASK_ID.fullmatch(item)]
+    if bad:
+        check.fail(key.name, f"{bad[0][:130]!r} is not a task id")
+    if len(value) > MAX_DEPENDENCIES:
+        check.fail(key.name, f"names {len(value)} tasks; at most {MAX_DEPENDENCIES}")
+    if len(set(value)) != len(value):
+        check.fail(key.name, "names a task twice")
+    return list(value)
+
+
+def checkpoint(check: Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+    """The folder verl's merger reads (--local_dir): a global_step_N folder of PPO/GRPO holds the
+    actor's shards in actor/ (RayPPOTrainer._save_checkpoint), SFT's in itself (CheckpointHandler);
+    a checkpoints folder with verl's tracker file stands for its latest global_step_N."""
+    path = check.input_path(key.name, check.string(key))
+    if path is None or not Path(path).is_dir():
+        return path
+    folder = Path(path)
+    if (folder / paths.TRACKER_FILE).is_file():
+        try:
+            folder = paths.latest_checkpoint(folder)
+        except paths.NoCheckpoint as error:
+            check.fail(key.name, str(error))
+            return None
+    if (folder / "actor").is_dir():
+        folder = folder / "actor"
+    return str(folder)

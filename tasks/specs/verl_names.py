@@ -1,0 +1,43 @@
+"""The names Argus and verl 0.9.1 must agree on: verl's entry modules and the Hydra keys of its
+trainers' configs that Argus writes (tasks.specs.builders), checks in an advanced command
+(tasks.specs.advanced) or reads back from one (tasks.specs.verl_run, Task.total_steps).
+
+One declaration each: a key spelt differently in two places would be written by one and missed
+by the other."""
+
+from __future__ import annotations
+
+# Entry modules.
+PPO_MODULE = "verl.trainer.main_ppo"  # PPO and GRPO
+SFT_MODULE = "verl.trainer.sft_trainer_ray"
+MERGER_MODULE = "verl.model_merger"
+
+# Data and model.
+TRAIN_FILES = "data.train_files"
+VAL_FILES = "data.val_files"
+ACTOR_MODEL_PATH = "actor_rollout_ref.model.path"
+CRITIC_MODEL_PATH = "critic.model.path"
+SFT_MODEL_PATH = "model.path"  # sft_trainer_engine's hf_model group
+ADV_ESTIMATOR = "algorithm.adv_estimator"
+# verl's own key, and verl >= 0.7.1's `reward.custom_reward_function.path`.
+REWARD_FUNCTION_PATH = "custom_reward_function.path"
+
+# The trainer pool and the run's length.
+NNODES = "trainer.nnodes"
+N_GPUS_PER_NODE = "trainer.n_gpus_per_node"
+TOTAL_EPOCHS = "trainer.total_epochs"
+TOTAL_TRAINING_STEPS = "trainer.total_training_steps"
+
+# Checkpoints, validation, logging.
+SAVE_FREQ = "trainer.save_freq"
+TEST_FREQ = "trainer.test_freq"
+LOCAL_DIR = "trainer.default_local_dir"  # where checkpoints go
+RESUME_MODE = "trainer.resume_mode"
+VAL_ONLY = "trainer.val_only"
+VAL_BEFORE_TRAIN = "trainer.val_before_train"
+LOGGER = "trainer.logger"
+PROJECT_NAME = "trainer.project_name"
+EXPERIMENT_NAME = "trainer.experiment_name"
+
+# Ray: `+ray_kwargs.ray_init.address=auto` joins the cluster rather than starting a Ray of its own.
+RAY_ADDRESS = "ray_kwargs.ray_init.address"
