@@ -26,11 +26,11 @@ and reason), to show that two versions decide alike.
 Goal (issue 18): <= 50 ms per steady tick with 10,000 queued; queries independent of queue length.
 
 The scheduler keeps its copy of the queue between ticks and reads only the tasks that changed
-(tasks.scheduler.queue_rows), with an overlap of OVERLAP_S: for that long after a change, its
+(tasks.queue.rows), with an overlap of OVERLAP_S: for that long after a change, its
 rows are read again. A steady state is what the ticks after that see, so before each steady
 phase the bench's clock (django.utils.timezone.now, which the scheduler and the database rows
 both use) moves on by OVERLAP_S + 1 s. The "first tick" rows are a scheduler's first read of
-the whole queue (as after a start, and every queue_rows.FULL_READ_S).
+the whole queue (as after a start, and every tasks.queue.rows.FULL_READ_S).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def reset() -> None:
     from django_q.models import OrmQ
 
     from tasks.models import Attempt, Event, Task, Usage
-    from tasks.scheduler import queue_rows
+    from tasks.queue import rows as queue_rows
 
     queue_rows.forget()  # a new queue: the scheduler reads it whole, as a new scheduler does
     # No fair-share usage from the case before: its running tasks' usage, accrued in real time,
@@ -160,7 +160,7 @@ class MovingClock:
         return self.real() + self.offset
 
     def settle(self) -> None:
-        from tasks.scheduler.queue_rows import OVERLAP_S
+        from tasks.queue.rows import OVERLAP_S
 
         self.offset += timedelta(seconds=OVERLAP_S + 1)
 

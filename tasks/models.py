@@ -70,10 +70,6 @@ class TaskQuerySet(models.QuerySet["Task"]):
     def visible_to(self, user: Any) -> TaskQuerySet:
         return self if user.is_staff else self.filter(user=user)
 
-    def waiting(self) -> TaskQuerySet:
-        """The queue in scheduling order: priority, then first come (into the queue), first served."""
-        return self.filter(state__in=QUEUE_STATES).order_by("-priority_rank", "queued_at", "id")
-
 
 # Fields that may quote Ray or the log: redacted as written (Task.transition, Attempt.save).
 REDACTED_FIELDS = frozenset({"error_summary", "pending_reason"})
@@ -166,7 +162,7 @@ class Task(models.Model):
                 condition=models.Q(estimated_start_at__isnull=False),
             ),
             # The scheduler's copy of the queue reads what changed since its last tick
-            # (tasks.scheduler.queue_rows).
+            # (tasks.queue.rows).
             models.Index(fields=["updated_at"], name="task_updated"),
             # The task list: a user's tasks, newest first.
             models.Index(fields=["user", "-created_at", "-id"], name="task_user_recent"),
@@ -185,7 +181,7 @@ class Task(models.Model):
     def save(self, *args: Any, **kwargs: Any) -> None:
         self.priority_rank = PRIORITY_RANK.get(Priority(self.priority), 0)
         # Every change says when: the scheduler's copy of the queue reads what changed since
-        # its last tick by updated_at (tasks.scheduler.queue_rows).
+        # its last tick by updated_at (tasks.queue.rows).
         self.updated_at = timezone.now()
         if self.queued_at is None and self.state != TaskState.WAITING and self._state.adding:
             self.queued_at = self.created_at  # made straight into the queue (or past it)

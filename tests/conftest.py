@@ -113,9 +113,9 @@ def shared_root(settings, tmp_path: Path) -> Path:
 
 @pytest.fixture(autouse=True)
 def fresh_queue_copy() -> None:
-    """The scheduler keeps its copy of the queue between ticks (tasks.scheduler.queue_rows); a
+    """The scheduler keeps its copy of the queue between ticks (tasks.queue.rows); a
     test's database is rolled back under it, so each test starts with none."""
-    from tasks.scheduler import queue_rows
+    from tasks.queue import rows as queue_rows
 
     queue_rows.forget()
 

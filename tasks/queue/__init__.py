@@ -1,2 +1,3 @@
-"""The queue as people read it (the API and the queue page): its rows (read) and each waiting
-task's note in words (notes). Its order is the scheduler's (tasks.scheduler.queue_order)."""
+"""The queue: its order (order: priority, fair share, arrival), the scheduler's copy of its rows
+kept between ticks (rows), the queue as people read it in the API and on the queue page (read)
+and each waiting task's note in words (notes). The scheduler calls into it."""

@@ -4,7 +4,7 @@ it, and which of them passed it by fair share.
 "about 14:20 UTC, behind 2 tasks of bob's and 1 of yours; 1 task of a lighter user (carol) goes
 first (fair share)"
 
-Pure functions over the waiting tasks in scheduling order (tasks.scheduler.queue_order.in_order), so that
+Pure functions over the waiting tasks in scheduling order (tasks.queue.order.in_order), so that
 the queue API and the queue page say the same thing and tests need no database.
 """
 

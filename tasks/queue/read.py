@@ -1,5 +1,5 @@
 """The queue as users read it (GET /api/v2/queue, /api/v2/queue/shares and the queue page): tasks
-on Ray, then the waiting ones in the scheduler's order (tasks.scheduler.queue_order), each with its
+on Ray, then the waiting ones in the scheduler's order (tasks.queue.order), each with its
 estimated start, its owner's fair share and a note in words; and the fair-share table.
 
 One read of the queue's tasks and one of the shares per request, whatever the page: the order is
@@ -18,7 +18,7 @@ from django.utils import timezone
 from accounts.limits import limits_by_user
 from tasks.models import ACTIVE_STATES, QUEUE_STATES, Task
 from tasks.queue.notes import Placed, note
-from tasks.scheduler.queue_order import in_order
+from tasks.queue.order import BY_PRIORITY_THEN_ARRIVAL, in_order
 from tasks.scheduler.usage import Share
 
 # What the rows read of a task: not its spec, which may be large.
@@ -69,7 +69,7 @@ def current_queue(now: datetime | None = None) -> Queue:
         Task.objects.filter(state__in=[*ACTIVE_STATES, *QUEUE_STATES])
         .select_related("user")
         .only(*ROW_FIELDS)
-        .order_by("-priority_rank", "queued_at", "id")
+        .order_by(*BY_PRIORITY_THEN_ARRIVAL)
     )
     on_ray = [task for task in tasks if task.state in ACTIVE_STATES]
     waiting, shares = in_order([task for task in tasks if task.state in QUEUE_STATES], now)

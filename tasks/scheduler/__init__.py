@@ -15,9 +15,9 @@ Read it in the order a tick runs it:
 6. ``dependencies.release``: WAITING tasks whose dependencies ended become QUEUED (a pipeline
    step's ``${steps.…}`` outputs written in) or CANCELED (an ``after`` one failed); pipelines whose
    last step ended end;
-7. ``launch.admit``: the queue (``queue_rows``, a copy kept between ticks: each tick reads only
+7. ``launch.admit``: the queue (tasks.queue: ``rows``, a copy kept between ticks: each tick reads only
    what changed, and what admission reads of it is made again only when it changed) in order
-   (``queue_order``), free room (``launch.free_room``, from the live attempts the tick reads
+   (``order``), free room (``launch.free_room``, from the live attempts the tick reads
    once, ``launch.live_holdings``), the decision of the pure core below, then each attempt
    started, the row first (SUBMITTING, deterministic submission id), then Ray, with the job's
    environment from ``job_env`` (secrets, the tracker's run); ``preempt`` marks and withdraws

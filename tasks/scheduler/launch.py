@@ -35,8 +35,9 @@ from tasks.models import (
     TaskState,
     check_fence,
 )
-from tasks.scheduler import admission, job_env, preempt, queue_rows
-from tasks.scheduler.queue_order import order_waiting, usernames
+from tasks.queue import rows as queue_rows
+from tasks.queue.order import order_waiting, usernames
+from tasks.scheduler import admission, job_env, preempt
 from tasks.scheduler.rayjobs import (
     ClusterView,
     JobExists,

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from tasks.models import ACTIVE_STATES, QUEUE_STATES, ClusterState, Task
+from tasks.queue.order import waiting
 from tasks.scheduler.cancels import stop_canceled
 from tasks.scheduler.dependencies import release
 from tasks.scheduler.launch import admit, free_room, live_holdings
@@ -124,5 +125,5 @@ def _ray_down(report: TickReport, error: str) -> None:
     _record_cluster(None, None, error, None)
     # Not Ray's words: they name its dashboard, which only admins are shown (on /cluster/).
     reason = "Ray is unreachable; the task waits until it is back"
-    # updated_at too: the scheduler's copy of the queue (queue_rows) reads what changed by it.
-    Task.objects.waiting().exclude(pending_reason=reason).update(pending_reason=reason, updated_at=timezone.now())
+    # updated_at too: the scheduler's copy of the queue (tasks.queue.rows) reads what changed by it.
+    waiting().exclude(pending_reason=reason).update(pending_reason=reason, updated_at=timezone.now())

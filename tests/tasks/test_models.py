@@ -15,6 +15,7 @@ from tasks.models import (
     TaskState,
     new_task_id,
 )
+from tasks.queue.order import waiting
 
 pytestmark = pytest.mark.django_db
 
@@ -93,7 +94,7 @@ def test_high_priority_sorts_first_in_the_queue(alice, make_task):
     first = make_task(alice)
     urgent = make_task(alice, spec=_with_priority("high"))
     third = make_task(alice)
-    assert list(Task.objects.waiting()) == [urgent, first, third]
+    assert list(waiting()) == [urgent, first, third]
 
 
 def test_requeue_brings_a_failed_task_back(alice, make_task):

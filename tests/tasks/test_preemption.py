@@ -10,6 +10,7 @@ import pytest
 
 from tasks.jobfiles import checkpoint_dir
 from tasks.models import Attempt, EventKind, FailureKind, Task, TaskState
+from tasks.queue.order import waiting
 from tasks.scheduler.tick import tick
 from tests.conftest import PPO_SPEC
 from tests.tasks.conftest import Clock
@@ -81,7 +82,7 @@ def test_the_victim_stops_after_its_next_checkpoint_and_goes_back_in_its_place(a
     assert high.state == S.SUBMITTED  # the room went to the task it was made for
     # Back in its place: its submission time is unchanged, so it heads the normal queue again.
     later = make_task(alice)
-    assert list(Task.objects.waiting().values_list("pk", flat=True)) == [victim.pk, later.pk]
+    assert list(waiting().values_list("pk", flat=True)) == [victim.pk, later.pk]
 
 
 def test_without_a_checkpoint_the_grace_runs_out(alice, bob, make_task, fake_ray, clock):

@@ -1,4 +1,4 @@
-"""The scheduler's copy of the queue (tasks.scheduler.queue_rows): kept between ticks, each tick
+"""The scheduler's copy of the queue (tasks.queue.rows): kept between ticks, each tick
 reads only what changed, and every way a queued task changes reaches the next tick."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from tasks.models import Task, TaskState
-from tasks.scheduler import queue_rows
+from tasks.queue import rows as queue_rows
 from tasks.scheduler.tick import tick
 
 pytestmark = pytest.mark.django_db

@@ -8,7 +8,8 @@ import pytest
 from django.forms.models import model_to_dict
 
 from tasks.models import Event, EventKind, Task, TaskState
-from tasks.scheduler import launch, queue_rows
+from tasks.queue import rows as queue_rows
+from tasks.scheduler import launch
 
 pytestmark = pytest.mark.django_db
 S = TaskState

@@ -1,5 +1,8 @@
 """The order of the queue, for the scheduler and for the pages that show it: priority, then
-fair share (tasks.scheduler.fairshare), then when it entered the queue (Task.queued_at)."""
+fair share (tasks.scheduler.fairshare), then when it entered the queue (Task.queued_at).
+
+Fair share is computed in Python over every waiting task (``order_waiting``, ``in_order``);
+the database orders by the rest (``waiting``: priority, then first come, first served)."""
 
 from __future__ import annotations
 
@@ -9,15 +12,25 @@ from typing import Any, TypeVar
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db.models import FloatField, Func
+from django.db.models import FloatField, Func, QuerySet
 
 from accounts.limits import Limits
-from tasks.models import Task
+from tasks.models import QUEUE_STATES, Task
 from tasks.scheduler.fairshare import Waiting, order
 from tasks.scheduler.usage import Share, shares
 
 T = TypeVar("T", bound=Task)
 W = TypeVar("W", bound=Waiting)
+
+# The queue's order in the database, before fair share: the index task_queue_order serves it.
+BY_PRIORITY_THEN_ARRIVAL = ("-priority_rank", "queued_at", "id")
+
+
+def waiting(tasks: QuerySet[Task] | None = None) -> QuerySet[Task]:
+    """The waiting tasks of ``tasks`` (default: all) by priority, then first come (into the
+    queue), first served."""
+    tasks = Task.objects.all() if tasks is None else tasks
+    return tasks.filter(state__in=QUEUE_STATES).order_by(*BY_PRIORITY_THEN_ARRIVAL)
 
 
 def order_waiting(

@@ -28,8 +28,8 @@ from django.conf import settings
 from django.db import connection
 
 from tasks.models import QUEUE_STATES, Task, TaskState
+from tasks.queue.order import EpochSeconds
 from tasks.scheduler.fairshare import Waiting
-from tasks.scheduler.queue_order import EpochSeconds
 from tasks.scheduler.rooms import Request
 from tasks.specs.pools import Actor, Pool
 
