@@ -4,12 +4,11 @@ import logging
 from typing import Any, cast
 
 from django.contrib import admin, messages
-from django.contrib.admin.options import InlineModelAdmin
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 from django.contrib.auth.forms import AdminUserCreationForm
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
-from django.forms import ModelForm
+from django.forms import BaseInlineFormSet, ModelForm
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -28,7 +27,7 @@ class TokenStateFilter(admin.SimpleListFilter):
     title = "state"
     parameter_name = "state"
 
-    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[ApiToken]) -> list[tuple[str, str]]:
         return TokenState.choices
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> QuerySet[ApiToken]:
@@ -39,7 +38,7 @@ class TokenStateFilter(admin.SimpleListFilter):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(SaveChangedFieldsOnly, admin.ModelAdmin):
+class ApiTokenAdmin(SaveChangedFieldsOnly[ApiToken]):
     """Tokens; an edit (name, expiry) writes only what changed, so a revocation through the API
     or a use recorded while the page is saved stays."""
 
@@ -62,7 +61,7 @@ class ApiTokenAdmin(SaveChangedFieldsOnly, admin.ModelAdmin):
     def get_readonly_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> tuple[str, ...]:
         return () if obj is None else self.record_fields
 
-    def save_model(self, request: HttpRequest, obj: ApiToken, form: ModelForm, change: bool) -> None:
+    def save_model(self, request: HttpRequest, obj: ApiToken, form: ModelForm[ApiToken], change: bool) -> None:
         if not change:
             # Kept on the request for response_add only: never in a message, whose storage
             # (a cookie, or the session table) would outlive this response.
@@ -87,7 +86,7 @@ class ApiTokenAdmin(SaveChangedFieldsOnly, admin.ModelAdmin):
         self.message_user(request, f"Revoked {revoked} token(s).", messages.SUCCESS)
 
 
-class ApiTokenInline(admin.TabularInline):
+class ApiTokenInline(admin.TabularInline[ApiToken, User]):
     model = ApiToken
     fields = readonly_fields = TOKEN_COLUMNS
     extra = 0
@@ -95,14 +94,14 @@ class ApiTokenInline(admin.TabularInline):
     show_change_link = True
     verbose_name_plural = "API tokens (issue new ones under Accounts › API tokens)"
 
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_add_permission(self, request: HttpRequest, obj: User | None = None) -> bool:
         return False
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: User | None = None) -> bool:
         return False
 
 
-class UserLimitsInline(admin.StackedInline):
+class UserLimitsInline(admin.StackedInline[UserLimits, User]):
     """The user's own limits, weight and high-priority permission, on their page; what is in
     effect is shown beside."""
 
@@ -113,7 +112,9 @@ class UserLimitsInline(admin.StackedInline):
     max_num = 1
     verbose_name_plural = "Limits and permissions (empty limit: the site default; 0: no limit)"
 
-    def get_formset(self, request: HttpRequest, obj: User | None = None, **kwargs: Any) -> Any:
+    def get_formset(
+        self, request: HttpRequest, obj: User | None = None, **kwargs: Any
+    ) -> type[BaseInlineFormSet[UserLimits, User, ModelForm[UserLimits]]]:
         # The site default each empty limit falls back to, in its help text: settings change
         # by environment, so the model's static help text cannot say the number.
         defaults = limits.site_defaults()
@@ -136,9 +137,9 @@ def _shown(limit: int) -> str:
     return str(limit) if limit else "none"
 
 
-class ArgusUserCreationForm(AdminUserCreationForm):
+class ArgusUserCreationForm(AdminUserCreationForm[User]):
     def clean_username(self) -> str:
-        username = self.cleaned_data["username"]
+        username = str(self.cleaned_data["username"])
         users.validate_new_username(username)
         return username
 
@@ -147,13 +148,15 @@ admin.site.unregister(User)
 
 
 @admin.register(User)
-class UserAdmin(DjangoUserAdmin):
+class UserAdmin(DjangoUserAdmin[User]):
     add_form = ArgusUserCreationForm
     list_display = ["username", "is_staff", "is_active", "date_joined", "last_login"]
     actions = ["disable_users", "enable_users"]
 
-    def get_inlines(self, request: HttpRequest, obj: User | None) -> list[type[InlineModelAdmin]]:
-        return [UserLimitsInline, ApiTokenInline] if obj else []
+    def get_inlines(
+        self, request: HttpRequest, obj: User | None
+    ) -> tuple[type[UserLimitsInline], type[ApiTokenInline]] | tuple[()]:
+        return (UserLimitsInline, ApiTokenInline) if obj else ()
 
     def get_readonly_fields(self, request: HttpRequest, obj: User | None = None) -> list[str]:
         readonly = list(super().get_readonly_fields(request, obj))

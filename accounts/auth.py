@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
@@ -10,6 +10,7 @@ from accounts.models import ApiToken, TokenState, hash_token
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
+    from drf_spectacular.openapi import AutoSchema
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
@@ -53,5 +54,5 @@ class BearerTokenScheme(OpenApiAuthenticationExtension):
     target_class = BearerTokenAuthentication
     name = "bearerAuth"
 
-    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+    def get_security_definition(self, auto_schema: AutoSchema) -> dict[str, str]:
         return {"type": "http", "scheme": "bearer", "description": "An Argus API token (argus_…)."}

@@ -3,8 +3,10 @@ migrate, qcluster, runserver…)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from django.apps import AppConfig
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
 from django.db import DatabaseError
@@ -14,7 +16,7 @@ from common.renamed_settings import RENAMED
 
 
 @register()
-def secrets_key(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+def secrets_key(app_configs: Sequence[AppConfig] | None = None, **kwargs: Any) -> list[CheckMessage]:
     """A key that is not a Fernet key is an error; so is a production start (ARGUS_DEBUG off)
     without a key while users have secrets stored: their tasks could not start, and nobody could
     tell why before the first one failed."""
@@ -45,7 +47,7 @@ def secrets_key(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
 
 
 @register()
-def settings_renamed(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+def settings_renamed(app_configs: Sequence[AppConfig] | None = None, **kwargs: Any) -> list[CheckMessage]:
     """A duration set under its old name still works (converted to seconds); the warning names the
     name to use before the old one is no longer read."""
     return [

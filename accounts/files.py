@@ -347,7 +347,7 @@ def check_upload_length(content_length: str | None) -> None:
         raise TooLarge(f"The upload is {length} bytes; the upload limit is {limit} bytes.", "file")
 
 
-def save_upload(folder: Location, upload: UploadedFile, *, name: str = "", overwrite: bool = False) -> Location:
+def save_upload(folder: Location, upload: UploadedFile[bytes], *, name: str = "", overwrite: bool = False) -> Location:
     """Write ``upload`` into ``folder`` as ``name`` (default: its own name).
 
     An existing name is refused unless ``overwrite``; the file is written under a temporary

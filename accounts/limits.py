@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 
@@ -120,7 +120,7 @@ def high_priority_refusal(user: User) -> str | None:
     )
 
 
-def set_limits(user: User, *, actor: str, **changes: Any) -> None:
+def set_limits(user: User, *, actor: str, **changes: int | float | bool | None) -> None:
     """Write some of ``user``'s own limits (LIMIT_NAMES; None: back to the site default),
     ``fair_share_weight`` and ``can_use_high_priority``, already validated; the row is created
     if need be."""

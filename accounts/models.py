@@ -144,7 +144,7 @@ def validate_weight(value: float) -> None:
         raise ValidationError("The fair-share weight must be a number greater than 0.", code="invalid")
 
 
-def _limit_field(what: str, setting: str) -> models.PositiveIntegerField:
+def _limit_field(what: str, setting: str) -> models.PositiveIntegerField[int | None, int | None]:
     return models.PositiveIntegerField(
         null=True,
         blank=True,

@@ -7,7 +7,7 @@ refused, even with the right password, until ARGUS_LOGIN_COOLOFF_S seconds have 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
@@ -18,7 +18,8 @@ def client_address(request: HttpRequest) -> str:
     proxies added to X-Forwarded-For (counted from the right: the left ones are the client's
     word and can be forged); otherwise the TCP peer."""
     hops = settings.ARGUS_PROXY_HOPS
-    forwarded = [part.strip() for part in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if part.strip()]
+    header = str(request.META.get("HTTP_X_FORWARDED_FOR", ""))
+    forwarded = [part.strip() for part in header.split(",") if part.strip()]
     if hops and len(forwarded) >= hops:
         return forwarded[-hops]
     return str(request.META.get("REMOTE_ADDR", ""))
@@ -32,7 +33,9 @@ def lockout_message() -> str:
     )
 
 
-def locked_out(request: HttpRequest, response: HttpResponse | None = None, credentials: Any = None) -> HttpResponse:
+def locked_out(
+    request: HttpRequest, response: HttpResponse | None = None, credentials: Mapping[str, object] | None = None
+) -> HttpResponse:
     """AXES_LOCKOUT_CALLABLE: the sign-in page again, saying why, with 429 Too Many Requests."""
     from accounts.web.views import render_login  # the page lives there; imported late, as axes calls this
 

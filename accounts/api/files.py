@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 from django.http import FileResponse
+from django_stubs_ext import StrPromise
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import exceptions, serializers, status
@@ -39,12 +40,12 @@ class FileAreaProblem(exceptions.APIException):
 
 
 PATH_HELP = "Relative to the area's top folder ($HOME for `home`); no leading `/`, no `..`."
-PATH_ERRORS: dict[str, Any] = {
+PATH_ERRORS: dict[str, str | StrPromise] = {
     "invalid": "Paths are relative to the area's top folder: no leading '/', no '..' part, no NUL."
 }
 
 
-class AreaQuery(serializers.Serializer):
+class AreaQuery(serializers.Serializer[None]):
     path = serializers.RegexField(
         files.PATH_PATTERN,
         max_length=files.MAX_PATH_CHARS,
@@ -83,7 +84,7 @@ class UploadQuery(AreaQuery):
     overwrite = QueryBooleanField(required=False, default=False, help_text="Replace an existing file.")
 
 
-class UploadBody(serializers.Serializer):
+class UploadBody(serializers.Serializer[None]):
     file = serializers.FileField(allow_empty_file=True)
     name = serializers.CharField(
         required=False, allow_blank=True, default="", help_text="Save under this name instead."
@@ -91,7 +92,7 @@ class UploadBody(serializers.Serializer):
     overwrite = QueryBooleanField(required=False, default=False, help_text="Replace an existing file.")
 
 
-class EntrySerializer(serializers.Serializer):
+class EntrySerializer(serializers.Serializer[files.Entry]):
     name = serializers.CharField()
     path = serializers.CharField(source="rel", help_text="Relative to the area's top folder.")
     type = serializers.ChoiceField(
@@ -105,7 +106,16 @@ class EntrySerializer(serializers.Serializer):
     spec_path = serializers.CharField(help_text="The path to write in a task spec.")
 
 
-class ListingSerializer(serializers.Serializer):
+class ListingBody(TypedDict):
+    area: str
+    path: str
+    spec_path: str
+    writable: bool
+    entries: list[files.Entry]
+    truncated: bool
+
+
+class ListingSerializer(serializers.Serializer[ListingBody]):
     area = serializers.ChoiceField(choices=files.AREAS)
     path = serializers.CharField(allow_blank=True)
     spec_path = serializers.CharField()
@@ -114,13 +124,19 @@ class ListingSerializer(serializers.Serializer):
     truncated = serializers.BooleanField(help_text=f"True when more than {files.MAX_LISTING} entries exist.")
 
 
-class SavedSerializer(serializers.Serializer):
+class Saved(TypedDict):
+    area: str
+    path: str
+    spec_path: str
+
+
+class SavedSerializer(serializers.Serializer[Saved]):
     area = serializers.ChoiceField(choices=files.AREAS)
     path = serializers.CharField()
     spec_path = serializers.CharField()
 
 
-def _saved(location: files.Location) -> dict[str, Any]:
+def _saved(location: files.Location) -> Saved:
     return {"area": location.area, "path": location.rel, "spec_path": location.spec_path}
 
 
@@ -146,7 +162,7 @@ class FilesView(FileAreaView):
         query = parse_query(AreaQuery, request)
         location = files.locate(request.user.username, query["path"], query["area"])
         listing = files.list_folder(location)
-        body = {
+        body: ListingBody = {
             "area": location.area,
             "path": location.rel,
             "spec_path": location.spec_path,

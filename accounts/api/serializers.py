@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -16,14 +16,19 @@ from accounts.models import LIMIT_MAX, ApiToken, Secret, TokenState, UserLimits,
 from common.api import JSONBooleanField, JSONFloatField, JSONIntegerField, JSONStringField, RefuseUnknownFields
 
 
-class LimitValueSerializer(serializers.Serializer):
+class LimitValue(TypedDict):
+    value: int | None
+    effective: int
+
+
+class LimitValueSerializer(serializers.Serializer[LimitValue]):
     value = serializers.IntegerField(
         allow_null=True, help_text="The user's own limit; null: the site default applies. 0: no limit."
     )
     effective = serializers.IntegerField(help_text="The limit in effect. 0: no limit.")
 
 
-class UserLimitsSerializer(serializers.Serializer):
+class UserLimitsSerializer(serializers.Serializer[dict[str, LimitValue | float]]):
     """A user's limits, each as set for them and as in effect (the site default where unset)."""
 
     max_running_gpus = LimitValueSerializer(help_text="GPUs of the user's running tasks at once.")
@@ -36,10 +41,10 @@ class UserLimitsSerializer(serializers.Serializer):
     )
 
     @staticmethod
-    def of(row: UserLimits | None) -> dict[str, Any]:
+    def of(row: UserLimits | None) -> dict[str, object]:
         """The limits of a user whose own are ``row`` (None: they have none), as this shows them."""
         effective = limits.resolve(row)
-        shown: dict[str, Any] = {
+        shown: dict[str, LimitValue | float] = {
             name: {"value": getattr(row, name, None), "effective": getattr(effective, name)}
             for name in limits.LIMIT_NAMES
         }
@@ -47,7 +52,7 @@ class UserLimitsSerializer(serializers.Serializer):
         return UserLimitsSerializer(shown).data
 
 
-class UserSerializer(serializers.ModelSerializer):
+class UserSerializer(serializers.ModelSerializer[User]):
     is_admin = serializers.BooleanField(source="is_staff", read_only=True)
     home = serializers.SerializerMethodField(help_text="The user's home directory on the shared storage.")
     limits = serializers.SerializerMethodField()
@@ -74,7 +79,7 @@ class UserSerializer(serializers.ModelSerializer):
         return str(home_dir(user.username))
 
     @extend_schema_field(UserLimitsSerializer)
-    def get_limits(self, user: User) -> dict[str, Any]:
+    def get_limits(self, user: User) -> dict[str, object]:
         return UserLimitsSerializer.of(limits.own_limits(user))
 
     def get_can_use_high_priority(self, user: User) -> bool:
@@ -89,7 +94,7 @@ class WeightField(JSONFloatField):
         super().__init__(validators=[validate_weight], **kwargs)
 
 
-class UserLimitsUpdateSerializer(RefuseUnknownFields, serializers.Serializer):
+class UserLimitsUpdateSerializer(RefuseUnknownFields):
     """Some of a user's limits: a number, or null for the site default (ARGUS_USER_*); 0: no limit."""
 
     max_running_gpus = JSONIntegerField(
@@ -112,7 +117,7 @@ class UserLimitsUpdateSerializer(RefuseUnknownFields, serializers.Serializer):
     )
 
 
-class UserCreateSerializer(serializers.Serializer):
+class UserCreateSerializer(serializers.Serializer[User]):
     username = JSONStringField(max_length=40, trim_whitespace=False, help_text=users.USERNAME_HELP)
     is_admin = JSONBooleanField(default=False)
     password = JSONStringField(
@@ -135,7 +140,7 @@ class UserCreateSerializer(serializers.Serializer):
             raise serializers.ValidationError(exc.message_dict) from None
 
 
-class TokenSerializer(serializers.ModelSerializer):
+class TokenSerializer(serializers.ModelSerializer[ApiToken]):
     state = serializers.ChoiceField(choices=TokenState.choices, read_only=True)
 
     class Meta:
@@ -145,7 +150,7 @@ class TokenSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class TokenCreateSerializer(serializers.ModelSerializer):
+class TokenCreateSerializer(serializers.ModelSerializer[ApiToken]):
     name = JSONStringField(max_length=100)
 
     class Meta:
@@ -168,10 +173,10 @@ class IssuedTokenSerializer(TokenSerializer):
         read_only_fields = fields
 
     def get_token(self, token: ApiToken) -> str:
-        return self.context["raw_token"]
+        return str(self.context["raw_token"])
 
 
-class SecretSerializer(serializers.ModelSerializer):
+class SecretSerializer(serializers.ModelSerializer[Secret]):
     """A secret as anyone is shown it: its name and times, never its value (not even to admins)."""
 
     class Meta:
@@ -189,7 +194,7 @@ class SecretNameField(JSONStringField):
             **kwargs,
         )
 
-    def to_internal_value(self, data: Any) -> str:
+    def to_internal_value(self, data: object) -> str:
         name = super().to_internal_value(data)
         error = secrets_crypto.name_error(name)
         if error:
@@ -209,7 +214,7 @@ class SecretValueField(JSONStringField):
             **kwargs,
         )
 
-    def to_internal_value(self, data: Any) -> str:
+    def to_internal_value(self, data: object) -> str:
         value = super().to_internal_value(data)
         error = secrets_crypto.value_error(value)
         if error:
@@ -240,7 +245,7 @@ SecretValueFieldSchema = extend_schema_field(
 )(SecretValueField)
 
 
-class SecretSetSerializer(RefuseUnknownFields, serializers.Serializer):
+class SecretSetSerializer(RefuseUnknownFields):
     """Set a secret: a new name is created (201), an existing one replaced (200)."""
 
     name = SecretNameFieldSchema()

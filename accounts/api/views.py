@@ -35,7 +35,7 @@ from common.api import error_responses as errors
     list=extend_schema(responses={200: UserSerializer(many=True), **errors(403)}),
     retrieve=extend_schema(responses={200: UserSerializer, **errors(403, 404)}),
 )
-class UserViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class UserViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet[User]):
     """Users, for admins: list, show, create, set limits and permissions (PATCH), disable, enable."""
 
     # select_related: each user's limits come in the same query, not one query per user.
@@ -91,7 +91,7 @@ class UserViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
 
 
 @extend_schema(responses={200: UserSerializer, **errors()})
-class MeView(generics.RetrieveAPIView):
+class MeView(generics.RetrieveAPIView[User]):
     """The user the request is authenticated as."""
 
     serializer_class = UserSerializer
@@ -100,7 +100,9 @@ class MeView(generics.RetrieveAPIView):
         return users.request_user(self.request)  # IsAuthenticated: never anonymous
 
 
-class TokenViewSet(mixins.ListModelMixin, mixins.CreateModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
+class TokenViewSet(
+    mixins.ListModelMixin, mixins.CreateModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet[ApiToken]
+):
     """One user's tokens: list, issue (the raw token is in that response only), revoke."""
 
     serializer_class = TokenSerializer
@@ -114,7 +116,7 @@ class TokenViewSet(mixins.ListModelMixin, mixins.CreateModelMixin, mixins.Destro
             return ApiToken.objects.none()
         return ApiToken.objects.filter(user=self.owner).order_by("-created_at", "-id")
 
-    def get_serializer_class(self) -> type[BaseSerializer]:
+    def get_serializer_class(self) -> type[BaseSerializer[ApiToken]]:
         return TokenCreateSerializer if self.action == "create" else TokenSerializer
 
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -172,7 +174,7 @@ class UserTokenViewSet(TokenViewSet):
         responses={204: None, **errors(404)},
     ),
 )
-class MySecretViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
+class MySecretViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet[Secret]):
     """The user's secrets, used by name in task specs (``secrets: [WANDB_API_KEY]``): set, list, delete.
 
     No route serves a value back, to anyone: an admin sees no one's values either."""

@@ -66,7 +66,7 @@ class TokenLoginForm(forms.Form):
     )
 
     def clean_token(self) -> str:
-        raw = self.cleaned_data["token"]
+        raw = str(self.cleaned_data["token"])
         token = ApiToken.objects.select_related("user").filter(token_hash=hash_token(raw)).first()
         # The same refusals, in the same order, as the API's BearerTokenAuthentication.
         if token is None:
@@ -230,7 +230,7 @@ def _back_to_folder(params: QueryDict, *, parent: bool = False) -> HttpResponseR
 
 @login_required
 def data_view(request: HttpRequest) -> HttpResponse:
-    context: dict[str, Any] = {
+    context: dict[str, object] = {
         "areas": [(key, files.AREA_LABELS[key], files.SPEC_PREFIXES[key]) for key in files.AREAS],
         "max_upload_bytes": files.max_upload_bytes(),
     }
