@@ -2,7 +2,8 @@
 
 The argv is a list, never a shell string, for basic specs: every value was validated by
 `tasks.specs.parse` and reaches verl's Hydra parser unchanged. An advanced spec is the user's own
-shell command, already checked and macro-expanded, run by bash.
+shell command, already checked and macro-expanded, run by bash. The Hydra keys written are
+verl's own, declared once in tasks.specs.verl_names.
 """
 
 from __future__ import annotations
@@ -12,12 +13,12 @@ from typing import Any
 
 from accounts.homes import home_dir
 from tasks.models import TaskKind, Workload
+from tasks.specs import verl_names as verl
 from tasks.specs.paths import expand_checkpoint_macro
-from tasks.specs.verl_run import PPO_MODULE, SFT_MODULE, basic_loggers, with_file_logger
+from tasks.specs.verl_run import basic_loggers, with_file_logger
 
 # The task's checkpoint folder, exported to advanced commands (they pass it to verl themselves).
 CHECKPOINT_ENV = "ARGUS_CHECKPOINT_DIR"
-MERGER_MODULE = "verl.model_merger"
 # Where an export writes its Hugging Face model, in the task's own folder (beside checkpoints/).
 HF_MODEL_DIR = "hf_model"
 
@@ -30,49 +31,9 @@ def hf_model_dir(checkpoint_dir: Path) -> Path:
 def build_argv(resolved: dict[str, Any], *, username: str, checkpoint_dir: Path) -> list[str]:
     """The argv that runs ``resolved`` (from ParsedSpec.resolved), checkpointing in
     ``checkpoint_dir``: the task's own folder, shared by its attempts, so that each retry
-    resumes from the last checkpoint (verl's ``resume_mode=auto``).
-
-    Advanced: ``["env", "ARGUS_CHECKPOINT_DIR=<checkpoint_dir>", "bash", "-c", <command>]`` (not a
-    login shell: /etc/profile would reset PATH, and the node's python3 is found through it), the
-    folder written into the command for ``$ARGUS_CHECKPOINT_DIR`` (tasks.specs.paths), so that
-    ``trainer.default_local_dir=$ARGUS_CHECKPOINT_DIR`` resumes, quoted or not. A command that
-    sets ``trainer.logger`` gets ``file`` added to it (tasks.specs.verl_run.with_file_logger).
-
-    PPO and GRPO (`verl.trainer.main_ppo`; GRPO is PPO's trainer with the GRPO estimator and
-    no critic)::
-
-        python3 -m verl.trainer.main_ppo
-          data.train_files=<train_file> data.val_files=<val_file>
-          actor_rollout_ref.model.path=<model_id>
-          critic.model.path=<model_id>                  (PPO only)
-          algorithm.adv_estimator=grpo                  (GRPO only)
-          trainer.nnodes=<nnodes> trainer.n_gpus_per_node=<n_gpus_per_node>
-          trainer.total_epochs=<total_epochs>
-          trainer.total_training_steps=<steps>          (only when set)
-          trainer.save_freq=<save_freq> trainer.test_freq=<test_freq>
-          trainer.default_local_dir=<checkpoint_dir> trainer.resume_mode=auto
-          trainer.logger=['console','file']            (['console','wandb',…,'file'] with trackers)
-          trainer.project_name=<project>                (with trackers)
-          trainer.experiment_name=<task_id>             (with trackers)
-
-    SFT (`verl.trainer.sft_trainer_ray`, config `sft_trainer_engine`, whose model group is
-    verl's `hf_model` with the weights at `model.path`)::
-
-        python3 -m verl.trainer.sft_trainer_ray
-          data.train_files=<train_file> data.val_files=<val_file>
-          model.path=<model_id>
-          trainer.nnodes=<nnodes> trainer.n_gpus_per_node=<n_gpus_per_node>
-          trainer.total_epochs=<total_epochs>
-          trainer.total_training_steps=<steps>          (only when set)
-          trainer.save_freq=<save_freq> trainer.test_freq=<test_freq>
-          trainer.default_local_dir=<checkpoint_dir> trainer.resume_mode=auto
-          trainer.logger, trainer.project_name, trainer.experiment_name   (as PPO's)
-
-    Export (verl's own merger, ``verl/model_merger``; ``checkpoint`` is already the folder it reads,
-    ``global_step_N/actor`` or SFT's ``global_step_N``, see tasks.specs.rules.checkpoint)::
-
-        python3 -m verl.model_merger merge --backend <backend>
-          --local_dir <checkpoint> --target_dir <task folder>/hf_model
+    resumes from the last checkpoint (verl's ``resume_mode=auto``). An advanced spec runs its
+    command (_advanced_argv), an export verl's merger (_export_argv), a training spec verl's
+    trainer (_trainer_argv).
 
     ``checkpoint_dir`` must lie in ``username``'s jobs directory: outputs never go anywhere else,
     and a caller mixing up users gets a ValueError rather than checkpoints in someone else's home.
@@ -81,42 +42,83 @@ def build_argv(resolved: dict[str, Any], *, username: str, checkpoint_dir: Path)
     if ".." in Path(checkpoint_dir).parts or jobs not in Path(checkpoint_dir).parents:
         raise ValueError(f"{checkpoint_dir} is not in a job directory of {username} (under {jobs})")
     if resolved["kind"] == TaskKind.ADVANCED:
-        command = with_file_logger(expand_checkpoint_macro(resolved["command"], checkpoint_dir))
-        return ["env", f"{CHECKPOINT_ENV}={checkpoint_dir}", "bash", "-c", command]
+        return _advanced_argv(resolved["command"], checkpoint_dir)
+    if resolved["workload"] == Workload.EXPORT:
+        return _export_argv(resolved, checkpoint_dir)
+    return _trainer_argv(resolved, checkpoint_dir)
 
-    workload = resolved["workload"]
-    if workload == Workload.EXPORT:
-        target = hf_model_dir(checkpoint_dir)
-        merge = ["python3", "-m", MERGER_MODULE, "merge", "--backend", resolved["backend"]]
-        return [*merge, "--local_dir", resolved["checkpoint"], "--target_dir", str(target)]
-    model = resolved["model_id"]
-    trackers = list(resolved.get("trackers") or [])
-    argv = ["python3", "-m", SFT_MODULE if workload == Workload.SFT else PPO_MODULE]
-    argv += [f"data.train_files={resolved['train_file']}", f"data.val_files={resolved['val_file']}"]
-    if workload == Workload.SFT:
-        argv.append(f"model.path={model}")
-    else:
-        argv.append(f"actor_rollout_ref.model.path={model}")
-        if workload == Workload.PPO:
-            argv.append(f"critic.model.path={model}")
-        else:
-            argv.append("algorithm.adv_estimator=grpo")
+
+def _advanced_argv(command: str, checkpoint_dir: Path) -> list[str]:
+    """``["env", "ARGUS_CHECKPOINT_DIR=<checkpoint_dir>", "bash", "-c", <command>]`` (not a
+    login shell: /etc/profile would reset PATH, and the node's python3 is found through it), the
+    folder written into the command for ``$ARGUS_CHECKPOINT_DIR`` (tasks.specs.paths), so that
+    ``trainer.default_local_dir=$ARGUS_CHECKPOINT_DIR`` resumes, quoted or not. A command that
+    sets ``trainer.logger`` gets ``file`` added to it (tasks.specs.verl_run.with_file_logger)."""
+    command = with_file_logger(expand_checkpoint_macro(command, checkpoint_dir))
+    return ["env", f"{CHECKPOINT_ENV}={checkpoint_dir}", "bash", "-c", command]
+
+
+def _export_argv(resolved: dict[str, Any], checkpoint_dir: Path) -> list[str]:
+    """verl's own merger (``verl/model_merger``); ``checkpoint`` is already the folder it reads,
+    ``global_step_N/actor`` or SFT's ``global_step_N`` (tasks.specs.rules.checkpoint)::
+
+        python3 -m verl.model_merger merge --backend <backend>
+          --local_dir <checkpoint> --target_dir <task folder>/hf_model
+    """
+    merge = ["python3", "-m", verl.MERGER_MODULE, "merge", "--backend", resolved["backend"]]
+    return [*merge, "--local_dir", resolved["checkpoint"], "--target_dir", str(hf_model_dir(checkpoint_dir))]
+
+
+def _trainer_argv(resolved: dict[str, Any], checkpoint_dir: Path) -> list[str]:
+    """PPO and GRPO run ``verl.trainer.main_ppo`` (GRPO is PPO's trainer with the GRPO estimator
+    and no critic), SFT ``verl.trainer.sft_trainer_ray`` (config ``sft_trainer_engine``)::
+
+        python3 -m <module>
+          data.train_files=<train_file> data.val_files=<val_file>
+          <the model's keys>                            (_model_args)
+          trainer.nnodes=<nnodes> trainer.n_gpus_per_node=<n_gpus_per_node>
+          trainer.total_epochs=<total_epochs>
+          trainer.total_training_steps=<steps>          (only when set)
+          trainer.save_freq=<save_freq> trainer.test_freq=<test_freq>
+          trainer.default_local_dir=<checkpoint_dir> trainer.resume_mode=auto
+          trainer.logger=… and the tracker's names      (_tracking_args)
+    """
+    module = verl.SFT_MODULE if resolved["workload"] == Workload.SFT else verl.PPO_MODULE
+    argv = ["python3", "-m", module, f"{verl.TRAIN_FILES}={resolved['train_file']}"]
+    argv += [f"{verl.VAL_FILES}={resolved['val_file']}", *_model_args(resolved["workload"], resolved["model_id"])]
     argv += [
-        f"trainer.nnodes={resolved['nnodes']}",
-        f"trainer.n_gpus_per_node={resolved['n_gpus_per_node']}",
-        f"trainer.total_epochs={resolved['total_epochs']}",
+        f"{verl.NNODES}={resolved['nnodes']}",
+        f"{verl.N_GPUS_PER_NODE}={resolved['n_gpus_per_node']}",
+        f"{verl.TOTAL_EPOCHS}={resolved['total_epochs']}",
     ]
     if resolved.get("total_training_steps") is not None:
-        argv.append(f"trainer.total_training_steps={resolved['total_training_steps']}")
+        argv.append(f"{verl.TOTAL_TRAINING_STEPS}={resolved['total_training_steps']}")
     argv += [
-        f"trainer.save_freq={resolved['save_freq']}",
-        f"trainer.test_freq={resolved['test_freq']}",
-        f"trainer.default_local_dir={checkpoint_dir}",
-        "trainer.resume_mode=auto",
-        "trainer.logger=[" + ",".join(f"'{name}'" for name in basic_loggers(trackers)) + "]",
+        f"{verl.SAVE_FREQ}={resolved['save_freq']}",
+        f"{verl.TEST_FREQ}={resolved['test_freq']}",
+        f"{verl.LOCAL_DIR}={checkpoint_dir}",
+        f"{verl.RESUME_MODE}=auto",
     ]
+    return argv + _tracking_args(resolved, checkpoint_dir)
+
+
+def _model_args(workload: str, model: str) -> list[str]:
+    """SFT: ``model.path`` (verl's ``hf_model`` group); PPO: the actor's and the critic's model;
+    GRPO: the actor's, and the GRPO estimator."""
+    if workload == Workload.SFT:
+        return [f"{verl.SFT_MODEL_PATH}={model}"]
+    if workload == Workload.PPO:
+        return [f"{verl.ACTOR_MODEL_PATH}={model}", f"{verl.CRITIC_MODEL_PATH}={model}"]
+    return [f"{verl.ACTOR_MODEL_PATH}={model}", f"{verl.ADV_ESTIMATOR}=grpo"]
+
+
+def _tracking_args(resolved: dict[str, Any], checkpoint_dir: Path) -> list[str]:
+    """``trainer.logger=['console','file']`` (``['console','wandb',…,'file']`` with trackers);
+    with trackers, ``trainer.project_name=<project>`` and ``trainer.experiment_name=<task_id>``.
+    One run per task: its attempts share the project, the name and (tasks.scheduler.job_env) the
+    tracker's run id. The task id is the name of its checkpoint folder's parent."""
+    trackers = list(resolved.get("trackers") or [])
+    args = [f"{verl.LOGGER}=[" + ",".join(f"'{name}'" for name in basic_loggers(trackers)) + "]"]
     if trackers:
-        # One run per task: its attempts share the project, the name and (tasks.scheduler.job_env)
-        # the tracker's run id. The task id is the name of its checkpoint folder's parent.
-        argv += [f"trainer.project_name={resolved['project']}", f"trainer.experiment_name={checkpoint_dir.parent.name}"]
-    return argv
+        args += [f"{verl.PROJECT_NAME}={resolved['project']}", f"{verl.EXPERIMENT_NAME}={checkpoint_dir.parent.name}"]
+    return args

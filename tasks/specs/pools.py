@@ -46,6 +46,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from tasks.specs.verl_names import PPO_MODULE
+
 if TYPE_CHECKING:  # the scheduler's core reads Pool: no Hydra for it
     from tasks.specs.hydra_argv import HydraArgv
 
@@ -55,7 +57,6 @@ REWARD = "reward"
 TEACHER = "teacher"
 POOL_NAMES = (TRAINER, ROLLOUT, REWARD, TEACHER)
 
-MAIN_PPO = "verl.trainer.main_ppo"
 FULLY_ASYNC = "verl.experimental.fully_async_policy.fully_async_main"
 ONE_STEP_OFF = "verl.experimental.one_step_off_policy.main_ppo"
 
@@ -130,7 +131,7 @@ _TEACHER = PoolRule(TEACHER, "distillation", (_DISTILLATION,))
 # The pools besides the trainer's, by entry module; other modules (the SFT trainer, …) start
 # only the trainer's.
 RULES: dict[str, tuple[PoolRule, ...]] = {
-    MAIN_PPO: (
+    PPO_MODULE: (
         PoolRule(ROLLOUT, "actor_rollout_ref.rollout", (_V1, _SEPARATE_ASYNC)),
         PoolRule(REWARD, "reward.reward_model", (When("reward.reward_model.enable_resource_pool", True, False),)),
         _TEACHER,

@@ -22,13 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from tasks.specs import hydra_argv
+from tasks.specs import verl_names as verl
 from tasks.specs.advanced import command_argv
 
 CONSOLE = "console"
 FILE = "file"
-LOGGER_KEY = "trainer.logger"
-PPO_MODULE = "verl.trainer.main_ppo"
-SFT_MODULE = "verl.trainer.sft_trainer_ray"
 # A logger's name as verl spells its backends ("wandb", "vemlp_wandb"): only lists of such names
 # are rewritten, so the list Argus writes back is the one Hydra read.
 _NAME = re.compile(r"\w+")
@@ -67,11 +65,11 @@ def with_file_logger(command: str) -> str:
     after its own (Hydra applies the last); unchanged when it sets none, already lists ``file``,
     or names something that is no logger's name (verl will refuse it anyway)."""
     read = command_argv(command)
-    names = [str(name) for name in _last(read[1], LOGGER_KEY)] if read else []
+    names = [str(name) for name in _last(read[1], verl.LOGGER)] if read else []
     if not names or FILE in names or not all(_NAME.fullmatch(name) for name in names):
         return command
     listed = ",".join(f'"{name}"' for name in [*names, FILE])
-    return f"{_TRAILING.sub('', command)} {shlex.quote(f'{LOGGER_KEY}=[{listed}]')}"
+    return f"{_TRAILING.sub('', command)} {shlex.quote(f'{verl.LOGGER}=[{listed}]')}"
 
 
 def facts(argv: list[str], checkpoint_dir: Path) -> RunFacts:
@@ -79,21 +77,21 @@ def facts(argv: list[str], checkpoint_dir: Path) -> RunFacts:
     bash -c <command>``) says, checkpointing into ``checkpoint_dir`` when it does."""
     if argv[:1] == ["env"]:
         read = command_argv(argv[-1])
-    elif argv[:2] == ["python3", "-m"] and argv[2:3] in ([PPO_MODULE], [SFT_MODULE]):
+    elif argv[:2] == ["python3", "-m"] and argv[2:3] in ([verl.PPO_MODULE], [verl.SFT_MODULE]):
         read = argv[2], hydra_argv.parse(argv[3:])
     else:
         read = None  # not a trainer (an export): no steps to judge
     if read is None:
         return RunFacts()
     module, args = read
-    named = _last(args, LOGGER_KEY)
+    named = _last(args, verl.LOGGER)
     loggers = tuple(str(name) for name in named) if named else None
-    validates_only = _value(args, "trainer.val_only", False) is True
-    validates_only = validates_only and _value(args, "trainer.val_before_train", True) is not False
-    folder = _value(args, "trainer.default_local_dir", None)
+    validates_only = _value(args, verl.VAL_ONLY, False) is True
+    validates_only = validates_only and _value(args, verl.VAL_BEFORE_TRAIN, True) is not False
+    folder = _value(args, verl.LOCAL_DIR, None)
     into_task = folder is not None and Path(str(folder)) == Path(checkpoint_dir)
-    save_freq = _value(args, "trainer.save_freq", -1)
-    saves = module == SFT_MODULE or (module == PPO_MODULE and isinstance(save_freq, int) and save_freq > 0)
+    save_freq = _value(args, verl.SAVE_FREQ, -1)
+    saves = module == verl.SFT_MODULE or (module == verl.PPO_MODULE and isinstance(save_freq, int) and save_freq > 0)
     return RunFacts(loggers, validates_only, into_task and saves)
 
 
