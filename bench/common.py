@@ -32,7 +32,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 # The same helpers the test suite's local Ray cluster uses (no Django import behind them).
-from tests.ray_cluster import LocalRayCluster, free_port, http_ok, wait_for  # noqa: E402
+from devkit.ray_cluster import LocalRayCluster, free_port, http_ok  # noqa: E402
+from devkit.wait import wait_for  # noqa: E402
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User  # at run time, only after setup_django()
@@ -173,8 +174,8 @@ class Gunicorn:
             stderr=subprocess.STDOUT,
         )
         try:
-            wait_for(lambda: http_ok(self.url + "/healthz") or self.process.poll() is not None, 60, "gunicorn")
-        except TimeoutError:
+            wait_for(lambda: http_ok(self.url + "/healthz") or self.process.poll() is not None, "gunicorn", timeout=60)
+        except AssertionError:  # wait_for's timeout
             self.stop()
             raise
         if self.process.poll() is not None:
@@ -189,7 +190,7 @@ class Gunicorn:
 
 def child_pids(pid: int) -> list[int]:
     """The direct children of ``pid`` (gunicorn's workers, qcluster's processes), from /proc."""
-    from tests.ray_cluster import parent_pids  # the one reading of /proc's parents
+    from devkit.ray_cluster import parent_pids  # the one reading of /proc's parents
 
     return [child for child, parent in parent_pids().items() if parent == pid]
 

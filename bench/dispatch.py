@@ -3,7 +3,7 @@
     .venv/bin/python bench/dispatch.py [--rounds 20] [--handovers 10] [--tick-s SECONDS]
 
 Starts, all on this host and all stopped here by pid: a Ray head and 2 workers declaring 4 GPUs
-each (tests/ray_cluster.py), `manage.py qcluster` (the scheduler, as in production) and gunicorn
+each (devkit/ray_cluster.py), `manage.py qcluster` (the scheduler, as in production) and gunicorn
 (2 workers), against a temp SQLite database and shared root of its own. Tasks run the stand-in
 verl trainer (tests/standin) through the real driver wrapper.
 
@@ -25,6 +25,7 @@ Goals (issue 3): dispatch <= 0.5 s median, hand-over <= 2 s median. --tick-s set
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import os
 import random
@@ -49,8 +50,8 @@ from bench.common import (
     setup_django,
     stop_process,
     table,
-    wait_for,
 )
+from devkit.wait import wait_for
 from raypool.config import WORKER_RESOURCE
 
 GOAL_DISPATCH_S = 0.5
@@ -87,9 +88,9 @@ def job_or_none(client: Any, submission_id: str) -> Any:
 def wait_terminal(client: Any, submission_id: str, timeout: float = 120) -> Any:
     return wait_for(
         lambda: (job := client.get_job_info(submission_id)).status.is_terminal() and job,
-        timeout,
         f"job {submission_id} to end",
-        0.1,
+        timeout=timeout,
+        interval=0.1,
     )
 
 
@@ -97,14 +98,14 @@ def wait_idle(cluster: Any, timeout: float = 60) -> None:
     """All 8 GPUs free in Ray, and no ticker running (the lease released)."""
     from tasks.lease import tick_lease
 
-    wait_for(lambda: free_gpus(cluster.gcs_address) == 8, timeout, "8 free GPUs")
-    wait_for(lambda: not tick_lease().exclude(holder="").exists(), timeout, "the ticker to stop", 0.1)
+    wait_for(lambda: free_gpus(cluster.gcs_address) == 8, "8 free GPUs", timeout=timeout)
+    wait_for(lambda: not tick_lease().exclude(holder="").exists(), "the ticker to stop", timeout=timeout, interval=0.1)
 
 
-def task_state(task_id: str) -> str:
+def has_state(task_id: str, state: str) -> bool:
     from tasks.models import Task
 
-    return Task.objects.filter(task_id=task_id).values_list("state", flat=True).first() or ""
+    return Task.objects.filter(task_id=task_id, state=state).exists()
 
 
 # --- 1. dispatch, beside raw submit_job --------------------------------------------------------
@@ -131,7 +132,12 @@ def dispatch_rounds(server: Gunicorn, token: str, cluster: Any, client: Any, rou
         if code != 201:
             raise RuntimeError(f"POST answered {code}: {body}")
         submission_id = f"{body['task_id']}--a01"
-        wait_for(lambda sid=submission_id: job_or_none(client, sid), 60, f"{submission_id} on Ray", POLL_S)
+        wait_for(
+            functools.partial(job_or_none, client, submission_id),
+            f"{submission_id} on Ray",
+            timeout=60,
+            interval=POLL_S,
+        )
         out["seen"].append(time.time() - started)
         job = wait_terminal(client, submission_id)
         out["created"].append(job.start_time / 1000 - started)
@@ -139,7 +145,9 @@ def dispatch_rounds(server: Gunicorn, token: str, cluster: Any, client: Any, rou
         out["api"].append(attempt.task.created_at.timestamp() - started)
         out["admit"].append((attempt.created_at - attempt.task.created_at).total_seconds())
         out["submit"].append(job.start_time / 1000 - attempt.created_at.timestamp())
-        wait_for(lambda tid=body["task_id"]: task_state(tid) == "SUCCEEDED", 60, f"{body['task_id']} to succeed")
+        wait_for(
+            functools.partial(has_state, body["task_id"], "SUCCEEDED"), f"{body['task_id']} to succeed", timeout=60
+        )
         print(
             f"  round {i + 1:2}: raw submit_job {ms(out['raw'][-1]):6.1f} ms, "
             f"Argus POST -> job seen {ms(out['seen'][-1]):6.1f} ms (created {ms(out['created'][-1]):6.1f} ms)",
@@ -171,9 +179,9 @@ def handovers(server: Gunicorn, token: str, cluster: Any, client: Any, count: in
             Task.objects.filter(task_id__in=task_ids, state__in=["SUCCEEDED", "FAILED", "CANCELED"]).count()
             == len(task_ids)
         ),
-        60 * (count + 1),
         "the whole-cluster tasks to end",
-        0.5,
+        timeout=60 * (count + 1),
+        interval=0.5,
     )
     failed = list(Task.objects.filter(task_id__in=task_ids).exclude(state="SUCCEEDED").values_list("task_id", "state"))
     attempts = list(Attempt.objects.filter(task__task_id__in=task_ids).select_related("task"))
@@ -217,7 +225,7 @@ def main() -> int:
     args = parser.parse_args()
 
     bench = isolated_env("dispatch", keep=args.keep)
-    from tests.ray_cluster import LocalRayCluster
+    from devkit.ray_cluster import LocalRayCluster
 
     cluster = LocalRayCluster()
     extra = {
@@ -259,7 +267,7 @@ def main() -> int:
         # one after the other, nearly always reach both.
         for done in range(1, 4):
             post_spec(server.url, token, standin_spec(1, 1, steps=1, step_s=0.01))
-            wait_for(lambda n=done: finished_tasks() >= n, 300, "the warm-up tasks")
+            wait_for(functools.partial(finished_at_least, done), "the warm-up tasks", timeout=300)
             wait_idle(cluster)
 
         load_start = machine_note()
@@ -402,10 +410,10 @@ def diagnose(cluster: Any) -> None:
         print(f"--- Ray: {error}", file=sys.stderr)
 
 
-def finished_tasks() -> int:
+def finished_at_least(count: int) -> bool:
     from tasks.models import Task
 
-    return Task.objects.filter(state__in=["SUCCEEDED", "FAILED"]).count()
+    return Task.objects.filter(state__in=["SUCCEEDED", "FAILED"]).count() >= count
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
     .venv/bin/python bench/ray_history.py [--history 2000] [--live 4] [--ticks 20]
 
 Starts, on this host and stopped here by pid: a Ray head and one worker declaring 4 GPUs
-(tests/ray_cluster.py), with the bench's own SQLite database and shared root. ``--live`` tasks
+(devkit/ray_cluster.py), with the bench's own SQLite database and shared root. ``--live`` tasks
 run the stand-in trainer for the whole bench (1 GPU each, a step every second), so each tick
 has live attempts to follow.
 
@@ -34,7 +34,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import machine_note, make_user, ms, ray_bench, table
-from tests.ray_cluster import cluster_env, wait_for
+from devkit.ray_cluster import cluster_env
+from devkit.wait import wait_for
 
 WRITE_HISTORY = textwrap.dedent(
     """
@@ -104,11 +105,11 @@ def main() -> int:
     with ray_bench("ray_history") as (bench, cluster):
         from ray.job_submission import JobSubmissionClient
 
+        from devkit.standin import standin_spec
         from tasks.models import Task, TaskState
         from tasks.scheduler.tick import tick
         from tasks.specs.parse import parse_spec
         from tasks.submit import create_task
-        from tests.scheduler.conftest import standin_spec
 
         print(f"bench dir {bench.dir}; {machine_note()}", flush=True)
 
@@ -119,8 +120,8 @@ def main() -> int:
         ]
         wait_for(
             lambda: tick() and all(Task.objects.get(pk=t.pk).state == TaskState.RUNNING for t in tasks),
-            180,
             "the live tasks to run",
+            timeout=180,
             interval=0.5,
         )
         client = JobSubmissionClient(cluster.job_server_url)

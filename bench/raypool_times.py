@@ -23,7 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.raypool.pool import Pool, wait_for, worker_nodes
+from devkit.pool import Pool, worker_nodes
+from devkit.wait import wait_for
 
 GOALS = {
     "worker join after start": 15,
@@ -40,16 +41,18 @@ def measure(pool: Pool) -> dict[str, float]:
     workers = [pool.add_worker("w1"), pool.add_worker("w2")]
     for worker in workers:
         worker.start()
-    wait_for("both workers to join", lambda: len(worker_nodes(pool.head_address())) == 2, 120)
+    wait_for(lambda: len(worker_nodes(pool.head_address())) == 2, "both workers to join", timeout=120, interval=0.5)
     times["worker join after start"] = time.monotonic() - workers[0].started_at
     time.sleep(5)  # let the cluster settle before breaking it
 
     before = set(worker_nodes(pool.head_address()))
     started = time.monotonic()
     os.kill(workers[0].raylet_pid(), signal.SIGKILL)
-    wait_for("the node to come back", lambda: set(worker_nodes(pool.head_address())) - before, 120)
+    wait_for(
+        lambda: set(worker_nodes(pool.head_address())) - before, "the node to come back", timeout=120, interval=0.5
+    )
     times["recovery after a killed raylet"] = time.monotonic() - started
-    wait_for("two workers again", lambda: len(worker_nodes(pool.head_address())) == 2, 120)
+    wait_for(lambda: len(worker_nodes(pool.head_address())) == 2, "two workers again", timeout=120, interval=0.5)
     time.sleep(5)
 
     assert pool.head is not None
@@ -58,7 +61,9 @@ def measure(pool: Pool) -> dict[str, float]:
     pool.add_head("h2").start()
     pool.wait_for_head()
     published = time.monotonic()
-    wait_for("both workers on the new head", lambda: len(worker_nodes(pool.head_address())) == 2, 180)
+    wait_for(
+        lambda: len(worker_nodes(pool.head_address())) == 2, "both workers on the new head", timeout=180, interval=0.5
+    )
     times["rejoin after the head moved"] = time.monotonic() - published
     times["head moved: old head stopped -> both workers back"] = time.monotonic() - stopped
     return times

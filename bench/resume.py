@@ -3,7 +3,7 @@
     .venv/bin/python bench/resume.py [--save-freq 2 5 10] [--runs 3] [--steps 40] [--seed 1]
 
 Starts, on this host and stopped here by pid: a Ray head and one worker declaring 4 GPUs and 14
-CPUs (tests/ray_cluster.py), with the bench's own SQLite database and shared root. Each run is a
+CPUs (devkit/ray_cluster.py), with the bench's own SQLite database and shared root. Each run is a
 basic PPO task (the stand-in trainer answers to verl.trainer.main_ppo: a step every 0.2 s,
 checkpoints and resume as verl's) with ``total_training_steps`` and ``save_freq`` and
 ``max_retries: 1``, driven by the scheduler's own tick, as qcluster drives it. Once attempt 1's
@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import PPO_SPEC, machine_note, make_user, ray_bench, table
-from tests.ray_cluster import wait_for
+from devkit.wait import wait_for
 
 
 @dataclass
@@ -52,7 +52,7 @@ def logged_steps(path: str) -> set[int]:
 def tick_until(predicate, timeout: float, what: str):
     from tasks.scheduler.tick import tick
 
-    return wait_for(lambda: tick() and predicate(), timeout, what, interval=0.3)
+    return wait_for(lambda: tick() and predicate(), what, timeout=timeout, interval=0.3)
 
 
 def one_run(user, client, save_freq: int, steps: int, stop_at: int) -> Run:
@@ -72,10 +72,10 @@ def one_run(user, client, save_freq: int, steps: int, stop_at: int) -> Run:
     tick_until(lambda: state() == TaskState.RUNNING, 120, "attempt 1 to run")
     first = task.attempts.get()
     # Watched closely, not at the tick's pace: the stop goes out as soon as the step is logged.
-    wait_for(lambda: stop_at in logged_steps(first.log_path), 120, f"step {stop_at}", interval=0.05)
+    wait_for(lambda: stop_at in logged_steps(first.log_path), f"step {stop_at}", timeout=120, interval=0.05)
     sent = time.monotonic()
     client.stop_job(first.ray_submission_id)
-    wait_for(lambda: client.get_job_status(first.ray_submission_id) == JobStatus.STOPPED, 30, "the stop")
+    wait_for(lambda: client.get_job_status(first.ray_submission_id) == JobStatus.STOPPED, "the stop", timeout=30)
     stop_s = time.monotonic() - sent
     tick_until(lambda: state() in (TaskState.SUCCEEDED, TaskState.FAILED), 180, "the retry to end")
     assert task.state == TaskState.SUCCEEDED, (task.state, task.error_summary)

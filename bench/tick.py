@@ -56,9 +56,9 @@ SHAPES = [((1, 1), 0.10), ((1, 4), 0.25), ((1, 8), 0.35), ((2, 8), 0.20), ((4, 8
 
 
 def busy_cluster(nodes: int, gpus: int = 8) -> Any:
-    """The tests' fake Ray (tests/tasks/fake_ray.py: the one fake, held to the scheduler's
+    """The tests' fake Ray (devkit/fake_ray.py: the one fake, held to the scheduler's
     interface by mypy) with ``nodes`` workers of ``gpus`` GPUs, every GPU busy at first."""
-    from tests.tasks.fake_ray import FakeRay
+    from devkit.fake_ray import FakeRay
 
     fake = FakeRay([gpus] * nodes)
     set_free(fake, {})

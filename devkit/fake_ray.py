@@ -1,4 +1,4 @@
-"""A Ray stand-in for the tick's deterministic tests: what each call answers is set by the test,
+"""A Ray stand-in for the tick's deterministic tests and the benches: what each call answers is set by the test,
 and ``hooks`` run a test's code at the exact point of a call (a cancel landing mid-tick, Ray
 going away between two submissions). Everything that touches the real Ray is tested against a
 real cluster in tests/scheduler."""
@@ -29,7 +29,7 @@ class FakeRay:
 
     def __init__(self, gpus_per_node: list[int]) -> None:
         self.nodes = [
-            # Each node with the CPUs verl asks beside its GPUs (3 per GPU, tests/ray_cluster.py).
+            # Each node with the CPUs verl asks beside its GPUs (3 per GPU, devkit/ray_cluster.py).
             NodeView(f"n{i}", "10.0.0.1", True, False, True, float(g), float(g), 3.0 * g + 2, 3.0 * g + 2)
             for i, g in enumerate(gpus_per_node)
         ]
@@ -113,11 +113,9 @@ def as_client(fake: FakeRay) -> RayClient:
     return fake
 
 
-@pytest.fixture
-def fake_ray(monkeypatch) -> Callable[[list[int]], FakeRay]:
-    def install(gpus_per_node: list[int]) -> FakeRay:
-        ray = FakeRay(gpus_per_node)
-        monkeypatch.setattr(RayJobs, "connect", classmethod(lambda cls: as_client(ray)))
-        return ray
-
-    return install
+def install(monkeypatch: pytest.MonkeyPatch, gpus_per_node: list[int]) -> FakeRay:
+    """A fake Ray of these workers, the one the scheduler connects to for the rest of the test
+    (the tests' ``fake_ray`` fixture)."""
+    ray = FakeRay(gpus_per_node)
+    monkeypatch.setattr(RayJobs, "connect", classmethod(lambda cls: as_client(ray)))
+    return ray

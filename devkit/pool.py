@@ -8,7 +8,7 @@ Several nodes share this host, so each gets its own ports (RAY_NOTES.md) and ``-
 Only processes started here are ever signalled, by pid; never ``ray stop``, never pkill.
 
 Pools run with Ray's token authentication, the default. Their token is the test process's
-(tests.ray_cluster.cluster_token_file, given as ARGUS_RAY_TOKEN_FILE, so that this process's own
+(devkit.ray_cluster.cluster_token_file, given as ARGUS_RAY_TOKEN_FILE, so that this process's own
 Ray clients reach every pool); a pool created with ``ARGUS_RAY_TOKEN_FILE=""`` has its head make
 its own, beside head.json, as a production head does.
 """
@@ -24,16 +24,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
 
+from devkit.ray_cluster import cluster_token_file, spare_port
+from devkit.wait import wait_for
 from raypool.discovery import head_path, read_fresh_head
 from raypool.raytoken import token_path_beside
-from tests.ray_cluster import cluster_token_file, spare_port
 
-PROJECT_DIR = Path(__file__).resolve().parents[2]
+PROJECT_DIR = Path(__file__).resolve().parents[1]
 ENTRYPOINT = PROJECT_DIR / "deploy" / "entrypoint.sh"
 VENV_BIN = Path(sys.executable).parent
 NOWHERE_DB = "postgres://nowhere.invalid:1/none"
@@ -48,20 +47,6 @@ CLUSTER_NAME = "argus-test"
 AGENT_PORTS = [*range(6450, 6500), *range(8350, 8400)]
 GCS_PORTS = range(6400, 6450)
 DASHBOARD_PORTS = range(8300, 8350)
-
-T = TypeVar("T")
-
-
-def wait_for(what: str, check: Callable[[], T | None], timeout: float, interval: float = 0.5) -> T:
-    """Poll ``check`` until it returns something truthy; fail the test with ``what`` on timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
 
 
 def children_by_parent() -> dict[int, list[int]]:
@@ -309,7 +294,7 @@ class Pool:
             record = read_fresh_head(self.head_file)
             return record is not None and record.gcs_port == port
 
-        wait_for("a fresh head.json naming the head", published, timeout, interval=0.2)
+        wait_for(published, "a fresh head.json naming the head", timeout=timeout, interval=0.2)
         return time.monotonic() - self.head.started_at
 
     def stop(self) -> None:

@@ -29,12 +29,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from devkit.wait import wait_for
 from raypool.config import WORKER_RESOURCE
 from raypool.raytoken import bearer, ensure_token, ray_env, read_token, use_in_process
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
-STANDIN = Path(__file__).resolve().parent / "standin"
+STANDIN = ROOT / "tests" / "standin"
 
 
 def free_port() -> int:
@@ -46,7 +47,7 @@ def free_port() -> int:
 # Ray nodes' ports come from below Linux's ephemeral range (32768-60999). A port drawn inside
 # it may become the local port of an outgoing connection (a busy Ray host opens many) before the
 # node binds it; the node then starts without its agent, and jobs never run on it (a cluster's
-# warm-up job timed out this way once in a chaos run). tests/raypool/pool.py keeps to its own
+# warm-up job timed out this way once in a chaos run). devkit/pool.py keeps to its own
 # ranges (6400-6500, 8300-8400); make run's agents use 20100 and up.
 NODE_PORTS = range(24000, 32000)
 _handed_out: set[int] = set()
@@ -203,7 +204,7 @@ class LocalRayCluster:
             0,
         )
         token = read_token(self.token_file) if self.token_file else None
-        wait_for(lambda: http_ok(self.job_server_url + "/api/version", token), 60, "the Ray head")
+        wait_for(lambda: http_ok(self.job_server_url + "/api/version", token), "the Ray head", timeout=60)
 
     def add_worker(self, gpus: int = 4, cpus: int | None = None) -> Node:
         """A worker with ``gpus`` declared GPUs and, unless told otherwise, the CPUs verl asks
@@ -260,18 +261,23 @@ class LocalRayCluster:
     def wait_until_dead(self, node_id: str, timeout: float = 60) -> float:
         """Wait until the GCS has declared the node dead; the seconds it took."""
         started = time.monotonic()
-        wait_for(lambda: self.node_state(node_id) == "DEAD", timeout, f"node {node_id[:8]} DEAD", interval=0.2)
+        wait_for(lambda: self.node_state(node_id) == "DEAD", f"node {node_id[:8]} DEAD", timeout=timeout, interval=0.2)
         return time.monotonic() - started
 
     def rejoin(self, node: Node, timeout: float = 120) -> Node:
         """A new worker of ``node``'s shape in its place (a new Ray node id: Ray never revives a
         dead node), once the GCS lists it ALIVE."""
         new = self.add_worker(gpus=node.gpus, cpus=node.cpus)
-        wait_for(lambda: new.node_id and self.node_state(new.node_id) == "ALIVE", timeout, f"{new.name} ALIVE", 0.3)
+        wait_for(
+            lambda: new.node_id and self.node_state(new.node_id) == "ALIVE",
+            f"{new.name} ALIVE",
+            timeout=timeout,
+            interval=0.3,
+        )
         return new
 
     def wait_for_gpus(self, total: int, timeout: float = 60) -> None:
-        wait_for(lambda: self.total_gpus() == total, timeout, f"{total} GPUs in the cluster")
+        wait_for(lambda: self.total_gpus() == total, f"{total} GPUs in the cluster", timeout=timeout)
 
     def total_gpus(self) -> float:
         from ray.autoscaler.v2.sdk import get_cluster_status
@@ -297,8 +303,8 @@ class LocalRayCluster:
                     return None
                 raise
 
-        job = wait_for(submitted, timeout, "a job agent")
-        wait_for(lambda: client.get_job_status(job) == JobStatus.SUCCEEDED, timeout, "the warm-up job")
+        job = wait_for(submitted, "a job agent", timeout=timeout)
+        wait_for(lambda: client.get_job_status(job) == JobStatus.SUCCEEDED, "the warm-up job", timeout=timeout)
 
     def stop(self) -> None:
         """The cluster's end, as a power cut: every node's whole process tree frozen, then
@@ -407,16 +413,6 @@ def http_ok(url: str, token: str | None = None) -> bool:
             return response.status == 200
     except OSError:
         return False
-
-
-def wait_for(predicate, timeout: float, what: str, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(interval)
-    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 INFEASIBLE_LINE = re.compile(

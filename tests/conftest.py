@@ -3,6 +3,7 @@ test tiers, applied here so that nobody has to remember a marker."""
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import sys
@@ -18,6 +19,7 @@ from rest_framework.test import APIClient
 from accounts.homes import home_dir
 from accounts.limits import set_limits
 from accounts.models import ApiToken
+from devkit import fake_ray as fake_ray_kit
 from tasks.models import Task
 from tasks.submit import create_task
 
@@ -124,6 +126,12 @@ def fresh_queue_copy() -> None:
 def fast_passwords(settings) -> None:
     # The real hasher takes ~0.3 s a password by design; tests make hundreds of users.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def fake_ray(monkeypatch: pytest.MonkeyPatch) -> Callable[[list[int]], fake_ray_kit.FakeRay]:
+    """``fake_ray([4, 4])``: the scheduler talks to a fake Ray of two 4-GPU workers from then on."""
+    return functools.partial(fake_ray_kit.install, monkeypatch)
 
 
 @pytest.fixture

@@ -4,18 +4,19 @@ SIGTERM stops each."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.ray_cluster import free_port
+from devkit.ray_cluster import free_port
+from devkit.wait import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
@@ -55,14 +56,18 @@ def test_the_web_role_migrates_serves_and_stops(tmp_path: Path) -> None:
     port = free_port()
     web = _start(tmp_path, "web", ARGUS_BIND=f"127.0.0.1:{port}")
     try:
-        deadline = time.monotonic() + 120
-        body = b""
-        while time.monotonic() < deadline and not body:
+
+        def health() -> bytes:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as response:
-                    body = response.read()
+                    return response.read()
             except OSError:
-                time.sleep(0.5)
+                return b""
+
+        try:
+            body = wait_for(health, "/healthz to answer", timeout=120, interval=0.5)
+        except AssertionError as timed_out:
+            raise AssertionError((tmp_path / "web.log").read_text()[-3000:]) from timed_out
         assert body == b"ok\n", (tmp_path / "web.log").read_text()[-3000:]
         # collectstatic ran: hashed names from the manifest are served.
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/login/", timeout=5) as response:
@@ -84,10 +89,14 @@ def test_the_scheduler_role_runs_qcluster_and_the_webhook_worker_and_stops_them(
     )
     scheduler = _start(tmp_path, "scheduler")
     try:
-        deadline = time.monotonic() + 60
         wanted = ("manage.py qcluster", "manage.py sendwebhooks")
-        while time.monotonic() < deadline and not all(any(w in c for c in _children(scheduler.pid)) for w in wanted):
-            time.sleep(0.5)
+
+        def all_started() -> bool:
+            return all(any(w in c for c in _children(scheduler.pid)) for w in wanted)
+
+        # A timeout is the assertion below's to report, with the children and the log.
+        with contextlib.suppress(AssertionError):
+            wait_for(all_started, "qcluster and sendwebhooks", timeout=60, interval=0.5)
         children = _children(scheduler.pid)
         for program in wanted:  # webhooks in a process of their own, beside django-q2's
             assert any(program in c for c in children), (children, (tmp_path / "scheduler.log").read_text()[-3000:])

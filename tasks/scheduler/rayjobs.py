@@ -196,7 +196,7 @@ def _classify(error: Exception, submitting: bool = False) -> Exception:
 
 class RayClient(Protocol):
     """What the scheduler asks of Ray: ``RayJobs`` talks to a real cluster; the tests' fake
-    (tests/tasks/fake_ray.py) and the tick benchmark's (bench/tick.py) answer from memory, and
+    (devkit/fake_ray.py) and the tick benchmark's (bench/tick.py) answer from memory, and
     mypy holds all three to this."""
 
     address: RayAddress

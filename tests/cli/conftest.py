@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import os
+import select
 import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import pytest
 from django.contrib.auth.models import User
 
 from accounts.models import ApiToken
+from devkit.wait import wait_for
 
 # .venv/bin/argus: `make venv` installs ./cli into the project's venv.
 ARGUS = Path(sys.executable).parent / "argus"
@@ -43,6 +46,23 @@ class Argus:
         return subprocess.Popen(
             [str(ARGUS), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env(**env)
         )
+
+
+def read_until(stream: IO[str] | None, text: str, timeout: float = 30.0) -> str:
+    """What a started command has written to ``stream`` (its stdout or stderr) up to ``text``: the
+    test goes on once the command has shown it got that far. Read from the pipe itself, not
+    through the file object's buffer, so that ``communicate()`` later gets all the rest."""
+    assert stream is not None
+    fd, seen = stream.fileno(), b""
+
+    def arrived() -> bool:
+        nonlocal seen
+        if select.select([fd], [], [], 0)[0]:
+            seen += os.read(fd, 65536)
+        return text.encode() in seen
+
+    wait_for(arrived, f"{text!r} from the command", timeout=timeout, interval=0.02)
+    return seen.decode("utf-8", "replace")  # a character cut at the end of a read is not what tests look at
 
 
 def no_traceback(result: subprocess.CompletedProcess[str]) -> None:

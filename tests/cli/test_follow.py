@@ -7,27 +7,18 @@ with the model's own transitions, while the command follows it over the live ser
 from __future__ import annotations
 
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.utils import timezone
 
+from devkit.wait import wait_for
 from tasks.models import Attempt, Role, Task, TaskState
+from tests.cli.conftest import read_until
 from tests.conftest import PPO_SPEC
 
 S = TaskState
-
-
-def wait_until(check, timeout: float = 20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("timed out")
 
 
 def start_running(task: Task, log: Path, lines: str = "") -> Attempt:
@@ -35,7 +26,8 @@ def start_running(task: Task, log: Path, lines: str = "") -> Attempt:
     attempt = Attempt.objects.create(
         task=task, attempt_no=1, ray_submission_id=f"{task.task_id}--a01", log_path=str(log), start_time=timezone.now()
     )
-    for state in (S.SUBMITTING, S.SUBMITTED, S.RUNNING):
+    # From QUEUED, or from SUBMITTING where a test moved it first.
+    for state in (S.SUBMITTING, S.SUBMITTED, S.RUNNING)[(S.QUEUED, S.SUBMITTING).index(task.state) :]:
         task.transition(state, role=Role.SCHEDULER, actor="scheduler")
     return attempt
 
@@ -55,20 +47,21 @@ def test_submit_follow_streams_the_log_and_exits_with_the_end(end, code, alice, 
     spec = tmp_path / "ppo.yaml"
     spec.write_text(PPO_SPEC)
     process = argus_as(alice).start("submit", str(spec), "--follow", "--interval", "0.2")
-    task = wait_until(lambda: Task.objects.first())
+    task = wait_for(lambda: Task.objects.first(), "the CLI's task", timeout=20, interval=0.05)
     log = tmp_path / "driver.log"
     attempt = start_running(task, log, "starting\n")
-    time.sleep(1.0)  # the command is following the log by now
+    # Each write comes once the command has shown the lines before it: it follows the log.
+    seen = read_until(process.stdout, "starting\n")
     with log.open("a") as handle:
         handle.write("step:1 - actor/loss:0.5\nstep:2 - actor/loss:0.4\n")
-    time.sleep(1.0)
+    seen += read_until(process.stdout, "step:2 - actor/loss:0.4\n")
     with log.open("a") as handle:
         handle.write("step:3 - actor/loss:0.3\nlast line\n")
     finish(task, attempt, end, **({"error_summary": "RuntimeError: boom"} if end == S.FAILED else {}))
 
     returncode, out, err = collect(process)
     assert returncode == code, err
-    assert out.splitlines() == [
+    assert (seen + out).splitlines() == [
         task.task_id,
         "starting",
         "step:1 - actor/loss:0.5",
@@ -99,14 +92,14 @@ def test_follow_in_a_terminal_shows_a_step_bar(text, alice, argus_as, datasets, 
     spec.write_text(text)
     # TTY_COMPATIBLE=1 makes rich draw as on a terminal although stdout is a pipe here.
     process = argus_as(alice).start("submit", str(spec), "--follow", "--interval", "0.2", TTY_COMPATIBLE="1")
-    task = wait_until(lambda: Task.objects.first())
+    task = wait_for(lambda: Task.objects.first(), "the CLI's task", timeout=20, interval=0.05)
     attempt = start_running(task, tmp_path / "driver.log", "step:1 - a:1\nstep:2 - a:2\nstep:3 - a:3\n")
-    time.sleep(1.5)
+    seen = read_until(process.stdout, "step:3 - a:3")  # it draws the running task's log and bar
     finish(task, attempt, S.SUCCEEDED)
     returncode, out, err = collect(process)
     assert returncode == 0, err
-    assert "step:3 - a:3" in out
-    assert "3/4 steps" in out, out
+    assert "step:3 - a:3" in seen
+    assert "3/4 steps" in seen + out, seen + out
 
 
 @pytest.mark.parametrize(("end", "code"), [(S.SUCCEEDED, 0), (S.FAILED, 1), (S.CANCELED, 1)])
@@ -116,7 +109,7 @@ def test_wait_exits_with_the_end_of_the_task(end, code, alice, argus_as, make_ta
     assert process.stderr is not None
     assert process.stderr.readline() == f"{task.task_id}: QUEUED\n"  # it has looked once
     attempt = start_running(task, tmp_path / "driver.log")
-    time.sleep(0.5)
+    read_until(process.stderr, f"{task.task_id}: RUNNING\n")  # it has looked since
     assert process.poll() is None, "wait returned before the task ended"
     finish(task, attempt, end)
     returncode, _, err = collect(process)
@@ -130,14 +123,15 @@ def test_logs_follow_waits_for_the_first_attempt(alice, argus_as, make_task, tmp
     assert process.stderr is not None
     # Its first look at the task (the command takes a moment to start on a busy machine).
     assert process.stderr.readline() == f"{task.task_id}: QUEUED; waiting for it to start\n"
-    time.sleep(0.5)
+    task.transition(S.SUBMITTING, role=Role.SCHEDULER, actor="scheduler")
+    read_until(process.stderr, f"{task.task_id}: SUBMITTING; waiting for it to start\n")  # it looked again
     assert process.poll() is None, "logs -f returned before the task started"
     log = tmp_path / "driver.log"
     attempt = start_running(task, log, "first\n")
-    time.sleep(1.0)
+    seen = read_until(process.stdout, "first\n")  # it follows the log
     with log.open("a") as handle:
         handle.write("second\n")
     finish(task, attempt, S.SUCCEEDED)
     returncode, out, err = collect(process)
     assert returncode == 0, err
-    assert out == "first\nsecond\n"
+    assert seen + out == "first\nsecond\n"

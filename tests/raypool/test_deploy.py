@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.raypool.pool import ENTRYPOINT, NOWHERE_DB, PROJECT_DIR, VENV_BIN
+from devkit.pool import ENTRYPOINT, NOWHERE_DB, PROJECT_DIR, VENV_BIN
 
 
 def entrypoint(tmp_path: Path, *, path: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from devkit.pool import PROJECT_DIR
 from raypool import discovery
 from raypool.discovery import HeadRecord, head_path, read_fresh_head, read_head, write_head
-from tests.raypool.pool import PROJECT_DIR
 
 NOW = datetime(2025, 12, 25, 17, 0, tzinfo=UTC)
 

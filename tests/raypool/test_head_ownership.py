@@ -15,7 +15,7 @@ from raypool.config import NodeConfig
 from raypool.discovery import HeadRecord, read_head, write_head
 from raypool.headnode import HeadNode, judge
 from raypool.probe import HeadWatch
-from tests.raypool.test_watchdog import FakeRay
+from tests.raypool.test_watchdog import FakeRayProcess
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 TTL_S = 60
@@ -98,7 +98,7 @@ class Pair:
         self.now = 0.0
         self.answers = {"first": True, "second": True}  # does the head answer its own probe
         self.nobody = {6400: False, 6401: False}  # does a look at its GCS find nobody
-        self.launched: dict[str, list[FakeRay]] = {"first": [], "second": []}
+        self.launched: dict[str, list[FakeRayProcess]] = {"first": [], "second": []}
         self.taken: set[int] = set()  # ports of this host some process holds
         self.first = self.head(tmp_path, "first", 6400)
         self.second = self.head(tmp_path, "second", 6401)
@@ -106,8 +106,8 @@ class Pair:
         assert self.second.config.head_file == self.head_file
 
     def head(self, tmp_path: Path, name: str, port: int) -> HeadNode:
-        def launch(args: Sequence[str]) -> FakeRay:
-            self.launched[name].append(FakeRay(args))
+        def launch(args: Sequence[str]) -> FakeRayProcess:
+            self.launched[name].append(FakeRayProcess(args))
             return self.launched[name][-1]
 
         return HeadNode(

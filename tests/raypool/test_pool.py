@@ -15,18 +15,18 @@ from collections.abc import Iterator
 
 import pytest
 
-from raypool.discovery import read_fresh_head, read_head
-from raypool.raytoken import bearer, read_token
-from tests.raypool.pool import (
+from devkit.pool import (
     Container,
     Pool,
     alive,
     alive_nodes,
     command_line,
     descendants,
-    wait_for,
     worker_nodes,
 )
+from devkit.wait import wait_for
+from raypool.discovery import read_fresh_head, read_head
+from raypool.raytoken import bearer, read_token
 
 pytestmark = pytest.mark.ray
 
@@ -47,7 +47,7 @@ def pool(request: pytest.FixtureRequest, timings: dict[str, float]) -> Iterator[
         workers = [pool.add_worker("w1"), pool.add_worker("w2")]
         for worker in workers:
             worker.start()
-        wait_for("both workers to join", lambda: len(worker_nodes(pool.head_address())) == 2, 90)
+        wait_for(lambda: len(worker_nodes(pool.head_address())) == 2, "both workers to join", timeout=90, interval=0.5)
         timings["worker join after start"] = time.monotonic() - workers[0].started_at
         broken = False
         yield pool
@@ -70,7 +70,7 @@ def wait_for_two_workers(pool: Pool, timeout: float = 60) -> dict[str, dict[str,
         nodes = worker_nodes(pool.head_address())
         return nodes if len(nodes) == 2 else None
 
-    return wait_for("two worker nodes", two, timeout)
+    return wait_for(two, "two worker nodes", timeout=timeout, interval=0.5)
 
 
 def test_head_publishes_and_refreshes_head_json(pool: Pool) -> None:
@@ -93,7 +93,7 @@ def test_head_publishes_and_refreshes_head_json(pool: Pool) -> None:
         later = read_head(pool.head_file)
         return later is not None and later.updated_at > record.updated_at
 
-    wait_for("head.json to be refreshed", refreshed, timeout=5, interval=0.2)
+    wait_for(refreshed, "head.json to be refreshed", timeout=5, interval=0.2)
     # Atomic writes: nothing but the record itself in the discovery directory.
     assert sorted(p.name for p in pool.head_file.parent.iterdir()) == ["head.json"]
 
@@ -116,7 +116,7 @@ def test_a_sigkilled_raylet_is_brought_back_by_its_watchdog(pool: Pool, timings:
 
     started = time.monotonic()
     os.kill(raylet, signal.SIGKILL)
-    wait_for("the node to come back", lambda: set(worker_nodes(pool.head_address())) - before, 60)
+    wait_for(lambda: set(worker_nodes(pool.head_address())) - before, "the node to come back", timeout=60, interval=0.5)
     timings["recovery after a killed raylet"] = time.monotonic() - started
 
     assert worker.program_pid() == watchdog, "the watchdog healed its node itself, without a restart"
@@ -131,9 +131,14 @@ def test_a_sigkilled_watchdog_is_restarted_and_its_node_comes_back(pool: Pool) -
 
     os.kill(watchdog, signal.SIGKILL)
     # The orphaned node stops itself (parent-death signal), so the new watchdog's node is the only one.
-    wait_for("the orphaned node to stop", lambda: not alive(ray_start), 45)
-    wait_for("supervisord to restart the watchdog", lambda: worker.program_pid() not in (0, watchdog), 30)
-    wait_for("the node to come back", lambda: set(worker_nodes(pool.head_address())) - before, 60)
+    wait_for(lambda: not alive(ray_start), "the orphaned node to stop", timeout=45, interval=0.5)
+    wait_for(
+        lambda: worker.program_pid() not in (0, watchdog),
+        "supervisord to restart the watchdog",
+        timeout=30,
+        interval=0.5,
+    )
+    wait_for(lambda: set(worker_nodes(pool.head_address())) - before, "the node to come back", timeout=60, interval=0.5)
     wait_for_two_workers(pool)
 
 
@@ -148,8 +153,10 @@ def test_sigterm_to_a_worker_takes_its_node_out(pool: Pool) -> None:
     assert not alive(ray_start)
     assert worker.process is not None
     supervisord = worker.process.pid
-    wait_for("the node's processes to end", lambda: descendants(supervisord) == [], 10)
-    wait_for("the node to leave the cluster", lambda: len(worker_nodes(pool.head_address())) == 1, 30)
+    wait_for(lambda: descendants(supervisord) == [], "the node's processes to end", timeout=10, interval=0.5)
+    wait_for(
+        lambda: len(worker_nodes(pool.head_address())) == 1, "the node to leave the cluster", timeout=30, interval=0.5
+    )
     assert "SIGTERM: stopping this node" in worker.log_file.read_text()
 
     worker.ctl("start", worker.program)
@@ -167,14 +174,16 @@ def test_a_crashed_head_is_restarted_in_place_and_the_workers_rejoin_it(pool: Po
     crashed = time.monotonic()
     os.kill(ray_start, signal.SIGKILL)
     # raynode head exits non-zero; supervisord starts it again, on the same ports.
-    wait_for("supervisord to restart the head", lambda: head.program_pid() not in (0, raynode_head), 60)
+    wait_for(
+        lambda: head.program_pid() not in (0, raynode_head), "supervisord to restart the head", timeout=60, interval=0.5
+    )
     pool.wait_for_head()
 
     def rejoined() -> bool:
         nodes = worker_nodes(pool.head_address())
         return len(nodes) == 2 and not set(nodes) & before
 
-    wait_for("both workers on the restarted head", rejoined, 120)
+    wait_for(rejoined, "both workers on the restarted head", timeout=120, interval=0.5)
     timings["rejoin after the head crashed and restarted in place"] = time.monotonic() - crashed
     assert [w.program_pid() for w in workers(pool)] == watchdogs
 
@@ -199,7 +208,7 @@ def test_workers_follow_the_head_to_other_ports(pool: Pool, timings: dict[str, f
         waits = [w.log_file.read_text().count(WAITING) for w in workers(pool)]
         return all(now > before for now, before in zip(waits, waits_before, strict=True))
 
-    wait_for("each watchdog to wait for a new head", all_waiting, 60, interval=0.2)
+    wait_for(all_waiting, "each watchdog to wait for a new head", timeout=60, interval=0.2)
     assert [w.program_pid() for w in workers(pool)] == watchdogs
 
     new_head = pool.add_head("h2")

@@ -16,12 +16,13 @@ from collections.abc import Iterator
 
 import pytest
 
+from devkit.pool import Pool
+from devkit.ray_cluster import ROOT, STANDIN, cluster_token_file
+from devkit.standin import standin_spec
 from raypool.discovery import read_fresh_head
 from raypool.raytoken import bearer, read_token
 from tasks.models import ClusterState, Task, TaskState
-from tests.ray_cluster import ROOT, STANDIN, cluster_token_file
-from tests.raypool.pool import Pool
-from tests.scheduler.conftest import standin_spec, state_of, tick_until
+from tests.scheduler.conftest import state_of, tick_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.django_db]
 

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from devkit.pool import NOWHERE_DB, PROJECT_DIR, descendants
+from devkit.wait import wait_for
 from raypool.discovery import HeadRecord, head_path, write_head
-from tests.raypool.pool import NOWHERE_DB, PROJECT_DIR, descendants, wait_for
 
 CLUSTER = "argus-cmd"
 
@@ -147,9 +148,11 @@ def test_a_worker_waits_for_a_missing_stale_or_half_written_head_json(tmp_path: 
             [sys.executable, "manage.py", "raynode", "worker"], cwd=PROJECT_DIR, env=env, stdout=out, stderr=out
         )
     try:
-        wait_for("the watchdog to wait", lambda: "waiting for one" in log.read_text(), 30, interval=0.2)
+        wait_for(lambda: "waiting for one" in log.read_text(), "the watchdog to wait", timeout=30, interval=0.2)
         path.parent.mkdir(parents=True)
         path.write_text(json.dumps(fresh_record().to_json())[:30])  # half-written
+        # Each record stands for five of the worker's polls (ARGUS_POLL_S=0.2): what is tested is
+        # that nothing happens, and a poll that finds a bad record leaves no trace to wait for.
         time.sleep(1)
         path.write_text("{}")  # malformed
         time.sleep(1)

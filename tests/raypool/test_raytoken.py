@@ -20,7 +20,7 @@ from raypool.headnode import HeadNode, head_answers
 from raypool.probe import job_server_answers
 from raypool.raytoken import TokenError, ensure_token, ray_env, read_token
 from raypool.watchdog import WorkerWatchdog
-from tests.raypool.test_watchdog import Clock, FakeRay, no_port_taken
+from tests.raypool.test_watchdog import Clock, FakeRayProcess, no_port_taken
 
 TOKEN = "a" * 64
 
@@ -155,10 +155,10 @@ def test_ray_start_gets_the_mode_and_the_file_never_a_stray_token(tmp_path: Path
 
 
 def launcher(launched: list[tuple[list[str], bool]], token_file: Path):
-    def launch(args: Sequence[str]) -> FakeRay:
+    def launch(args: Sequence[str]) -> FakeRayProcess:
         # What counts is that the token is there when Ray starts.
         launched.append((list(args), token_file.exists()))
-        return FakeRay(args)
+        return FakeRayProcess(args)
 
     return launch
 
@@ -259,11 +259,11 @@ def test_the_head_publishes_once_its_job_server_answers_to_the_token(tmp_path: P
 # --- the workers ---------------------------------------------------------------------------
 
 
-def worker(config: NodeConfig, launched: list[FakeRay], clock: Clock) -> WorkerWatchdog:
+def worker(config: NodeConfig, launched: list[FakeRayProcess], clock: Clock) -> WorkerWatchdog:
     head = HeadRecord.new(cluster_name="c", head_ip="10.0.0.1", gcs_port=6400, dashboard_port=8300, ttl_s=600)
 
-    def launch(args: Sequence[str]) -> FakeRay:
-        launched.append(FakeRay(args))
+    def launch(args: Sequence[str]) -> FakeRayProcess:
+        launched.append(FakeRayProcess(args))
         return launched[-1]
 
     return WorkerWatchdog(
@@ -272,7 +272,7 @@ def worker(config: NodeConfig, launched: list[FakeRay], clock: Clock) -> WorkerW
 
 
 def test_a_worker_waits_for_the_token_then_joins(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    config, clock, launched = config_for(tmp_path), Clock(), list[FakeRay]()
+    config, clock, launched = config_for(tmp_path), Clock(), list[FakeRayProcess]()
     watchdog = worker(config, launched, clock)
     for _ in range(10):
         watchdog.tick()
@@ -287,7 +287,7 @@ def test_a_worker_waits_for_the_token_then_joins(tmp_path: Path, caplog: pytest.
 
 
 def test_a_worker_refuses_an_exposed_token(tmp_path: Path) -> None:
-    config, launched = config_for(tmp_path), list[FakeRay]()
+    config, launched = config_for(tmp_path), list[FakeRayProcess]()
     write_token(config.token_file, mode=0o604)
     with pytest.raises(ConfigError, match="open to other users"):
         worker(config, launched, Clock()).tick()
@@ -295,6 +295,6 @@ def test_a_worker_refuses_an_exposed_token(tmp_path: Path) -> None:
 
 
 def test_a_worker_without_authentication_needs_no_token(tmp_path: Path) -> None:
-    launched: list[FakeRay] = []
+    launched: list[FakeRayProcess] = []
     worker(config_for(tmp_path, ARGUS_RAY_AUTH="off"), launched, Clock()).tick()
     assert len(launched) == 1

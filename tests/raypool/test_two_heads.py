@@ -15,8 +15,9 @@ from datetime import timedelta
 
 import pytest
 
+from devkit.pool import Pool, worker_nodes
+from devkit.wait import wait_for
 from raypool.discovery import HeadRecord, read_fresh_head, read_head
-from tests.raypool.pool import Pool, wait_for, worker_nodes
 
 pytestmark = pytest.mark.ray
 
@@ -61,7 +62,7 @@ def test_a_second_head_with_the_same_cluster_name_stands_by(pool: Pool, timings:
     assert published is not None and published.head_id, "the record names the process that wrote it"
     worker = pool.add_worker("w1")
     worker.start()
-    wait_for("the worker to join", lambda: len(worker_nodes(pool.head_address())) == 1, 90)
+    wait_for(lambda: len(worker_nodes(pool.head_address())) == 1, "the worker to join", timeout=90, interval=0.5)
     nodes = set(worker_nodes(pool.head_address()))
     raylet, ray_start, watchdog = worker.raylet_pid(), worker.ray_start_pid(), worker.program_pid()
     assert raylet and ray_start and watchdog
@@ -74,7 +75,9 @@ def test_a_second_head_with_the_same_cluster_name_stands_by(pool: Pool, timings:
         f"standing by, Ray not started: head.json names another head, {published.gcs_address} "
         f"(head_id {published.head_id}), which answers"
     )
-    wait_for("the second head to say why it waits", lambda: why in second.log_file.read_text(), 60, interval=0.2)
+    wait_for(
+        lambda: why in second.log_file.read_text(), "the second head to say why it waits", timeout=60, interval=0.2
+    )
     raynode_second = second.program_pid()
     assert raynode_second
 
@@ -95,7 +98,12 @@ def test_a_second_head_with_the_same_cluster_name_stands_by(pool: Pool, timings:
         stale += record is None or not record.is_fresh()
         return record is not None and record.updated_at >= past
 
-    wait_for("the first head's refreshes past the TTL of the record the second saw", watched_past_the_ttl, 60, 0.2)
+    wait_for(
+        watched_past_the_ttl,
+        "the first head's refreshes past the TTL of the record the second saw",
+        timeout=60,
+        interval=0.2,
+    )
     assert all(r is not None and r.head_id == published.head_id for r in seen), "head.json names the first head"
     assert all(r is not None and r.gcs_port == published.gcs_port for r in seen)
     assert stale == 0, "and is always fresh"
@@ -117,7 +125,9 @@ def test_a_second_head_with_the_same_cluster_name_stands_by(pool: Pool, timings:
     taken = read_fresh_head(pool.head_file)
     assert taken is not None and taken.head_id not in ("", published.head_id)
     assert "no longer standing by: the record of" in second.log_file.read_text()
-    wait_for("the worker on the second head", lambda: len(worker_nodes(pool.head_address())) == 1, 90)
+    wait_for(
+        lambda: len(worker_nodes(pool.head_address())) == 1, "the worker on the second head", timeout=90, interval=0.5
+    )
     timings["standby head took over: first head stopped to the worker on it"] = time.monotonic() - stopped_at
 
 
@@ -131,7 +141,7 @@ def test_a_head_sigkilled_and_restarted_in_place_takes_its_fresh_record_over(
     pool.wait_for_head()
     worker = pool.add_worker("w1")
     worker.start()
-    wait_for("the worker to join", lambda: len(worker_nodes(pool.head_address())) == 1, 90)
+    wait_for(lambda: len(worker_nodes(pool.head_address())) == 1, "the worker to join", timeout=90, interval=0.5)
     nodes = set(worker_nodes(pool.head_address()))
     raynode = head.program_pid()
     assert raynode
@@ -140,13 +150,15 @@ def test_a_head_sigkilled_and_restarted_in_place_takes_its_fresh_record_over(
     os.kill(raynode, signal.SIGKILL)  # no withdraw: the record it leaves is fresh for 60 s
     old = read_fresh_head(pool.head_file)
     assert old is not None and old.head_id
-    wait_for("supervisord to restart the head", lambda: head.program_pid() not in (0, raynode), 60)
+    wait_for(
+        lambda: head.program_pid() not in (0, raynode), "supervisord to restart the head", timeout=60, interval=0.5
+    )
 
     def taken_over() -> HeadRecord | None:
         record = read_fresh_head(pool.head_file)
         return record if record is not None and record.head_id != old.head_id else None
 
-    new = wait_for("the restarted head to publish", taken_over, 90)
+    new = wait_for(taken_over, "the restarted head to publish", timeout=90, interval=0.5)
     timings["head SIGKILLed, restarted in place: to its new record"] = time.monotonic() - killed_at
     assert new.gcs_address == old.gcs_address
     assert new.updated_at < old.expires_at, "it did not wait for the old record to expire"
@@ -154,5 +166,10 @@ def test_a_head_sigkilled_and_restarted_in_place_takes_its_fresh_record_over(
     assert f"nobody answered at the GCS of {old.gcs_address} (head_id {old.head_id}) 2 looks in a row" in log
     # Its own Ray at the same address is not the old head alive again.
     assert "taken while Ray started" not in log and "displaced" not in log
-    wait_for("the worker on the restarted head", lambda: set(worker_nodes(pool.head_address())) - nodes, 90)
+    wait_for(
+        lambda: set(worker_nodes(pool.head_address())) - nodes,
+        "the worker on the restarted head",
+        timeout=90,
+        interval=0.5,
+    )
     timings["head SIGKILLed, restarted in place: to the worker back"] = time.monotonic() - killed_at

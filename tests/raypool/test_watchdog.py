@@ -23,11 +23,11 @@ from raypool.watchdog import BACKOFF_MAX_S, HEALTHY_RUN_S, WorkerWatchdog, backo
 
 
 def no_port_taken(port: int) -> bool:
-    """This host's ports are free for the heads these tests start (a FakeRay binds none)."""
+    """This host's ports are free for the heads these tests start (a FakeRayProcess binds none)."""
     return False
 
 
-class FakeRay:
+class FakeRayProcess:
     """Stands in for RayProcess: records how it was started and stopped."""
 
     def __init__(self, args: Sequence[str]) -> None:
@@ -79,7 +79,7 @@ class Harness:
         self.clock = Clock()
         self.record: HeadRecord | None = None
         self.dead_ports: set[int] = set()
-        self.launched: list[FakeRay] = []
+        self.launched: list[FakeRayProcess] = []
         self.watchdog = WorkerWatchdog(
             config,
             "10.0.0.9",
@@ -89,8 +89,8 @@ class Harness:
             clock=self.clock,
         )
 
-    def launch(self, args: Sequence[str]) -> FakeRay:
-        ray = FakeRay(args)
+    def launch(self, args: Sequence[str]) -> FakeRayProcess:
+        ray = FakeRayProcess(args)
         self.launched.append(ray)
         return ray
 
@@ -101,7 +101,7 @@ class Harness:
             self.clock.now += step
 
     @property
-    def node(self) -> FakeRay:
+    def node(self) -> FakeRayProcess:
         return self.launched[-1]
 
 
@@ -344,11 +344,11 @@ def test_the_head_command_line(head_config: NodeConfig) -> None:
     ]
 
 
-def make_head(config: NodeConfig, answers: list[bool]) -> tuple[HeadNode, list[FakeRay]]:
-    launched: list[FakeRay] = []
+def make_head(config: NodeConfig, answers: list[bool]) -> tuple[HeadNode, list[FakeRayProcess]]:
+    launched: list[FakeRayProcess] = []
 
-    def launch(args: Sequence[str]) -> FakeRay:
-        launched.append(FakeRay(args))
+    def launch(args: Sequence[str]) -> FakeRayProcess:
+        launched.append(FakeRayProcess(args))
         return launched[-1]
 
     node = HeadNode(config, "10.0.0.1", port_taken=no_port_taken, launch=launch, probe=lambda record: answers[0])

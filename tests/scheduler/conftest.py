@@ -3,11 +3,11 @@ workers declaring 4 GPUs each, shared by the tests of a session (starting one ta
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -16,10 +16,11 @@ from django.contrib.auth.models import User
 from django.db import connection
 from ray.job_submission import JobStatus, JobSubmissionClient
 
+from devkit.ray_cluster import LocalRayCluster
+from devkit.wait import wait_for
 from raypool.discovery import head_file_from_settings
 from tasks.models import Task
 from tasks.scheduler.tick import tick
-from tests.ray_cluster import LocalRayCluster
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,13 +54,14 @@ def on_ray(ray_cluster: LocalRayCluster, settings) -> Iterator[LocalRayCluster]:
         if not job.status.is_terminal():
             assert job.submission_id is not None, job  # every job here came through the job API
             client.stop_job(job.submission_id)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if all(job.status.is_terminal() for job in client.list_jobs()) and ray_cluster.total_gpus() == 8:
-            free = _free_gpus(ray_cluster)
-            if free == 8:
-                return
-        time.sleep(0.3)
+
+    def settled() -> bool:
+        jobs_ended = all(job.status.is_terminal() for job in client.list_jobs())
+        return jobs_ended and ray_cluster.total_gpus() == 8 and _free_gpus(ray_cluster) == 8
+
+    # Not this test's failure when Ray is slow to free them: the next test on Ray waits for its GPUs.
+    with contextlib.suppress(AssertionError):
+        wait_for(settled, "every job ended and the 8 GPUs free", timeout=30, interval=0.3)
 
 
 def _free_gpus(cluster: LocalRayCluster) -> float:
@@ -67,16 +69,6 @@ def _free_gpus(cluster: LocalRayCluster) -> float:
 
     status = get_cluster_status(cluster.gcs_address, timeout=5)
     return sum(u.total - u.used for u in status.cluster_resource_usage if u.resource_name == "GPU")
-
-
-def standin_spec(nnodes: int = 1, gpus: int = 4, *, steps: int = 3, step_s: float = 0.2, extra: str = "") -> str:
-    """An advanced spec running the stand-in trainer (tests/standin) with these knobs."""
-    return (
-        "kind: advanced\nworkload: ppo\n"
-        f"nnodes: {nnodes}\nn_gpus_per_node: {gpus}\n"
-        f"command: python3 -m verl.trainer.main_ppo trainer.nnodes={nnodes} trainer.n_gpus_per_node={gpus}"
-        f" +standin.steps={steps} +standin.step_s={step_s} {extra}\n"
-    )
 
 
 @pytest.fixture
@@ -91,16 +83,14 @@ def submit(client_for) -> Callable[..., Task]:
 
 def tick_until(predicate: Callable[[], object], timeout: float = 90, every: float = 0.3, on_tick=None) -> object:
     """Run the scheduler's tick until ``predicate()`` holds, as qcluster would."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def ticked() -> object:
         tick()
         if on_tick is not None:
             on_tick()
-        result = predicate()
-        if result:
-            return result
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout}s")
+        return predicate()
+
+    return wait_for(ticked, "the ticks' condition", timeout=timeout, interval=every)
 
 
 def state_of(task: Task) -> str:
@@ -132,7 +122,7 @@ def start_qcluster(settings, shared_root, tmp_path):
 
     def start() -> subprocess.Popen:
         env = {
-            # Without this process's Ray token (tests.ray_cluster.cluster_token_file): the
+            # Without this process's Ray token (devkit.ray_cluster.cluster_token_file): the
             # scheduler sends the one its settings name, as in production.
             **{name: value for name, value in os.environ.items() if not name.startswith("RAY_AUTH_")},
             "DATABASE_URL": database_url(),

@@ -29,6 +29,8 @@ import pytest
 from django_q.models import Schedule
 from ray.job_submission import JobSubmissionClient
 
+from devkit.ray_cluster import LocalRayCluster, Node
+from devkit.standin import standin_spec
 from tasks.logs.lines import clean_lines
 from tasks.models import (
     ACTIVE_STATES,
@@ -42,8 +44,6 @@ from tasks.models import (
 )
 from tasks.scheduler.settle import AFTER_FAILURE
 from tests.conftest import grant_high_priority
-from tests.ray_cluster import LocalRayCluster, Node
-from tests.scheduler.conftest import standin_spec
 
 pytestmark = [pytest.mark.ray, pytest.mark.django_db(transaction=True)]
 S = TaskState
@@ -173,7 +173,7 @@ def test_chaos(alice, submit, own_cluster, start_qcluster, settings):
             break
         if int(now) % 15 == 0:  # progress, shown when the test fails
             print(f"{now:.0f}s {dict(Counter(Task.objects.values_list('state', flat=True)))}", flush=True)
-        time.sleep(0.5)
+        time.sleep(0.5)  # the chaos's own pace: its plan falls due by the clock (qcluster ticks by itself)
     seen.look(client)
 
     context = f"seed {seed}; chaos: {', '.join(log)}"

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from ray.job_submission import JobStatus, JobSubmissionClient
 
+from devkit.ray_cluster import LocalRayCluster
+from devkit.wait import wait_for
 from raypool.config import WORKER_RESOURCE
 from tasks.models import TaskState
-from tests.ray_cluster import LocalRayCluster, wait_for
 from tests.scheduler.conftest import state_of, tick_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.django_db]
@@ -83,12 +84,14 @@ def test_a_fully_async_task_waits_where_its_actors_would_hang(alice, submit, on_
     client = JobSubmissionClient(on_ray.job_server_url)
     job = client.submit_job(entrypoint=entrypoint, entrypoint_resources={WORKER_RESOURCE: 1})
     try:
-        wait_for(lambda: pending_actors(on_ray, "FullyAsyncRollouter"), 90, "the rollouter's actor pending")
+        wait_for(lambda: pending_actors(on_ray, "FullyAsyncRollouter"), "the rollouter's actor pending", timeout=90)
         # Its runner's lines reach the driver's log through Ray's log monitor, a moment later.
-        wait_for(lambda: "[ASYNC MAIN] Starting create rollouter..." in log.read_text(), 30, "the runner's line")
+        wait_for(
+            lambda: "[ASYNC MAIN] Starting create rollouter..." in log.read_text(), "the runner's line", timeout=30
+        )
         assert client.get_job_status(job) == JobStatus.RUNNING
         text = log.read_text()
         assert "Traceback" not in text and "Error executing job" not in text  # no word of it
     finally:
         client.stop_job(job)
-    wait_for(lambda: client.get_job_status(job).is_terminal(), 30, "the hung run stopped")
+    wait_for(lambda: client.get_job_status(job).is_terminal(), "the hung run stopped", timeout=30)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 from ray.job_submission import JobSubmissionClient
 
+from devkit.standin import standin_spec
 from tasks.models import EventKind, TaskState
 from tasks.scheduler import launch
 from tasks.scheduler.rayjobs import RayJobs
 from tasks.scheduler.tick import tick
-from tests.scheduler.conftest import standin_spec, state_of, submission_ids, tick_until
+from tests.scheduler.conftest import state_of, submission_ids, tick_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.django_db]
 S = TaskState

@@ -11,13 +11,15 @@ from pathlib import Path
 import pytest
 from ray.job_submission import JobStatus, JobSubmissionClient
 
+from devkit.ray_cluster import LocalRayCluster, infeasible_request
+from devkit.standin import standin_spec
+from devkit.wait import wait_for
 from tasks.jobfiles import checkpoint_dir
 from tasks.logs.lines import clean_lines
 from tasks.models import EventKind, FailureKind, TaskState
 from tasks.scheduler.rayjobs import RayJobs
 from tests.conftest import PPO_SPEC
-from tests.ray_cluster import LocalRayCluster, infeasible_request, wait_for
-from tests.scheduler.conftest import ray_status, standin_spec, state_of, tick_until
+from tests.scheduler.conftest import ray_status, state_of, tick_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.django_db]
 S = TaskState
@@ -83,7 +85,7 @@ def test_a_run_stopped_mid_way_resumes_from_its_last_checkpoint(alice, submit, c
     tick_until(lambda: state_of(task) == S.RUNNING)
     first = task.attempts.get()
     first_log = Path(first.log_path)
-    wait_for(lambda: 21 in steps_in(first_log), 60, "step 21 in the first attempt's log", interval=0.05)
+    wait_for(lambda: 21 in steps_in(first_log), "step 21 in the first attempt's log", timeout=60, interval=0.05)
     # By hand, outside Argus: a failure, retried per max_retries. Ray's stop is not instant (SIGTERM,
     # which the driver heeds only when ray.get returns; SIGKILL after 3 s): the trainer goes on for
     # a second or two, so the next checkpoint (step 40, the last) is 3.8 s away.
@@ -122,7 +124,7 @@ def test_a_run_stopped_outside_argus_without_retries_left_fails(alice, submit, o
     task = submit(alice, RESUMABLE.format(retries=0))
     tick_until(lambda: state_of(task) == S.RUNNING)
     first = task.attempts.get()
-    wait_for(lambda: 2 in steps_in(Path(first.log_path)), 60, "step 2 in the log", interval=0.05)
+    wait_for(lambda: 2 in steps_in(Path(first.log_path)), "step 2 in the log", timeout=60, interval=0.05)
     JobSubmissionClient(on_ray.job_server_url).stop_job(first.ray_submission_id)
 
     tick_until(lambda: state_of(task) in (S.FAILED, S.QUEUED, S.SUBMITTING, S.SUBMITTED), timeout=60)
@@ -187,7 +189,7 @@ def test_the_durable_demo_resumes_from_its_checkpoint(alice, submit, client_for,
     task = submit(alice, DURABLE_DEMO.read_text())
     tick_until(lambda: state_of(task) == S.RUNNING)
     first = task.attempts.get()
-    wait_for(lambda: 12 in steps_in(Path(first.log_path)), 60, "step 12", interval=0.05)
+    wait_for(lambda: 12 in steps_in(Path(first.log_path)), "step 12", timeout=60, interval=0.05)
     JobSubmissionClient(on_ray.job_server_url).stop_job(first.ray_submission_id)
 
     tick_until(lambda: state_of(task) in (S.SUCCEEDED, S.FAILED), timeout=120)

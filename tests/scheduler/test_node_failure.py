@@ -1,5 +1,5 @@
 """A worker node dies under a running task (killed whole, as a power cut takes it:
-tests.ray_cluster.LocalRayCluster.kill_node), on a real Ray cluster, through the scheduler's
+devkit.ray_cluster.LocalRayCluster.kill_node), on a real Ray cluster, through the scheduler's
 tick: the task goes back to the queue in its place, resumes from its last checkpoint on the nodes
 left, and the death is not charged to max_retries (NODE_FAILURE).
 
@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 from ray.job_submission import JobSubmissionClient
 
+from devkit.ray_cluster import LocalRayCluster
+from devkit.standin import standin_spec
+from devkit.wait import wait_for
 from tasks.jobfiles import checkpoint_dir
 from tasks.models import FailureKind, Task, TaskState
-from tests.ray_cluster import LocalRayCluster, wait_for
-from tests.scheduler.conftest import standin_spec, state_of, tick_until
+from tests.scheduler.conftest import state_of, tick_until
 from tests.scheduler.test_durable import steps_in
 
 pytestmark = [pytest.mark.ray, pytest.mark.django_db]
@@ -95,8 +97,8 @@ def kill_under(task: Task, cluster: LocalRayCluster, pick) -> tuple[str, int]:
     tick_until(ended, timeout=60)
     wait_for(
         lambda: all(actor.state == "DEAD" for actor in job_actors(cluster, first.ray_job_id)),
-        20,
         "the first attempt's actors dead",
+        timeout=20,
         interval=0.2,
     )
     return victim, saved_step(task)

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from ray.job_submission import JobStatus, JobSubmissionClient
 
+from devkit.standin import standin_spec
 from tasks.models import ACTIVE_STATES, EventKind, FailureKind, Task, TaskState
-from tests.scheduler.conftest import ray_status, standin_spec, state_of, tick_until
+from tests.scheduler.conftest import ray_status, state_of, tick_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.django_db]
 S = TaskState

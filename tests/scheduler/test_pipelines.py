@@ -15,9 +15,10 @@ import yaml
 from django.contrib.auth.models import User
 
 from accounts.homes import home_dir
+from devkit.standin import standin_spec
 from tasks.jobfiles import checkpoint_dir
 from tasks.models import Event, EventKind, FailureKind, Pipeline, PipelineState, Task, TaskState
-from tests.scheduler.conftest import standin_spec, tick_until
+from tests.scheduler.conftest import tick_until
 from tests.scheduler.test_durable import steps_in
 
 pytestmark = pytest.mark.ray

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from devkit.standin import standin_spec
 from tasks.models import Task, TaskState
-from tests.scheduler.conftest import standin_spec, state_of, tick_until
+from tests.scheduler.conftest import state_of, tick_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.django_db]
 S = TaskState

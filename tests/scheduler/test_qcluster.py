@@ -5,32 +5,24 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
 from django_q.models import Schedule
 from ray.job_submission import JobSubmissionClient
 
+from devkit.standin import standin_spec
+from devkit.wait import wait_for
 from tasks.models import Attempt, TaskState
-from tests.scheduler.conftest import standin_spec, state_of, submission_ids
+from tests.scheduler.conftest import state_of, submission_ids
 
 pytestmark = [pytest.mark.ray, pytest.mark.django_db(transaction=True)]
-
-
-def wait(predicate, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s")
 
 
 def wait_running(log: Path) -> None:
     """Until the qcluster writing ``log`` says it runs: what follows measures its reactions,
     not its start-up."""
-    wait(lambda: log.exists() and "running." in log.read_text(), 60)
+    wait_for(lambda: log.exists() and "running." in log.read_text(), "qcluster running", timeout=60)
 
 
 def test_qcluster_dispatches_on_submit_and_hands_gpus_over(alice, submit, on_ray, qcluster, tmp_path):
@@ -38,10 +30,14 @@ def test_qcluster_dispatches_on_submit_and_hands_gpus_over(alice, submit, on_ray
     wait_running(tmp_path / "qcluster-0.log")
     first = submit(alice, standin_spec(nnodes=2, gpus=4, steps=3, step_s=0.3))
     second = submit(alice, standin_spec(nnodes=2, gpus=4, steps=2, step_s=0.1))
-    wait(lambda: state_of(first) in (TaskState.SUBMITTED, TaskState.RUNNING, TaskState.SUCCEEDED), 15)
+    wait_for(
+        lambda: state_of(first) in (TaskState.SUBMITTED, TaskState.RUNNING, TaskState.SUCCEEDED),
+        "the first task submitted",
+        timeout=15,
+    )
     assert state_of(second) in (TaskState.QUEUED, TaskState.PENDING_RESOURCES)
     # The second needs the whole cluster too: it goes when the first is done, by itself.
-    wait(lambda: state_of(second) == TaskState.SUCCEEDED, 120)
+    wait_for(lambda: state_of(second) == TaskState.SUCCEEDED, "the second task to succeed", timeout=120)
     assert state_of(first) == TaskState.SUCCEEDED
     jobs = {job.submission_id: job for job in client.list_jobs()}
     a, b = jobs[f"{first.task_id}--a01"], jobs[f"{second.task_id}--a01"]
@@ -58,7 +54,7 @@ def test_a_scheduler_killed_mid_submission_loses_nothing_and_submits_nothing_twi
     tasks = [submit(alice, standin_spec(gpus=1, steps=2, step_s=0.1)) for _ in range(6)]
     # The moment the first attempt row exists, the scheduler is in the middle of submitting:
     # kill it whole, as a crashed container would be.
-    wait(lambda: Attempt.objects.exists(), 30)
+    wait_for(lambda: Attempt.objects.exists(), "an attempt", timeout=30)
     os.killpg(first.pid, signal.SIGKILL)
     first.wait(10)
 
@@ -69,7 +65,7 @@ def test_a_scheduler_killed_mid_submission_loses_nothing_and_submits_nothing_twi
         defaults={"func": "tasks.scheduler.loop.run", "schedule_type": Schedule.MINUTES, "minutes": 1, "repeats": -1},
     )
     start_qcluster()
-    wait(lambda: all(state_of(task) == TaskState.SUCCEEDED for task in tasks), 180)
+    wait_for(lambda: all(state_of(task) == TaskState.SUCCEEDED for task in tasks), "every task to succeed", timeout=180)
 
     ids = [sid for sid in submission_ids(client) if sid.startswith("alice-")]
     for task in tasks:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from devkit.standin import standin_spec
 from tasks.models import EventKind, FailureKind, TaskState
 from tasks.scheduler.tick import tick
-from tests.scheduler.conftest import standin_spec, state_of, tick_until
+from tests.scheduler.conftest import state_of, tick_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.django_db]
 S = TaskState

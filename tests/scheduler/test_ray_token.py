@@ -9,12 +9,13 @@ import urllib.request
 
 import pytest
 
+from devkit.standin import standin_spec
 from raypool.discovery import head_file_from_settings
 from raypool.raytoken import token_path_beside
 from tasks.models import ClusterState, TaskState
 from tasks.scheduler.rayjobs import RayJobs
 from tasks.scheduler.tick import tick
-from tests.scheduler.conftest import standin_spec, state_of, tick_until
+from tests.scheduler.conftest import state_of, tick_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.django_db]
 

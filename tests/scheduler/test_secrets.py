@@ -20,10 +20,11 @@ from rest_framework.test import APIClient
 
 from accounts.models import Secret
 from common.redact import REDACTED
+from devkit.ray_cluster import LocalRayCluster
+from devkit.standin import standin_spec
 from tasks.jobfiles import job_root
 from tasks.models import FailureKind, Task, TaskState
-from tests.ray_cluster import LocalRayCluster
-from tests.scheduler.conftest import standin_spec, state_of, tick_until
+from tests.scheduler.conftest import state_of, tick_until
 from tests.secrets_helpers import database_bytes
 
 pytestmark = [pytest.mark.ray, pytest.mark.django_db(transaction=True)]

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 from ray.job_submission import JobStatus, JobSubmissionClient
 
+from devkit.ray_cluster import LocalRayCluster, infeasible_request
+from devkit.wait import wait_for
 from raypool.config import WORKER_RESOURCE
 from tasks.logs.driverlog import ResumeInfo, placement_stuck, read_new, resumed_from
 from tasks.logs.lines import clean_lines
-from tests.ray_cluster import LocalRayCluster, infeasible_request, wait_for
 
 pytestmark = pytest.mark.ray
 
@@ -33,13 +34,12 @@ def submit(cluster: LocalRayCluster, log: Path, *overrides: str, module: str = "
 
 def wait_for_end(cluster: LocalRayCluster, job: str, timeout: float = 90) -> JobStatus:
     client = JobSubmissionClient(cluster.job_server_url)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def ended() -> JobStatus | None:
         status = client.get_job_status(job)
-        if status.is_terminal():
-            return status
-        time.sleep(0.3)
-    raise AssertionError(f"{job} still {client.get_job_status(job)} after {timeout}s")
+        return status if status.is_terminal() else None
+
+    return wait_for(ended, f"{job} to end", timeout=timeout, interval=0.3)
 
 
 def stop(cluster: LocalRayCluster, job: str) -> JobStatus:
@@ -55,14 +55,18 @@ def steps_in(log: Path) -> list[int]:
 def follow(log: Path, until, timeout: float = 60) -> str:
     """Read the log as sync will, a few KB at a time, until ``until(text so far)`` holds."""
     text, offset = "", 0
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def read_on() -> bool:
+        nonlocal text, offset
         new, offset, _ = read_new(log, offset, 4096)
         text += new
-        if until(text):
-            return text
-        time.sleep(0.3)
-    raise AssertionError(f"not seen in {timeout}s; the log so far:\n{text[-3000:]}")
+        return bool(until(text))
+
+    try:
+        wait_for(read_on, f"a line in {log.name}", timeout=timeout, interval=0.3)
+    except AssertionError as timed_out:
+        raise AssertionError(f"{timed_out}; the log so far:\n{text[-3000:]}") from None
+    return text
 
 
 @pytest.mark.parametrize("module", ["main_ppo", "sft_trainer_ray"])
@@ -129,7 +133,7 @@ def test_a_stalled_run_stays_running_and_its_log_stops_growing(on_ray, tmp_path)
         def lines(step: int) -> int:
             return sum(line.startswith(f"step:{step} - ") for line in clean_lines(log.read_text()))
 
-        wait_for(lambda: lines(2) >= lines(1) > 0, 60, "step 2's line from every node")
+        wait_for(lambda: lines(2) >= lines(1) > 0, "step 2's line from every node", timeout=60)
         offset = log.stat().st_size
         # Unstalled, the run prints steps 3 to 8 one step_s apart; ten steps' time for them to show
         # (well under the 2 s no test sleeps: the condition is the run's own pace, not a window).

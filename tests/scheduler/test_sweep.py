@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 from ray.job_submission import JobStatus, JobSubmissionClient
 
+from devkit.standin import standin_spec
 from raypool.config import WORKER_RESOURCE
 from tasks.models import ClusterState, EventKind, TaskState
 from tasks.scheduler.rayjobs import JobNotFound, RayJobs
-from tests.scheduler.conftest import ray_status, standin_spec, state_of, tick_until
+from tests.scheduler.conftest import ray_status, state_of, tick_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.django_db]
 S = TaskState

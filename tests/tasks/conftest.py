@@ -5,10 +5,6 @@ from datetime import datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from tests.tasks.fake_ray import fake_ray
-
-__all__ = ["fake_ray"]
-
 
 class Clock:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:

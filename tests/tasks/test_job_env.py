@@ -17,6 +17,7 @@ from rest_framework.test import APIClient
 
 from accounts.models import Secret
 from common.redact import REDACTED
+from devkit.fake_ray import FakeRay
 from tasks.jobfiles import job_root, metrics_log, tracker_dir
 from tasks.logs.driverlog import tracker_url
 from tasks.models import Event, FailureKind, Task, TaskState
@@ -24,7 +25,6 @@ from tasks.scheduler.job_env import RUN_ID_MAX, run_id
 from tasks.scheduler.tick import tick
 from tests.conftest import PPO_SPEC
 from tests.secrets_helpers import database_bytes
-from tests.tasks.fake_ray import FakeRay
 
 pytestmark = pytest.mark.django_db
 S = TaskState

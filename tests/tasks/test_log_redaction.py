@@ -21,6 +21,7 @@ from rest_framework.test import APIClient
 
 from accounts.models import Secret
 from common.redact import REDACTED, SHAPE_REACH, Redactor
+from devkit.fake_ray import FakeRay
 from tasks.logs import read
 from tasks.logs.read import BLOCK, follow, read_tail, tail_start
 from tasks.logs.redact import LINE_MAX, served
@@ -28,7 +29,6 @@ from tasks.models import Attempt, Event, Task, TaskState
 from tasks.scheduler.sync import LOG_TAIL_BYTES
 from tasks.scheduler.tick import tick
 from tests.conftest import PPO_SPEC
-from tests.tasks.fake_ray import FakeRay
 
 pytestmark = pytest.mark.django_db
 # Printable (as a secret's value must be), and no three characters of it occur in anything else

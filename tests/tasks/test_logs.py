@@ -1,12 +1,11 @@
 from __future__ import annotations
 
-import threading
-import time
 from pathlib import Path
 
 import pytest
 from django.utils import timezone
 
+from tasks.logs import read
 from tasks.logs.read import follow, read_from, tail_start
 from tasks.models import TaskState
 
@@ -25,21 +24,22 @@ def test_tail_reads_the_last_lines_of_a_big_log(tmp_path: Path):
     assert tail(tmp_path / "missing.log", 5) == b""
 
 
-def test_follow_streams_new_lines_until_the_attempt_ends(tmp_path: Path):
+def test_follow_streams_new_lines_until_the_attempt_ends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     path = tmp_path / "driver.log"
     path.write_bytes(b"first\n")
-    done = threading.Event()
+    more = [b"more %d\n" % i for i in range(3)]
+    polls: list[float] = []
 
-    def writer() -> None:
-        for i in range(3):
-            time.sleep(0.1)
-            with path.open("ab") as handle:
-                handle.write(b"more %d\n" % i)
-        done.set()
+    def poll(seconds: float) -> None:
+        """The writer's turn comes at each of the follower's pauses: a line more each time."""
+        polls.append(seconds)
+        with path.open("ab") as handle:
+            handle.write(more.pop(0))
 
-    threading.Thread(target=writer).start()
-    received = b"".join(follow(path, start=0, finished=done.is_set, poll_s=0.05, max_s=10))
-    assert received == b"first\nmore 0\nmore 1\nmore 2\n"
+    monkeypatch.setattr(read.time, "sleep", poll)
+    received = [bytes(chunk) for chunk in follow(path, start=0, finished=lambda: not more, poll_s=0.05, max_s=10)]
+    assert received == [b"first\n", b"more 0\n", b"more 1\n", b"more 2\n"]  # each as it was written
+    assert polls == [0.05] * 3
 
 
 def _task_with_log(make_task, user, tmp_path: Path, text: str, **attempt_fields):

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
+from devkit.fake_ray import FakeRay
 from tasks.jobfiles import attempt_log
 from tasks.models import Attempt, ClusterState, Task, TaskState
 from tasks.scheduler.tick import tick
 from tests.tasks.conftest import Clock
-from tests.tasks.fake_ray import FakeRay
 
 pytestmark = pytest.mark.django_db
 RETENTION_S = 600

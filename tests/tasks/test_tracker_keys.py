@@ -13,12 +13,12 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from accounts.models import Secret
+from devkit.fake_ray import FakeRay
 from tasks.jobfiles import job_root, metrics_log
 from tasks.jobvars import NAMES
 from tasks.models import Task
 from tasks.scheduler.tick import tick
 from tests.conftest import PPO_SPEC
-from tests.tasks.fake_ray import FakeRay
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("datasets")]
 

@@ -3,6 +3,7 @@ deadline per try, one request per try, and nothing of it in django-q2's queue or
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import signal
@@ -21,15 +22,13 @@ from django.core.management import call_command
 from django.utils import timezone
 from django_q.models import OrmQ, Schedule
 
+from devkit.wait import wait_for
 from tasks.models import Role, Task, TaskState
 from tasks.scheduler.tick import tick
-from tests.tasks.fake_ray import fake_ray
 from tests.webhooks.receiver import dripping_receiver, receiver
 from webhooks import delivery
 from webhooks.models import Delivery, DeliveryStatus, Webhook
 from webhooks.worker import Worker
-
-__all__ = ["fake_ray"]
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DEADLINE_S = 2.0
@@ -136,8 +135,7 @@ def test_one_users_slow_receivers_leave_threads_for_everyone_else(alice, bob, ru
             succeeded_with_a_webhook(bob, bobs.url, running_task)
             started = time.monotonic()
             assert worker.send_due() == 3  # two of alice's (half the threads) and bob's
-            while len(bobs.received) < 1 and time.monotonic() - started < DEADLINE_S:
-                time.sleep(0.05)
+            wait_for(lambda: bobs.received, "bob's delivery", timeout=DEADLINE_S, interval=0.05)
             assert len(bobs.received) == 1 and time.monotonic() - started < DEADLINE_S  # not behind alice's
             assert worker.send_due() == 0  # alice's third waits for one of her own threads
             worker.wait()
@@ -218,16 +216,17 @@ def test_the_worker_sends_new_deliveries_at_once_and_stops_on_sigterm(alice, run
     )
     try:
         with receiver() as hook_server:
-            time.sleep(0.1)
             pending = succeeded_with_a_webhook(alice, hook_server.url, running_task)
-            deadline = time.monotonic() + 60  # the process's start-up (Django) on a busy machine
-            while not hook_server.received and time.monotonic() < deadline:
-                time.sleep(0.1)
+            # 60 s: the process's start-up (Django) on a busy machine.
+            with contextlib.suppress(AssertionError):  # the assertion below says what came
+                wait_for(lambda: hook_server.received, "the delivery", timeout=60)
             assert len(hook_server.received) == 1, (tmp_path / "sendwebhooks.log").read_text()
-            pending.refresh_from_db()
-            while pending.status == DeliveryStatus.PENDING and time.monotonic() < deadline:
-                time.sleep(0.1)
+
+            def recorded() -> bool:
                 pending.refresh_from_db()
+                return pending.status != DeliveryStatus.PENDING
+
+            wait_for(recorded, "the delivery recorded", timeout=30)
             assert pending.status == DeliveryStatus.DELIVERED
             sent_at = pending.delivered_at
             assert sent_at is not None and sent_at <= timezone.now()
