@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import configparser
+import errno
+import functools
 import json
 import os
 import signal
 import stat
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -138,6 +139,22 @@ def test_supervisor_config_logs_to_argus_log_dir(tmp_path: Path) -> None:
     assert "stdout_logfile_maxbytes=50MB" in result.stdout
 
 
+def hand_over(fifo: Path, content: bytes) -> bool:
+    """``content`` to the reader waiting on ``fifo`` (written whole: a FIFO write under PIPE_BUF
+    is atomic); False when nobody waits on it."""
+    try:
+        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as error:
+        if error.errno == errno.ENXIO:  # no reader has it open
+            return False
+        raise
+    try:
+        os.write(fd, content)
+    finally:
+        os.close(fd)
+    return True
+
+
 def test_a_worker_waits_for_a_missing_stale_or_half_written_head_json(tmp_path: Path) -> None:
     """No head to join: the watchdog waits (no `ray start`, no crash) and exits on SIGTERM."""
     path = head_path(tmp_path, CLUSTER)
@@ -149,13 +166,6 @@ def test_a_worker_waits_for_a_missing_stale_or_half_written_head_json(tmp_path: 
         )
     try:
         wait_for(lambda: "waiting for one" in log.read_text(), "the watchdog to wait", timeout=30, interval=0.2)
-        path.parent.mkdir(parents=True)
-        path.write_text(json.dumps(fresh_record().to_json())[:30])  # half-written
-        # Each record stands for five of the worker's polls (ARGUS_POLL_S=0.2): what is tested is
-        # that nothing happens, and a poll that finds a bad record leaves no trace to wait for.
-        time.sleep(1)
-        path.write_text("{}")  # malformed
-        time.sleep(1)
         stale = HeadRecord.new(
             cluster_name=CLUSTER,
             head_ip="10.0.0.1",
@@ -164,13 +174,31 @@ def test_a_worker_waits_for_a_missing_stale_or_half_written_head_json(tmp_path: 
             ttl_s=60,
             now=datetime.now(UTC) - timedelta(minutes=5),
         )
-        write_head(path, stale)
-        time.sleep(1)
+        half_written = json.dumps(fresh_record().to_json())[:30].encode()
+        records = [half_written, b"{}", json.dumps(stale.to_json()).encode()]  # half-written, malformed, stale
+        # head.json as a FIFO: each of the worker's polls reads what the test hands it then, and
+        # the test knows it was read. Each record twice: the second read means the first was judged.
+        path.parent.mkdir(parents=True)
+        os.mkfifo(path)
+        for record in records:
+            for _ in range(2):
+                wait_for(
+                    functools.partial(hand_over, path, record),
+                    "the worker to read head.json",
+                    timeout=30,
+                    interval=0.02,
+                )
         assert worker.poll() is None, log.read_text()
         assert descendants(worker.pid) == [], "no ray start without a fresh head"
 
         worker.send_signal(signal.SIGTERM)
-        assert worker.wait(10) == 0
+
+        def stopped() -> bool:
+            hand_over(path, records[-1])  # a poll under way is let go with the stale record
+            return worker.poll() is not None
+
+        wait_for(stopped, "the worker to stop", timeout=10, interval=0.02)
+        assert worker.returncode == 0
     finally:
         if worker.poll() is None:
             worker.kill()
