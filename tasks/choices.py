@@ -210,5 +210,5 @@ class EventKind(models.TextChoices):
     PIPELINE_SUCCEEDED = "PIPELINE_SUCCEEDED"
     PIPELINE_FAILED = "PIPELINE_FAILED"
     # A retry of its pipeline made this task in place of a step's earlier one; data names that
-    # task and, when it resumes from that task's checkpoint, the step (tasks.pipelines).
+    # task and, when it resumes from that task's checkpoint, the step (tasks.pipelines.retry).
     PIPELINE_RETRY = "PIPELINE_RETRY"

@@ -34,7 +34,7 @@ def submit_spec(user: Any, source: bytes | str | dict, *, actor: str) -> Task:
     user already has max_queued_tasks tasks waiting.
 
     Every new task is checked by ``admit_new``: a task here (the API, the web form, and so the CLI
-    and its resubmit), a pipeline's steps and a pipeline's retried steps (tasks.pipelines). A
+    and its resubmit), a pipeline's steps and a pipeline's retried steps (tasks.pipelines.actions, .retry). A
     requeue is not a submission: the task was allowed when it was created.
     """
     parsed = parse_spec(source, username=user.username)

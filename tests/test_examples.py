@@ -60,8 +60,7 @@ def test_the_reward_example_scores_gsm8k_answers() -> None:
 
 
 def test_the_pipeline_demo_is_a_valid_pipeline_document(alice) -> None:
-    from tasks.pipelines import is_pipeline_document
-    from tasks.specs.pipeline import parse_pipeline
+    from tasks.pipelines.document import is_pipeline_document, parse_pipeline
 
     text = (EXAMPLES / "pipeline.yaml").read_text()
     assert is_pipeline_document(text)
@@ -75,7 +74,7 @@ def test_the_pipeline_demo_is_a_valid_pipeline_document(alice) -> None:
     # The stand-in reads no data: the trainers' only warning says so (no data.train_files).
     assert [len(step.parsed.warnings) for step in document.steps] == [1, 0, 1]
     assert all("data.train_files" in step.parsed.warnings[0] for step in (document.steps[0], document.steps[2]))
-    # The outputs it hands on stay macros until each step starts (tasks.pipelines.resolve_step).
+    # The outputs it hands on stay macros until each step starts (tasks.pipelines.outputs.resolve_step).
     assert document.steps[1].parsed.resolved["checkpoint"] == "${steps.sft.checkpoint}"
     assert "actor_rollout_ref.model.path=${steps.sft-export.hf_model} " in document.steps[2].parsed.resolved["command"]
     # Every step fits one of make run's workers (ARGUS_DEV_GPUS, 4 by default).

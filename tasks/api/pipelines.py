@@ -1,4 +1,5 @@
-"""The pipeline API: submit a document, list, detail, cancel, retry (tasks.pipelines does the work)."""
+"""The pipeline API: submit a document, list, detail, cancel, retry (tasks.pipelines.actions and
+.retry do the work)."""
 
 from __future__ import annotations
 
@@ -24,13 +25,8 @@ from tasks.api.serializers import (
 )
 from tasks.api.views import spec_source
 from tasks.models import Pipeline, PipelineStep
-from tasks.pipelines import (
-    CheckpointUnavailable,
-    PipelineConflict,
-    cancel_pipeline,
-    retry_pipeline,
-    submit_pipeline,
-)
+from tasks.pipelines.actions import cancel_pipeline, submit_pipeline
+from tasks.pipelines.retry import CheckpointUnavailable, PipelineConflict, retry_pipeline
 from tasks.specs.errors import SpecError
 from tasks.submit import PriorityNotAllowed, QuotaError
 

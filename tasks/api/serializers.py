@@ -22,9 +22,9 @@ from tasks.models import (
     TaskState,
 )
 from tasks.pause import REASON_MAX
+from tasks.pipelines.document import PIPELINE_NAME_PATTERN, STEP_NAME_PATTERN
 from tasks.specs.checks import ADVANCED, BASIC, COMMON, Duration, SpecKey
 from tasks.specs.keys import SPEC_KEYS
-from tasks.specs.pipeline import PIPELINE_NAME_PATTERN, STEP_NAME_PATTERN
 from tasks.specs.pools import POOL_NAMES
 from tasks.specs.rules import MAX_DEPENDENCIES, MAX_SECRETS
 

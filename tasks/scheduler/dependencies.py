@@ -29,7 +29,7 @@ from tasks.models import (
     Task,
     TaskState,
 )
-from tasks.pipelines import Unresolvable, resolve_step
+from tasks.pipelines.outputs import Unresolvable, resolve_step
 from tasks.scheduler.settle import ACTOR
 from tasks.scheduler.storage import bounded
 from tasks.scheduler.turns import Budget, guarded

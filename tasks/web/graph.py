@@ -3,7 +3,7 @@ its depth (one more than the deepest step it runs after), joined to those steps 
 
 Pure geometry: the page draws it as inline SVG, boxes as HTML in <foreignObject>, every position
 an SVG attribute (the site's CSP refuses style attributes and inline scripts). Simple on purpose:
-pipelines have at most 32 steps (tasks.specs.pipeline.MAX_STEPS), mostly chains.
+pipelines have at most 32 steps (tasks.pipelines.document.MAX_STEPS), mostly chains.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from tasks.specs.pipeline import topological
+from tasks.pipelines.dag import topological
 
 BOX_W = 248
 BOX_H = 124

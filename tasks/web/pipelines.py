@@ -1,7 +1,7 @@
 """The pipeline pages: the list, a pipeline (its steps drawn as a graph, cancel, retry).
 
 A pipeline's page polls itself through htmx while it runs (static/js/live.js), as a task's does;
-tasks.pipelines does the work, tasks.web.graph the drawing. Submitting one is the new-task
+tasks.pipelines.actions and .retry do the work, tasks.web.graph the drawing. Submitting one is the new-task
 form's (tasks.web.views.task_new_view): it takes a pipeline document as well as a task spec.
 """
 
@@ -21,7 +21,8 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from tasks.models import Attempt, Pipeline, PipelineState, PipelineStep, Task
-from tasks.pipelines import CheckpointUnavailable, PipelineConflict, cancel_pipeline, retry_pipeline
+from tasks.pipelines.actions import cancel_pipeline
+from tasks.pipelines.retry import CheckpointUnavailable, PipelineConflict, retry_pipeline
 from tasks.specs.errors import SpecError
 from tasks.submit import PriorityNotAllowed, QuotaError
 from tasks.web.graph import layout

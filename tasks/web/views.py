@@ -42,7 +42,8 @@ from tasks.models import (
     Task,
     TaskState,
 )
-from tasks.pipelines import is_pipeline_document, submit_pipeline
+from tasks.pipelines.actions import submit_pipeline
+from tasks.pipelines.document import is_pipeline_document
 from tasks.queue.read import current_queue, queue_entries, share_rows, waiting_reason
 from tasks.specs.errors import SpecError
 from tasks.specs.keys import SPEC_KEYS

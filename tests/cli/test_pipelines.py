@@ -16,7 +16,7 @@ import yaml
 from django.utils import timezone
 
 from tasks.models import Attempt, Pipeline, PipelineState, Role, Task, TaskState
-from tasks.pipelines import submit_pipeline
+from tasks.pipelines.actions import submit_pipeline
 from tests.cli.conftest import no_traceback
 from tests.conftest import EXPORT, GRPO, PIPELINE_YAML, SFT
 

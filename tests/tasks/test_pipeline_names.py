@@ -1,4 +1,4 @@
-"""A pipeline's and a step's name: one pattern each (tasks.specs.pipeline), which the parser
+"""A pipeline's and a step's name: one pattern each (tasks.pipelines.document), which the parser
 matches and the API schema declares, so the schema accepts exactly the names a submission does."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from django.core.validators import RegexValidator
 from rest_framework.fields import Field
 
 from tasks.api.serializers import PipelineDocumentSerializer, PipelineStepDocument
+from tasks.pipelines.document import parse_pipeline
 from tasks.specs.errors import SpecError
-from tasks.specs.pipeline import parse_pipeline
 
 NAMES = ["sft", "grpo-2", "a" * 64, "a" * 65, "", "SFT", "sft_1", "run.v2", "x y", "é", "-", "..", "a/b"]
 

@@ -20,10 +20,10 @@ from django.db import connection, connections
 
 from accounts.limits import set_limits
 from accounts.models import Secret, UserLimits
-from tasks import pipelines
 from tasks.jobfiles import checkpoint_dir
 from tasks.models import EventKind, Pipeline, PipelineState, Task, TaskState
-from tasks.pipelines import PipelineConflict, retry_pipeline
+from tasks.pipelines import retry as pipeline_retry
+from tasks.pipelines.retry import PipelineConflict, retry_pipeline
 from tasks.scheduler.tick import tick
 from tests.accounts.helpers import assert_error
 from tests.conftest import EXPORT, PIPELINE, SFT, grant_high_priority
@@ -277,8 +277,8 @@ def test_a_checkpoint_storage_refuses_to_carry_leaves_nothing_behind(
     def refused(source: str, target: str) -> None:
         raise OSError(28, "No space left on device", target)
 
-    monkeypatch.setattr(pipelines.os, "link", refused)
-    monkeypatch.setattr(pipelines.shutil, "copy2", refused)
+    monkeypatch.setattr(pipeline_retry.os, "link", refused)
+    monkeypatch.setattr(pipeline_retry.shutil, "copy2", refused)
     error = assert_error(api.post(f"/api/v2/pipelines/{pipeline_id}/retry"), 503, "No space left on device")
     assert error["message"].startswith(f"Step sft was not retried: the checkpoint of {before['sft'].task_id}")
     nothing_created(pipeline_id, before, tasks)
@@ -327,7 +327,7 @@ def test_two_retries_at_once_create_one_set_of_tasks(alice: User, client_for, da
     pipeline_id = failed_pipeline(client_for(alice), ray)
     pipeline = Pipeline.objects.get(pipeline_id=pipeline_id)
     claimed, release, at_lock = threading.Event(), threading.Event(), threading.Event()
-    claim = pipelines._claim
+    claim = pipeline_retry._claim
 
     def claim_and_hold(target: Pipeline) -> None:
         claim(target)
@@ -352,7 +352,7 @@ def test_two_retries_at_once_create_one_set_of_tasks(alice: User, client_for, da
         finally:
             connections.close_all()
 
-    monkeypatch.setattr(pipelines, "_claim", claim_and_hold)
+    monkeypatch.setattr(pipeline_retry, "_claim", claim_and_hold)
     first = threading.Thread(target=retry, args=("first",), name="first")
     second = threading.Thread(target=retry, args=("second",), name="second")
     first.start()

@@ -14,9 +14,9 @@ from accounts.homes import home_dir
 from accounts.models import UserLimits
 from tasks.jobfiles import checkpoint_dir, job_root
 from tasks.models import EventKind, Pipeline, PipelineState, Task, TaskState
+from tasks.pipelines.document import parse_pipeline
 from tasks.scheduler.tick import tick
 from tasks.specs.errors import SpecError
-from tasks.specs.pipeline import parse_pipeline
 from tests.accounts.helpers import assert_error
 from tests.conftest import EXPORT, GRPO, PIPELINE, SFT
 from webhooks.models import Delivery, Webhook

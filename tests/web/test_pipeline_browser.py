@@ -18,7 +18,7 @@ from playwright.sync_api import Page, expect
 
 from accounts.homes import home_dir
 from tasks.models import Pipeline, PipelineState, Task, TaskState
-from tasks.pipelines import submit_pipeline
+from tasks.pipelines.actions import submit_pipeline
 from tests.web.helpers import PageWatch, shot, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -19,8 +19,8 @@ from django.utils.html import escape
 from accounts.homes import home_dir
 from accounts.models import UserLimits
 from tasks.models import Pipeline, PipelineState, Task, TaskState
-from tasks.pipelines import is_pipeline_document, submit_pipeline
-from tasks.specs.pipeline import parse_pipeline
+from tasks.pipelines.actions import submit_pipeline
+from tasks.pipelines.document import is_pipeline_document, parse_pipeline
 from tasks.submit import submit_spec
 from tasks.web.graph import BOX_H, BOX_W, GAP_X, PAD, layout
 from tasks.web.views import PIPELINE_TEMPLATES

@@ -1,0 +1,6 @@
+"""Pipelines: steps that run one after another (or as a DAG), each a task.
+
+- document.py: a pipeline document parsed and checked whole; dag.py: who runs after whom;
+  macros.py: the ``${steps.NAME.OUTPUT}`` a step's spec names, outputs.py: resolved when it queues
+- actions.py: submit and cancel; retry.py: a retry, a failed step resuming from its checkpoint
+"""
