@@ -8,7 +8,7 @@ from webhooks.models import Delivery, Webhook
 
 
 @admin.register(Webhook)
-class WebhookAdmin(admin.ModelAdmin):
+class WebhookAdmin(admin.ModelAdmin[Webhook]):
     list_display = ["id", "user", "url", "events", "created_at"]
     search_fields = ["user__username", "url"]
     list_select_related = ["user"]
@@ -17,7 +17,7 @@ class WebhookAdmin(admin.ModelAdmin):
 
 
 @admin.register(Delivery)
-class DeliveryAdmin(SaveChangedFieldsOnly, admin.ModelAdmin):
+class DeliveryAdmin(SaveChangedFieldsOnly[Delivery]):
     """Deliveries; an edit writes only what changed: the delivery worker writes the same rows."""
 
     list_display = ["id", "task", "event_name", "webhook", "status", "attempts", "response_code", "next_try_at"]

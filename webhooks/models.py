@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import secrets
-from typing import Any
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from tasks.choices import TERMINAL_STATES
-from tasks.models import Event, EventKind, Task
+from tasks.choices import TERMINAL_STATES, EventKind
+from tasks.models import Event, Task
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 
 class WebhookEvent(models.TextChoices):
@@ -63,7 +66,7 @@ class Webhook(models.Model):
         return f"{self.user} → {self.url}"
 
     @classmethod
-    def create(cls, *, user: Any, url: str, events: list[str]) -> Webhook:
+    def create(cls, *, user: User, url: str, events: list[str]) -> Webhook:
         return cls.objects.create(user=user, url=url, events=events, secret=secrets.token_hex(32))
 
 

@@ -6,7 +6,7 @@ import hashlib
 import hmac
 import json
 from datetime import datetime
-from typing import Any
+from typing import TypedDict
 
 from django.conf import settings
 
@@ -21,6 +21,26 @@ _VERBS = {
     "RETRYING": "will be retried",
 }
 _PIPELINE_VERBS = {"PIPELINE_SUCCEEDED": "succeeded", "PIPELINE_FAILED": "failed"}
+
+
+class Payload(TypedDict):
+    """The JSON body a webhook receives (docs name every field)."""
+
+    event: str
+    task_id: str
+    state: str | None
+    user: str
+    workload: str
+    created_at: str | None
+    finished_at: str | None
+    next_run_at: str | None
+    error_summary: str
+    message: str
+    occurred_at: str | None
+    url: str
+    text: str
+    pipeline_id: str | None
+    step: str | None
 
 
 def task_url(task: Task) -> str:
@@ -47,7 +67,7 @@ def body_for(event: Event, name: str) -> str:
         text = f"Argus: task <{url}|{task.task_id}> {_VERBS[name]}"
         if summary:
             text += f": {summary[:300]}"
-    payload: dict[str, Any] = {
+    payload: Payload = {
         "event": name,
         "task_id": task.task_id,
         # A pipeline's event: the pipeline's state; a task's: the task's.

@@ -30,17 +30,19 @@ class _CheckedConnect:
 
     host: str
     port: int
-    timeout: Any
-    source_address: Any
-    socket_options: Any
+    # As HTTPConnection (http.client's and urllib3's) declares them.
+    timeout: float | None
+    source_address: tuple[str, int] | None
+    socket_options: list[tuple[int, int, int | bytes]] | None
 
     def _new_conn(self) -> socket.socket:
         error: OSError | None = None
         within = deadline.current()
         for address in checked_addresses(self.host, self.port):  # RefusedURL goes up as it is
-            timeout = self.timeout if within is None else within.left()
+            left = None if within is None else within.left()
+            timeout = self.timeout if left is None else left
             try:
-                if within is not None and timeout <= 0:
+                if left is not None and left <= 0:
                     raise deadline.DeadlineExceeded(f"no time left to connect to {self.host}")
                 sock = connection.create_connection(
                     (address, self.port),

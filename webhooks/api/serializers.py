@@ -19,7 +19,7 @@ class EventsField(serializers.MultipleChoiceField):
         return list(value)
 
 
-class WebhookSerializer(serializers.ModelSerializer):
+class WebhookSerializer(serializers.ModelSerializer[Webhook]):
     # Errors as one flat list of messages (a ListField of choices keys them by index).
     events = EventsField(
         choices=WebhookEvent.choices, allow_empty=False, help_text="Which of the task's events fire it."
@@ -56,7 +56,7 @@ class CreatedWebhookSerializer(WebhookSerializer):
         read_only_fields = fields
 
 
-class DeliverySerializer(serializers.ModelSerializer):
+class DeliverySerializer(serializers.ModelSerializer[Delivery]):
     task_id = serializers.CharField(source="task.task_id", read_only=True)
 
     class Meta:

@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-from typing import Any
-
 from django import template
 
 from webhooks.models import Delivery, Webhook, WebhookEvent
@@ -12,7 +10,7 @@ RECENT_DELIVERIES = 10
 
 
 @register.inclusion_tag("webhooks/_account_panel.html", takes_context=True)
-def webhooks_panel(context: template.Context) -> dict[str, Any]:
+def webhooks_panel(context: template.Context) -> dict[str, object]:
     """The account page's webhooks, their latest deliveries, and the form to add one.
 
     A tag rather than lines in the account view, so that the accounts app knows nothing of it.

@@ -9,6 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
+from accounts.users import request_user
 from webhooks.api.serializers import WebhookSerializer
 from webhooks.models import Webhook
 
@@ -25,7 +26,7 @@ def webhook_create_view(request: HttpRequest) -> HttpResponse:
             for problem in problems:
                 messages.error(request, problem if field == "non_field_errors" else f"{field}: {problem}")
         return redirect("/account/#webhooks")
-    hook = Webhook.create(user=request.user, **serializer.validated_data)
+    hook = Webhook.create(user=request_user(request), **serializer.validated_data)
     return render(request, "webhooks/created.html", {"webhook": hook}, status=201)
 
 
