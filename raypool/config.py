@@ -145,7 +145,7 @@ def detect_node_ip() -> str:
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.connect(("8.8.8.8", 53))
-            address = s.getsockname()[0]
+            address = str(s.getsockname()[0])  # (host, port) for AF_INET
             if not address.startswith("127."):
                 return address
     except OSError:

@@ -51,7 +51,7 @@ def job_server_answers(job_server_url: str, token: str | None = None, timeout: f
     request = urllib.request.Request(f"{job_server_url}/api/version", headers=bearer(token) if token else {})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status == 200
+            return int(response.status) == 200  # urlopen's answer is untyped
     except (OSError, urllib.error.URLError, ValueError):
         return False
 

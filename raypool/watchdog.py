@@ -49,7 +49,7 @@ def worker_args(config: NodeConfig, node_ip: str, head: HeadRecord) -> list[str]
 
 
 def backoff_s(failures: int) -> float:
-    return min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** max(0, failures - 1))
+    return min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2.0 ** max(0, failures - 1))
 
 
 class WorkerWatchdog:
