@@ -12,7 +12,7 @@ ATTEMPT_COLUMNS = ("attempt_no", "ray_submission_id", "ray_status", "failure_kin
 EVENT_COLUMNS = ("created_at", "kind", "from_state", "to_state", "actor", "message")
 
 
-class AttemptInline(admin.TabularInline):
+class AttemptInline(admin.TabularInline[Attempt, Task]):
     model = Attempt
     fk_name = "task"  # not preempted_for
     extra = 0
@@ -24,7 +24,7 @@ class AttemptInline(admin.TabularInline):
         return False
 
 
-class EventInline(admin.TabularInline):
+class EventInline(admin.TabularInline[Event, Task]):
     model = Event
     extra = 0
     can_delete = False
@@ -36,7 +36,7 @@ class EventInline(admin.TabularInline):
 
 
 @admin.register(Task)
-class TaskAdmin(SaveChangedFieldsOnly, admin.ModelAdmin):
+class TaskAdmin(SaveChangedFieldsOnly[Task]):
     """Tasks; an edit (priority, max_retries) writes only what changed: the scheduler writes the
     same rows every tick, and a whole-row save would put back an old state."""
 
@@ -95,7 +95,7 @@ class TaskAdmin(SaveChangedFieldsOnly, admin.ModelAdmin):
 
 
 @admin.register(Attempt)
-class AttemptAdmin(admin.ModelAdmin):
+class AttemptAdmin(admin.ModelAdmin[Attempt]):
     list_display = ["ray_submission_id", "task", "ray_status", "failure_kind", "start_time", "end_time"]
     list_filter = ["ray_status", "failure_kind"]
     search_fields = ["ray_submission_id", "task__task_id", "message"]
@@ -109,7 +109,7 @@ class AttemptAdmin(admin.ModelAdmin):
 
 
 @admin.register(Event)
-class EventAdmin(admin.ModelAdmin):
+class EventAdmin(admin.ModelAdmin[Event]):
     list_display = ["created_at", "task", "kind", "from_state", "to_state", "actor"]
     list_filter = ["kind", "to_state"]
     search_fields = ["task__task_id", "message", "actor"]
@@ -126,7 +126,7 @@ class EventAdmin(admin.ModelAdmin):
 
 
 @admin.register(AdmissionControl)
-class AdmissionControlAdmin(admin.ModelAdmin):
+class AdmissionControlAdmin(admin.ModelAdmin[AdmissionControl]):
     list_display = ["__str__", "paused", "changed_by", "changed_at"]
     fields = ["paused", "reason", "changed_by", "changed_at"]
     readonly_fields = ["changed_by", "changed_at"]
@@ -138,7 +138,9 @@ class AdmissionControlAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False  # deleting the row would quietly resume admission, with nobody named
 
-    def save_model(self, request: HttpRequest, obj: AdmissionControl, form: ModelForm, change: bool) -> None:
+    def save_model(
+        self, request: HttpRequest, obj: AdmissionControl, form: ModelForm[AdmissionControl], change: bool
+    ) -> None:
         # Through set(), as the API does: who and when are filled in, a pause always has a
         # reason, the change is logged.
         saved = AdmissionControl.set(obj.paused, obj.reason, actor=f"admin:{request.user.username}")

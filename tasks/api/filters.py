@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import django_filters
 
-from tasks.models import Task, TaskState, Workload
+from tasks.choices import TaskState, Workload
+from tasks.models import Task
 
 
 class TaskFilter(django_filters.FilterSet):

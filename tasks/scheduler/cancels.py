@@ -7,7 +7,8 @@ from functools import partial
 
 from django.utils import timezone
 
-from tasks.models import ACTIVE_STATES, QUEUE_STATES, Role, Task, TaskState
+from tasks.choices import ACTIVE_STATES, QUEUE_STATES, Role, TaskState
+from tasks.models import Task
 from tasks.scheduler.rayjobs import RayClient
 from tasks.scheduler.settle import ACTOR
 from tasks.scheduler.stops import request_stop, resend_due, send_stop

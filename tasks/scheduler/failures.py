@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TypeGuard
 
+from tasks.choices import FailureKind
 from tasks.logs.lines import ACTOR_PREFIX, clean_lines, strip_ansi
-from tasks.models import FailureKind
 
 # verl's fail-fast check (ResourcePoolManager._check_resource_available), in any of the
 # forms it reaches us: a "(TaskRunner pid=N)" prefix, a RayTaskError(ValueError) wrapper,

@@ -17,6 +17,7 @@ Pure functions over plain numbers; the scheduler keeps usage up to date incremen
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple, TypeVar
 
@@ -27,7 +28,7 @@ def decayed(usage: float, seconds: float, half_life_s: float) -> float:
     """``usage`` as it counts ``seconds`` later."""
     if half_life_s <= 0 or seconds <= 0:
         return usage
-    return usage * 2.0 ** (-seconds / half_life_s)
+    return usage * math.pow(2.0, -seconds / half_life_s)  # typed float (float ** float is not: it may be complex)
 
 
 def factors(usage: Mapping[str, float], weights: Mapping[str, float], users: Iterable[str]) -> dict[str, float]:

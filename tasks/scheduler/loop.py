@@ -20,8 +20,7 @@ from datetime import datetime
 from django.conf import settings
 from django.db import close_old_connections
 
-from tasks.lease import claim_lease, enqueue_run, release_lease, requested_at
-from tasks.models import LEASE_FENCE, LeaseLost
+from tasks.lease import LEASE_FENCE, LeaseLost, claim_lease, enqueue_run, release_lease, requested_at
 from tasks.scheduler.tick import TickReport, tick
 from tasks.scheduler.turns import Budget
 

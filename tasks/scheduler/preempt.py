@@ -14,7 +14,8 @@ from django.conf import settings
 from django.db.models import OuterRef, Q, Subquery
 from django.utils import timezone
 
-from tasks.models import ACTIVE_STATES, QUEUE_STATES, Attempt, EventKind, FailureKind, Task
+from tasks.choices import ACTIVE_STATES, QUEUE_STATES, EventKind, FailureKind
+from tasks.models import Attempt, Task
 from tasks.scheduler.settle import ACTOR
 
 logger = logging.getLogger(__name__)

@@ -13,7 +13,8 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from tasks.models import Attempt, EventKind, Task, TaskState
+from tasks.choices import EventKind, TaskState
+from tasks.models import Attempt, Task
 from tasks.scheduler.rayjobs import JobNotFound, RayClient
 from tasks.scheduler.settle import ACTOR, Outcome, settle
 

@@ -16,7 +16,8 @@ from django.conf import settings
 from django.db import transaction
 
 from accounts.limits import Limits, limits_by_user
-from tasks.models import Attempt, Usage, check_fence
+from tasks.lease import check_fence
+from tasks.models import Attempt, Usage
 from tasks.scheduler.fairshare import HOUR, decayed, factors
 
 

@@ -9,7 +9,7 @@ from django.utils import timezone
 from django.utils.timesince import timesince, timeuntil
 
 from common.durations import format_seconds
-from tasks.models import TaskState
+from tasks.choices import TaskState
 from tasks.queue.notes import about
 
 register = template.Library()
