@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from django.db import connection, connections
 
 from accounts.limits import set_limits
 from accounts.models import Secret, UserLimits
+from devkit.wait import wait_for
 from tasks.jobfiles import checkpoint_dir
 from tasks.models import EventKind, Pipeline, PipelineState, Task, TaskState
 from tasks.pipelines import retry as pipeline_retry
@@ -310,14 +310,6 @@ def waiting_on_a_lock() -> bool:
         return cursor.fetchone()[0] > 0
 
 
-def until(predicate, what: str, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
-
-
 @pytest.mark.django_db(transaction=True)
 def test_two_retries_at_once_create_one_set_of_tasks(alice: User, client_for, datasets, fake_ray, monkeypatch):
     """A double click: the first retry holds the pipeline, claimed and not yet committed, while
@@ -356,10 +348,10 @@ def test_two_retries_at_once_create_one_set_of_tasks(alice: User, client_for, da
     first = threading.Thread(target=retry, args=("first",), name="first")
     second = threading.Thread(target=retry, args=("second",), name="second")
     first.start()
-    until(claimed.is_set, "the first retry's claim")
+    wait_for(claimed.is_set, "the first retry's claim", timeout=20, interval=0.02)
     second.start()
-    until(at_lock.is_set, "the second retry at the lock")
-    until(waiting_on_a_lock, "the second retry waiting on the pipeline's row")
+    wait_for(at_lock.is_set, "the second retry at the lock", timeout=20, interval=0.02)
+    wait_for(waiting_on_a_lock, "the second retry waiting on the pipeline's row", timeout=20, interval=0.02)
     release.set()
     first.join(30)
     second.join(30)
