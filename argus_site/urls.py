@@ -38,6 +38,7 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="swagger-ui"),
     path("api/v2/", include("accounts.api.urls", namespace="accounts-api")),
     path("api/v2/", include("tasks.api.urls", namespace="tasks-api")),
+    path("api/v2/", include("tasks.pipelines.api.urls", namespace="pipelines-api")),
     path("api/v2/", include("accounts.api.files_urls", namespace="files-api")),
     path("api/v2/", include("webhooks.api.urls", namespace="webhooks-api")),
     path("", include("argus_site.web_urls", namespace="web")),

@@ -6,7 +6,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from accounts.web import views as account_views
-from tasks.web import pipelines as pipeline_views
+from tasks.pipelines.web import views as pipeline_views
 from tasks.web import views as task_views
 
 app_name = "web"

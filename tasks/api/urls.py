@@ -5,12 +5,10 @@ from rest_framework.routers import SimpleRouter
 
 from tasks.api.cluster import ClusterView, QueueView, SharesView
 from tasks.api.pause import AdmissionView
-from tasks.api.pipelines import PipelineViewSet
 from tasks.api.views import TaskViewSet
 
 router = SimpleRouter(trailing_slash=False)
 router.register("tasks", TaskViewSet, basename="task")
-router.register("pipelines", PipelineViewSet, basename="pipeline")
 
 app_name = "tasks-api"
 

@@ -21,12 +21,12 @@ from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
-from django.utils.cache import patch_vary_headers
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from accounts.homes import home_dir, shared_root
 from common.durations import format_seconds
+from common.pages import page_or_part, web_actor
 from tasks.api.cluster import cluster_summary
 from tasks.api.filters import TaskFilter
 from tasks.jobfiles import resolved_spec
@@ -63,19 +63,6 @@ SPEC_TEMPLATES = [("ppo", "PPO"), ("grpo", "GRPO"), ("sft", "SFT"), ("advanced",
 PIPELINE_TEMPLATES = [("pipeline", "SFT → export → GRPO → export")]
 
 
-def _actor(request: HttpRequest) -> str:
-    """Who caused an event, for the task's trail: ``web:alice``."""
-    return f"web:{request.user.username}"
-
-
-def _page_or_part(request: HttpRequest, page: str, part: str, context: dict[str, Any]) -> HttpResponse:
-    """The whole page, or only its live part when htmx polls for it."""
-    response = render(request, part if request.headers.get("HX-Request") else page, context)
-    # Same URL, two bodies: no cache may hand the part to a plain visit (the back button).
-    patch_vary_headers(response, ["HX-Request"])
-    return response
-
-
 def _ray(request: HttpRequest) -> dict[str, Any]:
     """What the pages say about Ray: the cluster API's summary (the dashboard's address and
     Ray's errors for admins only), and whether the scheduler's last look is too old to trust
@@ -110,7 +97,7 @@ def task_list_view(request: HttpRequest) -> HttpResponse:
         "show_user": request.user.is_staff,
         "ray": _ray(request),
     }
-    return _page_or_part(request, "tasks/list.html", "tasks/_list_live.html", context)
+    return page_or_part(request, "tasks/list.html", "tasks/_list_live.html", context)
 
 
 @login_required
@@ -123,9 +110,9 @@ def task_new_view(request: HttpRequest) -> HttpResponse:
         is_pipeline = is_pipeline_document(text)
         try:
             if is_pipeline:
-                pipeline = submit_pipeline(request.user, text, actor=_actor(request))
+                pipeline = submit_pipeline(request.user, text, actor=web_actor(request))
             else:
-                task = submit_spec(request.user, text, actor=_actor(request))
+                task = submit_spec(request.user, text, actor=web_actor(request))
         except SpecError as error:
             errors = error.fields
             status = 413 if error.code == "too_large" else 400
@@ -239,7 +226,7 @@ def task_detail_view(request: HttpRequest, task_id: str) -> HttpResponse:
         # What it runs after (after / after_any, a pipeline's earlier steps), linked.
         dependencies = task.dependencies.select_related("depends_on").order_by("id")
         context.update(_spec_as_run(task), ray=_ray(request), dependencies=list(dependencies))
-    return _page_or_part(request, "tasks/detail.html", "tasks/_detail_live.html", context)
+    return page_or_part(request, "tasks/detail.html", "tasks/_detail_live.html", context)
 
 
 @login_required
@@ -247,7 +234,7 @@ def task_detail_view(request: HttpRequest, task_id: str) -> HttpResponse:
 def task_cancel_view(request: HttpRequest, task_id: str) -> HttpResponse:
     task = _own_task(request, task_id)
     try:
-        canceled_now = task.cancel(actor=_actor(request))
+        canceled_now = task.cancel(actor=web_actor(request))
     except (IllegalTransition, StaleState):
         task.refresh_from_db()
         if task.is_terminal:
@@ -282,7 +269,7 @@ def queue_view(request: HttpRequest) -> HttpResponse:
         },
         "ray": _ray(request),
     }
-    return _page_or_part(request, "tasks/queue.html", "tasks/_queue_live.html", context)
+    return page_or_part(request, "tasks/queue.html", "tasks/_queue_live.html", context)
 
 
 @never_cache
@@ -294,4 +281,4 @@ def cluster_view(request: HttpRequest) -> HttpResponse:
         ray["nodes"], key=lambda node: (not node.get("alive"), not node.get("is_head"), node.get("ip") or "")
     )
     context = {"ray": ray, "nodes": nodes, "workers": ray["workers"]}
-    return _page_or_part(request, "tasks/cluster.html", "tasks/_cluster_live.html", context)
+    return page_or_part(request, "tasks/cluster.html", "tasks/_cluster_live.html", context)

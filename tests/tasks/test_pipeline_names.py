@@ -9,7 +9,7 @@ import pytest
 from django.core.validators import RegexValidator
 from rest_framework.fields import Field
 
-from tasks.api.serializers import PipelineDocumentSerializer, PipelineStepDocument
+from tasks.pipelines.api.serializers import PipelineDocumentSerializer, PipelineStepDocument
 from tasks.pipelines.document import parse_pipeline
 from tasks.specs.errors import SpecError
 

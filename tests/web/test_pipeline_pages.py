@@ -21,8 +21,8 @@ from accounts.models import UserLimits
 from tasks.models import Pipeline, PipelineState, Task, TaskState
 from tasks.pipelines.actions import submit_pipeline
 from tasks.pipelines.document import is_pipeline_document, parse_pipeline
+from tasks.pipelines.web.graph import BOX_H, BOX_W, GAP_X, PAD, layout
 from tasks.submit import submit_spec
-from tasks.web.graph import BOX_H, BOX_W, GAP_X, PAD, layout
 from tasks.web.views import PIPELINE_TEMPLATES
 from tests.conftest import EXPORT, GRPO, PIPELINE_YAML, PPO_SPEC, SFT
 

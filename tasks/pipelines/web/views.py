@@ -1,7 +1,7 @@
 """The pipeline pages: the list, a pipeline (its steps drawn as a graph, cancel, retry).
 
 A pipeline's page polls itself through htmx while it runs (static/js/live.js), as a task's does;
-tasks.pipelines.actions and .retry do the work, tasks.web.graph the drawing. Submitting one is the new-task
+tasks.pipelines.actions and .retry do the work, graph.py the drawing. Submitting one is the new-task
 form's (tasks.web.views.task_new_view): it takes a pipeline document as well as a task spec.
 """
 
@@ -20,13 +20,13 @@ from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
+from common.pages import page_or_part, web_actor
 from tasks.models import Attempt, Pipeline, PipelineState, PipelineStep, Task
 from tasks.pipelines.actions import cancel_pipeline
 from tasks.pipelines.retry import CheckpointUnavailable, PipelineConflict, retry_pipeline
+from tasks.pipelines.web.graph import layout
 from tasks.specs.errors import SpecError
 from tasks.submit import PriorityNotAllowed, QuotaError
-from tasks.web.graph import layout
-from tasks.web.views import _actor, _page_or_part
 
 PIPELINES_PER_PAGE = 25
 
@@ -60,7 +60,7 @@ def pipeline_list_view(request: HttpRequest) -> HttpResponse:
         "total": sum(counts.values()),
         "show_user": request.user.is_staff,
     }
-    return _page_or_part(request, "tasks/pipeline_list.html", "tasks/_pipeline_list_live.html", context)
+    return page_or_part(request, "tasks/pipeline_list.html", "tasks/_pipeline_list_live.html", context)
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ def pipeline_detail_view(request: HttpRequest, pipeline_id: str) -> HttpResponse
         # The tasks a retry replaced, still the record of what those steps did before.
         "earlier": list(Task.objects.filter(pipeline=pipeline).exclude(pk__in=current).order_by("created_at", "id")),
     }
-    return _page_or_part(request, "tasks/pipeline_detail.html", "tasks/_pipeline_live.html", context)
+    return page_or_part(request, "tasks/pipeline_detail.html", "tasks/_pipeline_live.html", context)
 
 
 @login_required
@@ -136,7 +136,7 @@ def pipeline_cancel_view(request: HttpRequest, pipeline_id: str) -> HttpResponse
         ended = pipeline.state.lower()
         messages.info(request, f"Pipeline {pipeline_id} had already ended ({ended}): nothing to cancel.")
         return redirect("web:pipeline-detail", pipeline_id=pipeline_id)
-    cancel_pipeline(pipeline, actor=_actor(request))
+    cancel_pipeline(pipeline, actor=web_actor(request))
     pipeline.refresh_from_db()
     if pipeline.is_finished:
         messages.success(request, f"Pipeline {pipeline_id} is canceled.")
@@ -154,7 +154,7 @@ def pipeline_cancel_view(request: HttpRequest, pipeline_id: str) -> HttpResponse
 def pipeline_retry_view(request: HttpRequest, pipeline_id: str) -> HttpResponse:
     pipeline = _own_pipeline(request, pipeline_id)
     try:
-        retried = retry_pipeline(pipeline, actor=_actor(request))
+        retried = retry_pipeline(pipeline, actor=web_actor(request))
     except PipelineConflict as error:
         messages.error(request, str(error))
     except SpecError as error:

@@ -17,15 +17,15 @@ from common.api import Conflict, PriorityForbidden, QuotaExceeded, ServiceUnavai
 from common.exceptions import PayloadTooLarge
 from common.parsers import JSONParser
 from tasks.api.parsers import PlainTextParser, TextYamlParser, YamlTextParser
-from tasks.api.serializers import (
+from tasks.api.views import spec_source
+from tasks.models import Pipeline, PipelineStep
+from tasks.pipelines.actions import cancel_pipeline, submit_pipeline
+from tasks.pipelines.api.serializers import (
     PIPELINE_JSON,
     PipelineDetailSerializer,
     PipelineDocumentSerializer,
     PipelineSerializer,
 )
-from tasks.api.views import spec_source
-from tasks.models import Pipeline, PipelineStep
-from tasks.pipelines.actions import cancel_pipeline, submit_pipeline
 from tasks.pipelines.retry import CheckpointUnavailable, PipelineConflict, retry_pipeline
 from tasks.specs.errors import SpecError
 from tasks.submit import PriorityNotAllowed, QuotaError
