@@ -131,6 +131,24 @@ class _BoundedJobClient(JobSubmissionClient):
         return super()._do_request(method, endpoint, **kwargs)
 
 
+class NodeRecord(TypedDict):
+    """A node as ClusterState.nodes records it (NodeView's fields)."""
+
+    node_id: str
+    ip: str
+    alive: bool
+    is_head: bool
+    is_worker: bool
+    gpus_total: float
+    gpus_free: float
+    cpus_total: float
+    cpus_free: float
+
+
+class ClusterRecord(TypedDict):
+    nodes: list[NodeRecord]
+
+
 @dataclass
 class NodeView:
     node_id: str
@@ -143,8 +161,18 @@ class NodeView:
     cpus_total: float = 0.0
     cpus_free: float = 0.0
 
-    def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+    def to_json(self) -> NodeRecord:
+        return {
+            "node_id": self.node_id,
+            "ip": self.ip,
+            "alive": self.alive,
+            "is_head": self.is_head,
+            "is_worker": self.is_worker,
+            "gpus_total": self.gpus_total,
+            "gpus_free": self.gpus_free,
+            "cpus_total": self.cpus_total,
+            "cpus_free": self.cpus_free,
+        }
 
 
 @dataclass
@@ -163,7 +191,7 @@ class ClusterView:
         id (each raylet start draws one), so a dead id stays dead."""
         return {node.node_id: node.ip for node in self.nodes if not node.alive}
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ClusterRecord:
         return {"nodes": [node.to_json() for node in self.nodes]}
 
 

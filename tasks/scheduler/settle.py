@@ -13,7 +13,6 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -52,8 +51,8 @@ class Move:
     to: str
     message: str
     kind: str = EventKind.STATE_TRANSITION
-    data: dict[str, Any] = field(default_factory=dict)
-    changes: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, object] = field(default_factory=dict)
+    changes: dict[str, object] = field(default_factory=dict)
 
 
 def retry_interval(repeats: int) -> int:
@@ -330,8 +329,8 @@ def _repeats(rule: AfterFailure, kind: str, counts: Counter[str], task: Task) ->
     return counts[kind], None
 
 
-def _failed(summary: str, budget: dict[str, Any] | None = None) -> Move:
-    data = {"budget": budget} if budget else {}
+def _failed(summary: str, budget: dict[str, object] | None = None) -> Move:
+    data: dict[str, object] = {"budget": budget} if budget else {}
     return Move(TaskState.FAILED, summary, data=data, changes={"error_summary": summary[:2000]})
 
 

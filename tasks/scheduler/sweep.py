@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
@@ -110,7 +109,7 @@ def _stop_orphan(ray: RayClient, job: JobDetails, attempt: Attempt | None) -> No
         )
 
 
-def _describe(job: JobDetails) -> dict[str, Any]:
+def _describe(job: JobDetails) -> dict[str, object]:
     return {
         "submission_id": job.submission_id or "",
         "job_id": job.job_id or "",
