@@ -33,7 +33,7 @@ from tasks.api.serializers import (
 )
 from tasks.jobfiles import attempt_log, metrics_log, resolved_spec
 from tasks.logs.curves import AttemptCurves, merge_attempts, read_attempt
-from tasks.logs.read import follow, read_from, tail_start
+from tasks.logs.logfile import follow, read_from, tail_start
 from tasks.logs.redact import metric_names, served
 from tasks.models import REQUEUED_FROM, TERMINAL_STATES, Attempt, IllegalTransition, StaleState, Task
 from tasks.specs.errors import SpecError

@@ -24,17 +24,16 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tasks.logs.lines import METRIC_LINE, strip_ansi
+from tasks.logs.logfile import end_lines, lines
 
 NUMPY_WRAPPED = re.compile(r"^np\.\w+\((?P<value>.*)\)$")
 TOTAL_STEPS = re.compile(r"Total training steps:\s*(?P<total>\d+)")
-CHUNK = 1 << 20
 # How much of a file logger's end is read for its last step: many of verl's lines.
 TAIL = 1 << 20
 
@@ -95,7 +94,7 @@ def parse_log(path: Path, *, steps: bool = True) -> Curves:
     (``steps=False``: only verl's total, when the steps come from the file logger)."""
     curves = Curves()
     wanted = (b"step:", b"Total training steps") if steps else (b"Total training steps",)
-    for raw in _lines(path):
+    for raw in lines(path):
         if any(word in raw for word in wanted):
             feed_line(curves, raw.decode("utf-8", "replace"))
     return curves
@@ -125,7 +124,7 @@ def parse_file_log(path: Path) -> Curves | None:
     if not path.is_file():
         return None
     curves = Curves()
-    for raw in _lines(path):
+    for raw in lines(path):
         feed_record(curves, raw)
     return curves
 
@@ -134,21 +133,14 @@ def last_logged_step(path: Path) -> tuple[bool, int | None]:
     """Whether verl's file logger wrote ``path`` (it creates it as training starts), and the last
     step in it (None: none yet), read from its end: the file of a long run is large, and verl
     writes its steps in order. Raises OSError when it cannot be read."""
-    try:
-        handle = path.open("rb")
-    except FileNotFoundError:
+    end = end_lines(path, TAIL)
+    if end is None:
         return False, None
-    with handle:
-        size = os.fstat(handle.fileno()).st_size
-        start = max(0, size - TAIL)
-        handle.seek(start)
-        lines = handle.read().split(b"\n")
-    if start > 0:
-        lines = lines[1:]  # the first is cut
+    tail, cut = end
     found = Curves()
-    for raw in lines:
+    for raw in tail:
         feed_record(found, raw)
-    if found.last_step is None and start > 0:
+    if found.last_step is None and cut:
         whole = parse_file_log(path)  # no whole line in the tail (lines longer than TAIL)
         return True, whole.last_step if whole else None
     return True, found.last_step
@@ -171,22 +163,6 @@ def _finite(value: float) -> float | None:
     except OverflowError:  # an integer too large for a float
         return None
     return number if math.isfinite(number) else None
-
-
-def _lines(path: Path) -> Iterator[bytes]:
-    """A file's lines, read in chunks (logs can be gigabytes); none when it cannot be opened."""
-    try:
-        handle = path.open("rb")
-    except OSError:
-        return
-    with handle:
-        pending = b""
-        while chunk := handle.read(CHUNK):
-            lines = (pending + chunk).split(b"\n")
-            pending = lines.pop()
-            yield from lines
-        if pending:
-            yield pending
 
 
 @dataclass

@@ -1,15 +1,14 @@
-"""What sync reads in a running attempt's driver.log, a little at a time: only what was added since
-the last tick (``read_new``), then what verl and Ray said in it: the step it resumed from
+"""What verl and Ray said in a running attempt's driver.log, in the part sync read this tick
+(tasks.logs.logfile.read_new: only what was added since the last): the step it resumed from
 (``resumed_from``), a placement Ray cannot give (``placement_stuck``) and the tracker's run
 (``tracker_url``).
 
-Pure: files and strings in, values out; no Django. The words matched are the real ones, quoted
+Pure: strings in, values out; no files, no Django. The words matched are the real ones, quoted
 in tests/tasks/test_driverlog.py with where each was seen.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 
@@ -62,38 +61,6 @@ class ResumeInfo:
     @property
     def from_scratch(self) -> bool:
         return self.step == 0
-
-
-def read_new(path: str | os.PathLike[str], offset: int, max_bytes: int) -> tuple[str, int, bool]:
-    """What was added to the file since ``offset``: ``(text, new_offset, grew)``.
-
-    1. ``text`` holds whole lines only, at most ``max_bytes`` of them; a last line still being
-       written stays for the next call. A line longer than ``max_bytes`` is passed over,
-       ``max_bytes`` at a time, so reading never stalls on it and no piece of it is read as a
-       line of its own (where a secret's value could be cut: redaction sees whole lines).
-    2. ``grew`` says the file has bytes past ``offset``, a partial line included: a trainer that
-       redraws a progress bar with no newline is still alive.
-    3. A file shorter than ``offset`` was replaced: it is read again from its start. A file
-       that is not there gives nothing and keeps ``offset``.
-    """
-    try:
-        with open(path, "rb") as log:
-            size = os.fstat(log.fileno()).st_size
-            if size < offset:
-                offset = 0
-            if size == offset:
-                return "", offset, False
-            log.seek(max(offset - 1, 0))
-            # After anything but a line feed: the rest of a line passed over, up to its end.
-            inside = offset > 0 and log.read(1) != b"\n"
-            chunk = log.read(min(max_bytes, size - offset))
-    except FileNotFoundError:
-        return "", offset, False
-    end = chunk.rfind(b"\n") + 1
-    if end == 0:
-        return "", offset + (len(chunk) if len(chunk) == max_bytes else 0), True
-    start = chunk.find(b"\n") + 1 if inside else 0
-    return chunk[start:end].decode("utf-8", errors="replace"), offset + end, True
 
 
 def resumed_from(text: str) -> ResumeInfo | None:

@@ -20,7 +20,7 @@ from ray.job_submission import JobDetails, JobStatus
 
 from tasks.choices import ACTIVE_STATES, EventKind, FailureKind, Role, TaskState
 from tasks.jobfiles import attempt_log
-from tasks.logs.read import read_tail
+from tasks.logs.logfile import read_tail
 from tasks.models import Attempt, Task
 from tasks.scheduler import progress
 from tasks.scheduler.failures import classify, key_error_line, lost_work, node_death, trim

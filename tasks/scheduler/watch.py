@@ -20,8 +20,8 @@ from django.utils import timezone
 from common.durations import format_seconds
 from tasks.jobfiles import attempt_log, checkpoint_dir, metrics_log
 from tasks.logs.curves import last_logged_step, parse_text
-from tasks.logs.driverlog import placement_stuck, read_new, resumed_from, tracker_url
-from tasks.logs.read import read_tail
+from tasks.logs.driverlog import placement_stuck, resumed_from, tracker_url
+from tasks.logs.logfile import read_new, read_tail
 from tasks.models import Attempt, EventKind, FailureKind, Task
 from tasks.scheduler.preempt import served, withdraw
 from tasks.scheduler.rayjobs import RayClient

@@ -15,8 +15,9 @@ from ray.job_submission import JobStatus, JobSubmissionClient
 from devkit.ray_cluster import LocalRayCluster, infeasible_request
 from devkit.wait import wait_for
 from raypool.config import WORKER_RESOURCE
-from tasks.logs.driverlog import ResumeInfo, placement_stuck, read_new, resumed_from
+from tasks.logs.driverlog import ResumeInfo, placement_stuck, resumed_from
 from tasks.logs.lines import clean_lines
+from tasks.logs.logfile import read_new
 
 pytestmark = pytest.mark.ray
 

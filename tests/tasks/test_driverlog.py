@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks.logs.driverlog import ResumeInfo, placement_stuck, read_new, resumed_from
+from tasks.logs.driverlog import ResumeInfo, placement_stuck, resumed_from
+from tasks.logs.logfile import read_new
 
 ROOT = Path(__file__).resolve().parents[2]
 STANDIN_LOGS = ROOT / "tests/standin/logs"

@@ -2,7 +2,7 @@
 (tasks.logs.redact.served): the logs API's whole log (the page's download link), its tail (the
 page's live tail), its follow (`argus logs -f`, `submit --follow`: tests/cli/test_logs_redacted.py),
 the curves' metric names, and what an attempt's message and key error line quote of the log
-(tasks.logs.read.read_tail). Each test plants a secret's value where one used to get through:
+(tasks.logs.logfile.read_tail). Each test plants a secret's value where one used to get through:
 across the border of two reads, at the start of a follow, inside a 2 MiB line, in a metric's name,
 at the front of the window a failure is read in; and finds no piece of it served."""
 
@@ -22,8 +22,8 @@ from rest_framework.test import APIClient
 from accounts.models import Secret
 from common.redact import REDACTED, SHAPE_REACH, Redactor
 from devkit.fake_ray import FakeRay
-from tasks.logs import read
-from tasks.logs.read import BLOCK, follow, read_tail, tail_start
+from tasks.logs import logfile
+from tasks.logs.logfile import BLOCK, follow, read_tail, tail_start
 from tasks.logs.redact import LINE_MAX, served
 from tasks.models import Attempt, Event, Task, TaskState
 from tasks.scheduler.sync import LOG_TAIL_BYTES
@@ -108,7 +108,7 @@ def reference_start(data: bytes, lines: int) -> int:
 
 def test_a_tail_starts_at_a_line_start_wherever_the_file_ends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every length the log passes through while it is written, every tail, across block borders."""
-    monkeypatch.setattr(read, "BLOCK", 5)
+    monkeypatch.setattr(logfile, "BLOCK", 5)
     text = b"one\n\nthree " + VALUE.encode() + b"\nfour\r\nfive\nsix\n"
     path = tmp_path / "driver.log"
     for size in range(len(text) + 1):
@@ -241,7 +241,7 @@ def test_a_follow_starts_at_a_line_start_while_the_log_grows(
             Attempt.objects.filter(pk=attempt.pk).update(end_time=timezone.now())
 
     monkeypatch.setattr("tasks.api.views.tail_start", start_then_grow)
-    monkeypatch.setattr(read.time, "sleep", poll)
+    monkeypatch.setattr(logfile.time, "sleep", poll)
     response = client_for(alice).get(f"/api/v2/tasks/{secret_task.task_id}/logs?follow=1&tail=1")
     body = body_of(response)
     assert body == b"two\ngrown [redacted]\nthree [redacted] four\n"
