@@ -11,19 +11,20 @@ from rest_framework.generics import GenericAPIView
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from common.api import error_responses
 from raypool.discovery import head_file_from_settings, read_head
 from raypool.raytoken import TokenError, read_token, token_file_from_settings
 from tasks.api.serializers import ClusterSerializer, QueueEntrySerializer, ShareSerializer
-from tasks.models import ClusterState
+from tasks.models import ClusterState, Task
 from tasks.queue.read import current_queue, queue_entries, share_rows
 
 
-class QueueView(GenericAPIView):
-    """Waiting and running tasks in scheduling order (tasks on Ray first, then the queue)."""
+class QueueView(GenericAPIView[Task]):
+    """Waiting and running tasks in scheduling order (tasks on Ray first, then the queue): pages of
+    tasks, each shown as the caller may see it (QueueEntrySerializer)."""
 
-    serializer_class = QueueEntrySerializer
     filter_backends: list[type] = []  # no filters: the queue is the queue
 
     @extend_schema(
@@ -41,15 +42,12 @@ class QueueView(GenericAPIView):
         if page is not None and isinstance(paginator, PageNumberPagination) and paginator.page is not None:
             offset = paginator.page.start_index() - 1
         rows = queue_entries(queue, page or [], request.user, offset=offset)
-        return self.get_paginated_response(QueueEntrySerializer(rows, many=True).data)
+        # DRF's stub: many=True takes a list of instances, the stub one instance only.
+        return self.get_paginated_response(QueueEntrySerializer(rows, many=True).data)  # type: ignore[arg-type]
 
 
-class SharesView(GenericAPIView):
+class SharesView(APIView):
     """Each user's fair share: who goes first among waiting tasks of the same priority."""
-
-    serializer_class = ShareSerializer
-    pagination_class = None
-    filter_backends: list[type] = []
 
     @extend_schema(
         summary="The fair-share table: each user's usage, weight and share",
@@ -58,7 +56,8 @@ class SharesView(GenericAPIView):
         responses={200: ShareSerializer(many=True), **error_responses()},
     )
     def get(self, request: Request) -> Response:
-        return Response(ShareSerializer(share_rows(current_queue()), many=True).data)
+        rows = share_rows(current_queue())
+        return Response(ShareSerializer(rows, many=True).data)  # type: ignore[arg-type]  # as in QueueView
 
 
 # What a user who is not an admin reads instead of the scheduler's error: Ray's errors name the
@@ -116,14 +115,12 @@ def ray_auth(state: ClusterState | None) -> dict[str, Any]:
     return {"mode": mode, "token_file": str(path), "has_token": has_token, "problem": problem}
 
 
-class ClusterView(GenericAPIView):
-    serializer_class = ClusterSerializer
-    pagination_class = None
-
+class ClusterView(APIView):
     @extend_schema(
         summary="The Ray cluster as the scheduler last saw it",
         description="Ray's dashboard address, the scheduler's error in full and Ray's token authentication "
         "are shown to admins only.",
+        responses=ClusterSerializer,
     )
     def get(self, request: Request) -> Response:
         return Response(ClusterSerializer(cluster_summary(admin=request.user.is_staff)).data)

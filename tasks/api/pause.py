@@ -21,7 +21,7 @@ class ReadOrAdmin(BasePermission):
         return request.method in SAFE_METHODS or bool(request.user and request.user.is_staff)
 
 
-class AdmissionView(GenericAPIView):
+class AdmissionView(GenericAPIView[AdmissionControl]):
     """Whether Argus starts waiting tasks: while an operator has it paused, tasks on Ray go on."""
 
     serializer_class = AdmissionSerializer

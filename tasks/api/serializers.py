@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from typing import Any, cast
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
@@ -10,8 +11,8 @@ from rest_framework import serializers
 from accounts.secrets import NAME_MAX, NAME_PATTERN
 from common.api import JSONBooleanField, JSONStringField, QueryBooleanField, QueryIntegerField
 from common.durations import DURATION_MAX_CHARS
+from tasks.choices import QUEUE_STATES
 from tasks.models import (
-    QUEUE_STATES,
     AdmissionControl,
     Attempt,
     ClusterState,
@@ -21,18 +22,26 @@ from tasks.models import (
 from tasks.pause import REASON_MAX
 from tasks.specs.checks import ADVANCED, BASIC, COMMON, Duration, SpecKey
 from tasks.specs.keys import SPEC_KEYS
-from tasks.specs.pools import POOL_NAMES
+from tasks.specs.pools import POOL_NAMES, Actor, Pool
 from tasks.specs.rules import MAX_DEPENDENCIES, MAX_SECRETS
 
+if TYPE_CHECKING:
+    from drf_spectacular.openapi import AutoSchema
+    from drf_spectacular.utils import Direction
 
-class AttemptNodeSerializer(serializers.Serializer):
+# What a serializer of plain data reads: a mapping of its fields' values (the cluster's summary,
+# the queue's rows, the curves), not a model.
+Record = Mapping[str, object]
+
+
+class AttemptNodeSerializer(serializers.Serializer[Record]):
     node_id = serializers.CharField()
     ip = serializers.CharField(help_text="As the scheduler last saw it; empty when unknown.")
     gpus = serializers.IntegerField(help_text="GPUs of its placement groups on this node.")
     driver = serializers.BooleanField(help_text="Its driver ran here.")
 
 
-class AttemptSerializer(serializers.ModelSerializer):
+class AttemptSerializer(serializers.ModelSerializer[Attempt]):
     summary = serializers.SerializerMethodField(
         help_text='"attempt 2 resumed from step 40", "attempt 1 started from scratch", …'
     )
@@ -72,7 +81,7 @@ class AttemptSerializer(serializers.ModelSerializer):
         return attempt.where(context["node_ips"])
 
 
-class PoolSerializer(serializers.Serializer):
+class PoolSerializer(serializers.Serializer[Pool]):
     name = serializers.ChoiceField(
         choices=POOL_NAMES, help_text="trainer (nnodes x n_gpus_per_node), or another verl resource pool."
     )
@@ -80,12 +89,12 @@ class PoolSerializer(serializers.Serializer):
     n_gpus_per_node = serializers.IntegerField(help_text="GPUs it needs free on each of them.")
 
 
-class ActorSerializer(serializers.Serializer):
+class ActorSerializer(serializers.Serializer[Actor]):
     name = serializers.CharField(help_text="verl's name for it (FullyAsyncTrainer, MessageQueue, …).")
     cpus = serializers.FloatField(help_text="CPUs it holds on one worker node, any node.")
 
 
-class TaskSerializer(serializers.ModelSerializer):
+class TaskSerializer(serializers.ModelSerializer[Task]):
     user = serializers.CharField(source="user.username", read_only=True)
     pipeline_id = serializers.CharField(
         source="pipeline.pipeline_id",
@@ -167,7 +176,7 @@ class TaskSerializer(serializers.ModelSerializer):
         return task.cancel_requested_at is not None
 
     @extend_schema_field(serializers.DateTimeField(allow_null=True))
-    def get_estimated_start_at(self, task: Task) -> Any:
+    def get_estimated_start_at(self, task: Task) -> str | None:
         # The scheduler leaves the last estimate in place once the task starts: it is no longer one.
         if task.state not in QUEUE_STATES or task.estimated_start_at is None:
             return None
@@ -196,14 +205,14 @@ class TaskDetailSerializer(TaskSerializer):
         return task.time_left_s(latest, timezone.now())
 
 
-class TaskSpecSerializer(serializers.Serializer):
+class TaskSpecSerializer(serializers.Serializer[Record]):
     raw = serializers.CharField(help_text="The spec exactly as it was sent.")
     resolved = serializers.DictField(
         help_text="The validated spec with macros expanded, plus the argv Ray runs and the job root."
     )
 
 
-class EventSerializer(serializers.ModelSerializer):
+class EventSerializer(serializers.ModelSerializer[Event]):
     attempt_no = serializers.SerializerMethodField()
 
     class Meta:
@@ -211,11 +220,11 @@ class EventSerializer(serializers.ModelSerializer):
         fields = ["created_at", "kind", "from_state", "to_state", "actor", "message", "attempt_no", "data"]
 
     @extend_schema_field(serializers.IntegerField(allow_null=True))
-    def get_attempt_no(self, event: Event) -> Any:
+    def get_attempt_no(self, event: Event) -> int | None:
         return event.attempt.attempt_no if event.attempt is not None else None
 
 
-class SpecDurationField(serializers.Field):
+class SpecDurationField(serializers.Field[int, int | str, int | str, Record]):
     """For the schema: a duration key, seconds or words such as ``90m`` (common.durations)."""
 
     def __init__(self, *, low: int | None, high: int | None, **kwargs: Any) -> None:
@@ -226,7 +235,7 @@ class SpecDurationField(serializers.Field):
 class SpecDurationFieldExtension(OpenApiSerializerFieldExtension):
     target_class = SpecDurationField
 
-    def map_serializer_field(self, auto_schema: Any, direction: Any) -> Any:
+    def map_serializer_field(self, auto_schema: AutoSchema, direction: Direction) -> dict[str, object]:
         field = cast(SpecDurationField, self.target)
         seconds = {"type": "integer", "minimum": field.low, "maximum": field.high}
         # No pattern: the parser's is Python's (Unicode digits, any case), which JSON Schema cannot hold.
@@ -238,7 +247,24 @@ class SpecDurationFieldExtension(OpenApiSerializerFieldExtension):
 _SPEC_KIND_NOTES = {COMMON: "", BASIC: "Basic specs. ", ADVANCED: "Advanced specs (kind: advanced). "}
 
 
-def spec_field(key: SpecKey) -> serializers.Field:
+# The fields a spec key can be in the schema (spec_field).
+SpecField = (
+    serializers.ListField
+    | serializers.ChoiceField
+    | serializers.BooleanField
+    | SpecDurationField
+    | serializers.IntegerField
+    | serializers.CharField
+)
+
+
+class _Common(TypedDict):
+    required: bool
+    allow_null: bool
+    help_text: str
+
+
+def spec_field(key: SpecKey) -> SpecField:
     """The schema's field for one spec key, from its declaration in tasks.specs.keys.SPEC_KEYS. A key
     only one kind of spec takes is optional here: the other kind leaves it out."""
     required = key.required and key.kind == COMMON and not key.workloads
@@ -247,7 +273,7 @@ def spec_field(key: SpecKey) -> serializers.Field:
         help_text += " Default: this site's."  # the schema is the same on every site
     elif (shown := key.shown_default()) is not None:
         help_text += f" Default: {shown}."
-    common: dict[str, Any] = {"required": required, "allow_null": not required, "help_text": help_text}
+    common: _Common = {"required": required, "allow_null": not required, "help_text": help_text}
     if key.value_type is list:
         child, most = _list_items(key)
         return serializers.ListField(child=child, max_length=most, **common)
@@ -262,7 +288,7 @@ def spec_field(key: SpecKey) -> serializers.Field:
     return serializers.CharField(**common)
 
 
-def _list_items(key: SpecKey) -> tuple[serializers.Field, int]:
+def _list_items(key: SpecKey) -> tuple[serializers.ChoiceField | serializers.CharField, int]:
     """A list key's items and how many it takes: its choices, secret names, or task ids."""
     if key.choices is not None:
         return serializers.ChoiceField(choices=key.choices.choices), len(key.choices.values)
@@ -272,23 +298,23 @@ def _list_items(key: SpecKey) -> tuple[serializers.Field, int]:
     return serializers.CharField(max_length=Task._meta.get_field("task_id").max_length), MAX_DEPENDENCIES
 
 
-class SpecDocument(serializers.Serializer):
+class SpecDocument(serializers.Serializer[None]):
     """For the schema: the spec a YAML body holds (SPEC §3). An optional key may be null (it then
     takes its default). Its rules beyond types (files that exist and may be read, a command's
     checks) are the spec parser's: such a spec is a 400."""
 
-    def get_fields(self) -> dict[str, serializers.Field]:
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:  # DRF's stub: fields of any type
         # Every key the parser takes, from the one table (tasks.specs.keys.SPEC_KEYS).
         return {key.name: spec_field(key) for key in SPEC_KEYS}
 
 
-class SpecSubmission(serializers.Serializer):
+class SpecSubmission(serializers.Serializer[None]):
     """For the schema: JSON bodies either wrap the YAML text or are the spec itself."""
 
     spec = serializers.CharField(help_text="The task spec as YAML text.")
 
 
-def json_body(name: str, document: type[serializers.Serializer]) -> PolymorphicProxySerializer:
+def json_body(name: str, document: type[serializers.Serializer[None]]) -> PolymorphicProxySerializer:
     """For the schema: a JSON body, `{"spec": "<yaml>"}` or the document itself, so that a
     generated client gets a model for the document sent as JSON too."""
     return PolymorphicProxySerializer(
@@ -296,19 +322,19 @@ def json_body(name: str, document: type[serializers.Serializer]) -> PolymorphicP
     )
 
 
-class LogQuery(serializers.Serializer):
+class LogQuery(serializers.Serializer[None]):
     attempt = QueryIntegerField(min_value=1, required=False, help_text="Attempt number; default the latest.")
     tail = QueryIntegerField(min_value=0, max_value=1_000_000, required=False, help_text="Last N lines only.")
     follow = QueryBooleanField(required=False, default=False, help_text="Stream until the attempt ends.")
 
 
-class MetricsQuery(serializers.Serializer):
+class MetricsQuery(serializers.Serializer[None]):
     attempt = QueryIntegerField(
         min_value=1, required=False, help_text="One attempt's curves; default: the whole task, across its attempts."
     )
 
 
-class AttemptSpanSerializer(serializers.Serializer):
+class AttemptSpanSerializer(serializers.Serializer[Record]):
     attempt_no = serializers.IntegerField()
     first_step = serializers.IntegerField(
         allow_null=True,
@@ -321,7 +347,7 @@ class AttemptSpanSerializer(serializers.Serializer):
     )
 
 
-class MetricsSerializer(serializers.Serializer):
+class MetricsSerializer(serializers.Serializer[Record]):
     attempt = serializers.IntegerField(allow_null=True, help_text="The attempt asked for; null: across all attempts.")
     attempts = AttemptSpanSerializer(many=True, help_text="Where each attempt ran on the step axis, in order.")
     last_step = serializers.IntegerField(
@@ -334,7 +360,7 @@ class MetricsSerializer(serializers.Serializer):
     )
 
 
-class QueueEntrySerializer(serializers.Serializer):
+class QueueEntrySerializer(serializers.Serializer[Record]):
     position = serializers.IntegerField(allow_null=True, help_text="1 = next to start; null for tasks on Ray.")
     task_id = serializers.CharField(allow_null=True, help_text="null for another user's task.")
     user = serializers.CharField(allow_null=True)
@@ -361,7 +387,7 @@ class QueueEntrySerializer(serializers.Serializer):
     next_run_at = serializers.DateTimeField(allow_null=True)
 
 
-class ShareSerializer(serializers.Serializer):
+class ShareSerializer(serializers.Serializer[Record]):
     user = serializers.CharField()
     gpu_hours = serializers.FloatField(help_text="GPU-hours used, decayed with ARGUS_FAIR_SHARE_HALF_LIFE_S.")
     weight = serializers.FloatField(help_text="The share an admin gave the user (fair_share_weight; default 1).")
@@ -373,7 +399,7 @@ class ShareSerializer(serializers.Serializer):
     waiting_tasks = serializers.IntegerField()
 
 
-class NodeSerializer(serializers.Serializer):
+class NodeSerializer(serializers.Serializer[Record]):
     node_id = serializers.CharField()
     ip = serializers.CharField()
     alive = serializers.BooleanField()
@@ -385,7 +411,7 @@ class NodeSerializer(serializers.Serializer):
     cpus_free = serializers.FloatField()
 
 
-class ForeignJobSerializer(serializers.Serializer):
+class ForeignJobSerializer(serializers.Serializer[Record]):
     """A live Ray job that Argus did not submit: it holds resources Argus did not place."""
 
     submission_id = serializers.CharField(allow_blank=True)
@@ -396,7 +422,7 @@ class ForeignJobSerializer(serializers.Serializer):
     driver_node_id = serializers.CharField(allow_blank=True)
 
 
-class HeadSerializer(serializers.Serializer):
+class HeadSerializer(serializers.Serializer[Record]):
     job_server_url = serializers.CharField(
         allow_null=True, help_text="Ray's dashboard and Jobs API; shown to admins only (null for others, or unknown)."
     )
@@ -405,7 +431,7 @@ class HeadSerializer(serializers.Serializer):
     known = serializers.BooleanField(help_text="Whether Argus knows the head's address: configured, or in head.json.")
 
 
-class RayAuthSerializer(serializers.Serializer):
+class RayAuthSerializer(serializers.Serializer[Record]):
     """Ray's token authentication, for admins: without it, whoever reaches the dashboard reads
     every job's environment, secrets included."""
 
@@ -419,7 +445,7 @@ class RayAuthSerializer(serializers.Serializer):
     problem = serializers.CharField(allow_blank=True, help_text="Why Argus cannot use the file; empty: none.")
 
 
-class ClusterSerializer(serializers.Serializer):
+class ClusterSerializer(serializers.Serializer[Record]):
     reachable = serializers.BooleanField(help_text="Whether the scheduler reached Ray at its last check.")
     checked_at = serializers.DateTimeField(allow_null=True)
     error = serializers.CharField(allow_blank=True)
@@ -438,7 +464,7 @@ class ClusterSerializer(serializers.Serializer):
     )
 
 
-class AdmissionSerializer(serializers.ModelSerializer):
+class AdmissionSerializer(serializers.ModelSerializer[AdmissionControl]):
     class Meta:
         model = AdmissionControl
         fields = ["paused", "reason", "changed_by", "changed_at"]
@@ -449,7 +475,7 @@ class AdmissionSerializer(serializers.ModelSerializer):
         }
 
 
-class AdmissionChangeSerializer(serializers.Serializer):
+class AdmissionChangeSerializer(serializers.Serializer[None]):
     paused = JSONBooleanField(help_text="true: no waiting task starts until it is false again; tasks on Ray go on.")
     reason = JSONStringField(
         max_length=REASON_MAX,
