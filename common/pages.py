@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -14,7 +14,7 @@ def web_actor(request: HttpRequest) -> str:
     return f"web:{request.user.username}"
 
 
-def page_or_part(request: HttpRequest, page: str, part: str, context: dict[str, Any]) -> HttpResponse:
+def page_or_part(request: HttpRequest, page: str, part: str, context: Mapping[str, object]) -> HttpResponse:
     """The whole page, or only its live part when htmx polls for it."""
     response = render(request, part if request.headers.get("HX-Request") else page, context)
     # Same URL, two bodies: no cache may hand the part to a plain visit (the back button).
