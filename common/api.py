@@ -95,9 +95,12 @@ def parse_query(serializer_class: type[serializers.Serializer[None]], request: R
     return dict(serializer.validated_data)
 
 
-def refuse_blank(serializer: serializers.Serializer[None], data: Mapping[str, object]) -> None:
+def refuse_blank(serializer: serializers.Serializer[None], data: object) -> None:
     """400 for `name=` where the field takes no blank: DRF reads a blank optional form or query
-    value as absent, so `area=` quietly meant the default area though the schema forbids it."""
+    value as absent, so `area=` quietly meant the default area though the schema forbids it
+    (a body that is no mapping: the serializer's own 400 says so)."""
+    if not isinstance(data, Mapping):
+        return
     blank = {
         name: ["may not be blank."]
         for name, field in serializer.fields.items()
