@@ -69,7 +69,7 @@ def set_free(fake: Any, free: dict[int, float]) -> None:
     """Ray's count of free GPUs per worker (by index; the rest busy), CPUs following as verl's."""
     for index, node in enumerate(fake.nodes):
         gpus = free.get(index, 0.0)
-        node.gpus_free, node.cpus_free = gpus, 3.0 * gpus + 2
+        node.ray_gpus_free, node.ray_cpus_free = gpus, 3.0 * gpus + 2
 
 
 def run_all(fake: Any) -> None:

@@ -100,7 +100,7 @@ class FakeRay:
         for node in self.nodes:
             if node.node_id == node_id:
                 node.alive = False
-                node.gpus_free = node.cpus_free = 0.0
+                node.ray_gpus_free = node.ray_cpus_free = 0.0
 
     def delete(self, submission_id: str) -> None:
         self._hook("delete", submission_id)

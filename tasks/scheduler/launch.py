@@ -120,7 +120,7 @@ def free_room(cluster: ClusterView, holdings: Holdings) -> tuple[dict[str, Room]
     records it with the cluster)."""
     workers = cluster.workers
     totals = {node.node_id: Room(node.gpus_total, node.cpus_total) for node in workers}
-    ray_free = {node.node_id: Room(node.gpus_free, node.cpus_free) for node in workers}
+    ray_free = {node.node_id: Room(node.ray_gpus_free, node.ray_cpus_free) for node in workers}
     # Promised CPUs follow promised GPUs, as verl's bundles do; and verl's CPU actors, where planned.
     promised = {node: Room(gpus, cpus_for(gpus)) for node, gpus in promised_gpus(holdings).items()}
     for attempt, _ in holdings:

@@ -132,7 +132,9 @@ class _BoundedJobClient(JobSubmissionClient):
 
 
 class NodeRecord(TypedDict):
-    """A node as ClusterState.nodes records it (NodeView's fields)."""
+    """A node as ClusterState.nodes records it: NodeView's fields, its free room (gpus_free,
+    cpus_free) as admission counts it on a live worker (the tick writes it: tick._record_cluster),
+    Ray's own count elsewhere. What the pages, the cluster API and /metrics show."""
 
     node_id: str
     ip: str
@@ -151,15 +153,19 @@ class ClusterRecord(TypedDict):
 
 @dataclass
 class NodeView:
+    """A node as Ray reports it. Its free GPUs and CPUs are Ray's count (``ray_*``): admission's
+    free room also deducts what Argus promised attempts Ray has not placed yet
+    (launch.free_room, the one measure the pages show)."""
+
     node_id: str
     ip: str
     alive: bool
     is_head: bool
     is_worker: bool
     gpus_total: float
-    gpus_free: float
+    ray_gpus_free: float
     cpus_total: float = 0.0
-    cpus_free: float = 0.0
+    ray_cpus_free: float = 0.0
 
     def to_json(self) -> NodeRecord:
         return {
@@ -169,9 +175,9 @@ class NodeView:
             "is_head": self.is_head,
             "is_worker": self.is_worker,
             "gpus_total": self.gpus_total,
-            "gpus_free": self.gpus_free,
+            "gpus_free": self.ray_gpus_free,
             "cpus_total": self.cpus_total,
-            "cpus_free": self.cpus_free,
+            "cpus_free": self.ray_cpus_free,
         }
 
 
@@ -376,9 +382,9 @@ class RayJobs:
                     is_head="node:__internal_head__" in usage,
                     is_worker=WORKER_RESOURCE in usage,
                     gpus_total=gpu.total if gpu else 0.0,
-                    gpus_free=(gpu.total - gpu.used) if gpu and alive else 0.0,
+                    ray_gpus_free=(gpu.total - gpu.used) if gpu and alive else 0.0,
                     cpus_total=cpu.total if cpu else 0.0,
-                    cpus_free=(cpu.total - cpu.used) if cpu and alive else 0.0,
+                    ray_cpus_free=(cpu.total - cpu.used) if cpu and alive else 0.0,
                 )
             )
         return ClusterView(nodes)

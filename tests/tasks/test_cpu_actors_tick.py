@@ -27,7 +27,7 @@ ACTORS = "FullyAsyncTaskRunner 1 + FullyAsyncTrainer 10 + FullyAsyncRollouter 10
 def ray(fake_ray):
     """A 4-GPU worker (14 CPUs) and a worker of 24 CPUs without GPUs."""
     ray = fake_ray([4, 0])
-    ray.nodes[1].cpus_total = ray.nodes[1].cpus_free = 24.0
+    ray.nodes[1].cpus_total = ray.nodes[1].ray_cpus_free = 24.0
     return ray
 
 
@@ -67,8 +67,8 @@ def test_its_actors_are_admitted_promised_and_then_left_to_rays_count(alice, mak
     # actors wherever Ray put them, and the promise gives them up.
     ray.set_status(attempt.ray_submission_id, "RUNNING", job_id="01000000")
     ray.placed = {"01000000": {"n0": 2}}
-    ray.nodes[0].gpus_free, ray.nodes[0].cpus_free = 2.0, 8.0
-    ray.nodes[1].cpus_free = 1.0
+    ray.nodes[0].ray_gpus_free, ray.nodes[0].ray_cpus_free = 2.0, 8.0
+    ray.nodes[1].ray_cpus_free = 1.0
     tick()
     attempt.refresh_from_db()
     assert attempt.nodes == {"n0": 2} and held_actor_cpus(attempt) == {}
@@ -79,7 +79,7 @@ def test_its_actors_are_admitted_promised_and_then_left_to_rays_count(alice, mak
 
     ray.set_status(attempt.ray_submission_id, "SUCCEEDED")
     for node in ray.nodes:
-        node.gpus_free, node.cpus_free = node.gpus_total, node.cpus_total
+        node.ray_gpus_free, node.ray_cpus_free = node.gpus_total, node.cpus_total
     tick()
     tick()
     assert Task.objects.get(pk=second.pk).state == S.SUBMITTED

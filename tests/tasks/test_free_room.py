@@ -22,7 +22,7 @@ def test_a_promised_attempts_gpus_are_not_shown_free(alice, make_task, fake_ray,
     assert cluster["gpus_free"] == 4.0
     metrics = client_for(admin).get("/metrics").content.decode()
     assert "argus_gpus_free 4.0" in metrics
-    assert ray.nodes[0].gpus_free == 4.0  # Ray's own count was left as it was
+    assert ray.nodes[0].ray_gpus_free == 4.0  # Ray's own count was left as it was
 
 
 def test_an_attempt_without_gpus_never_keeps_placed_ones_holding_their_promise_too(alice, make_task):

@@ -280,7 +280,7 @@ def test_a_placement_ray_chose_elsewhere_frees_no_room_before_everything_is_plac
     A holds its promise too: n0 is not free for a third task."""
     ray = fake_ray([4, 4])
     for node in ray.nodes:
-        node.gpus_free, node.cpus_free = 4.0, 14.0
+        node.ray_gpus_free, node.ray_cpus_free = 4.0, 14.0
     a = make_task(alice, stall_timeout_s=None)
     b = make_task(alice, stall_timeout_s=None)
     tick()
@@ -292,7 +292,7 @@ def test_a_placement_ray_chose_elsewhere_frees_no_room_before_everything_is_plac
     ray.set_status(second.ray_submission_id, "RUNNING", job_id="02000000")
     ray.placed = {"01000000": {other: 4}}  # Ray put A where B was promised
     for node in ray.nodes:  # Ray counts A's groups on `other`; B's are not created yet
-        node.gpus_free = 0.0 if node.node_id == other else 4.0
+        node.ray_gpus_free = 0.0 if node.node_id == other else 4.0
     c = make_task(alice, stall_timeout_s=None)
     tick()
     tick()
@@ -309,7 +309,7 @@ def test_a_job_whose_groups_ray_released_holds_no_room(alice, make_task, fake_ra
     A no longer holds that room; where it ran stays known, for the verdict on its end."""
     ray = fake_ray([4, 4])
     for node in ray.nodes:
-        node.gpus_free, node.cpus_free = 4.0, 14.0
+        node.ray_gpus_free, node.ray_cpus_free = 4.0, 14.0
     a = make_task(alice, max_retries=0, stall_timeout_s=None)
     b = make_task(alice, stall_timeout_s=None)
     tick()

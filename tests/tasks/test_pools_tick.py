@@ -27,7 +27,7 @@ def separate_async(rollout: int = 2) -> str:
 def test_it_waits_naming_the_pool_until_every_pool_fits_at_once(alice, make_task, fake_ray):
     ray = fake_ray([4, 2])
     busy = ray.nodes[1]
-    busy.gpus_free, busy.cpus_free = 1.0, 5.0  # another job holds one of n1's GPUs: no room for the rollout's 2
+    busy.ray_gpus_free, busy.ray_cpus_free = 1.0, 5.0  # another job holds one of n1's GPUs: no room for the rollout's 2
     task = make_task(alice, spec=separate_async())
     assert task.extra_pools == [{"name": "rollout", "nnodes": 1, "n_gpus_per_node": 2}]
     tick()
@@ -38,7 +38,7 @@ def test_it_waits_naming_the_pool_until_every_pool_fits_at_once(alice, make_task
         "its rollout pool needs 1 node with 2 free GPUs; 0 nodes have them now beside its trainer pool",
     )
 
-    busy.gpus_free, busy.cpus_free = 2.0, 8.0
+    busy.ray_gpus_free, busy.ray_cpus_free = 2.0, 8.0
     tick()
     task.refresh_from_db()
     assert task.state == S.SUBMITTED

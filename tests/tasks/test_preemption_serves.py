@@ -89,7 +89,7 @@ def test_admission_plans_on_the_cluster_after_sync(alice, bob, make_task, fake_r
     second = make_task(alice, PREEMPTIBLE, stall_timeout_s=None)
     second_attempt = running(ray, second, clock)
     for node in ray.nodes:
-        node.gpus_free, node.cpus_free = 0.0, 2.0  # Ray counts both jobs' GPUs
+        node.ray_gpus_free, node.ray_cpus_free = 0.0, 2.0  # Ray counts both jobs' GPUs
     make_task(bob, HIGH)
     tick()
     chosen = Attempt.objects.exclude(preempted_at=None).get()
@@ -101,7 +101,7 @@ def test_admission_plans_on_the_cluster_after_sync(alice, bob, make_task, fake_r
 
     def ends_now(submission_id: str) -> None:
         if submission_id == second_attempt.ray_submission_id:
-            freed.gpus_free, freed.cpus_free = 4.0, 14.0  # Ray frees them as the job ends
+            freed.ray_gpus_free, freed.ray_cpus_free = 4.0, 14.0  # Ray frees them as the job ends
 
     ray.hooks["job"] = ends_now
     ray.set_status(second_attempt.ray_submission_id, "STOPPED")

@@ -171,7 +171,7 @@ def test_the_due_tasks_kept_between_ticks_match_fresh_ones_after_every_kind_of_c
     assert due_matching_a_fresh_one(now + timedelta(minutes=6), names).by_pk.keys() >= {tasks[2].pk}
 
     # Reasons the scheduler writes and tasks it moves (room frees up; the started task ends).
-    ray.nodes[1].gpus_free = ray.nodes[1].gpus_total = 4.0
+    ray.nodes[1].ray_gpus_free = ray.nodes[1].gpus_total = 4.0
     tick()
     due_matching_a_fresh_one(timezone.now(), names)
 
