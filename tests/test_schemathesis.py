@@ -27,7 +27,8 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(RUN_T
 
 ST = Path(sys.executable).parent / "st"
 CONFIG = Path(__file__).parent / "schemathesis.toml"
-SEED = 20261123
+# ARGUS_ST_SEED=4242 for another set of cases by hand (issue 26 ran that one).
+SEED = int(os.environ.get("ARGUS_ST_SEED", "20261123"))
 # Fuzzing cases per operation. The coverage phase (boundary and wrong-type values of every
 # parameter and field, about 1,200 requests) takes most of the run whatever this is: about
 # 85 s in all on a loaded 2-core machine. ARGUS_ST_MAX_EXAMPLES=100 for a deeper run by hand.
