@@ -3,8 +3,8 @@ from __future__ import annotations
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
+from tasks.api.admission_pause import AdmissionView
 from tasks.api.cluster import ClusterView, QueueView, SharesView
-from tasks.api.pause import AdmissionView
 from tasks.api.views import TaskViewSet
 
 router = SimpleRouter(trailing_slash=False)
