@@ -19,7 +19,6 @@ from common.api import Conflict, PriorityForbidden, QuotaExceeded, actor_of, err
 from common.exceptions import PayloadTooLarge
 from common.parsers import JSONParser
 from tasks.api.filters import TaskFilter
-from tasks.api.parsers import PlainTextParser, TextYamlParser, YamlTextParser
 from tasks.api.serializers import (
     SPEC_JSON,
     EventSerializer,
@@ -31,6 +30,7 @@ from tasks.api.serializers import (
     TaskSerializer,
     TaskSpecSerializer,
 )
+from tasks.api.spec_parsers import PlainTextParser, TextYamlParser, YamlTextParser
 from tasks.jobfiles import attempt_log, metrics_log, resolved_spec
 from tasks.logs.curves import AttemptCurves, merge_attempts, read_attempt
 from tasks.logs.logfile import follow, read_from, tail_start

@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from common.api import Conflict, PriorityForbidden, QuotaExceeded, ServiceUnavailable, actor_of, error_responses
 from common.exceptions import PayloadTooLarge
 from common.parsers import JSONParser
-from tasks.api.parsers import PlainTextParser, TextYamlParser, YamlTextParser
+from tasks.api.spec_parsers import PlainTextParser, TextYamlParser, YamlTextParser
 from tasks.api.views import spec_source
 from tasks.models import Pipeline, PipelineStep
 from tasks.pipelines.actions import cancel_pipeline, submit_pipeline

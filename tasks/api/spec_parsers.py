@@ -1,4 +1,4 @@
-"""Request parsers for task specs sent as YAML text."""
+"""Request parsers for task specs and pipeline documents sent as YAML text (common.parsers: JSON)."""
 
 from __future__ import annotations
 
