@@ -2,11 +2,11 @@
 of a task owner's secrets and of well-known credential shapes.
 
 Pure (no Django, no Ray): the job driver (raypool.driver) runs it on Ray nodes over every line
-it writes to driver.log, and the service over everything it reads back (tasks.logs.redact).
+it writes to driver.log, and the service over everything it reads back (tasks.logs.task_redaction).
 
 Lines are redacted whole. A secret's value is printable (accounts.secrets refuses line breaks
 and control characters), so it never spans two lines, and text cut at line ends never splits one
-(tasks.logs.redact serves logs so); where a line must be cut before its end, ``Redactor.cut``
+(tasks.logs.task_redaction serves logs so); where a line must be cut before its end, ``Redactor.cut``
 says where nothing can run across. What this cannot catch: a value the program transformed
 before printing it (base64, URL-encoded, reversed, printed a character at a time).
 """

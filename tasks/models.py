@@ -42,7 +42,7 @@ from tasks.lease import (  # noqa: F401 (re-exported, and Django finds the Lease
     check_fence,
     request_tick,
 )
-from tasks.logs import redact
+from tasks.logs import task_redaction
 from tasks.pause import AdmissionControl as AdmissionControl
 from tasks.specs.advanced import command_argv
 from tasks.specs.pools import Actor, Pool, task_pools
@@ -311,7 +311,7 @@ class Task(models.Model):
 
     def redactor(self) -> Redactor:
         """What hides this task's secrets (those of its owner it uses) and credential shapes."""
-        return redact.for_task(self)
+        return task_redaction.for_task(self)
 
     def transition(
         self,

@@ -1,5 +1,5 @@
 """common.redact, the one redaction: owners' values and well-known credential shapes, in text,
-bytes, JSON and streams cut anywhere (tasks.logs.redact.served; its long lines:
+bytes, JSON and streams cut anywhere (tasks.logs.task_redaction.served; its long lines:
 tests/tasks/test_log_redaction.py); and the job driver's use of it (raypool.driver)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from common.redact import REDACTED, SHAPES_ONLY, Redactor
 from raypool.driver import main as driver_main
 from raypool.driver import redactor_from
-from tasks.logs.redact import served
+from tasks.logs.task_redaction import served
 
 VALUE = "s3cr3t-value-of-alice"
 HF = "hf_" + "A1b2C3d4E5" * 4

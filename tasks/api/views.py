@@ -34,7 +34,7 @@ from tasks.api.spec_parsers import PlainTextParser, TextYamlParser, YamlTextPars
 from tasks.jobfiles import attempt_log, metrics_log, resolved_spec
 from tasks.logs.curves import AttemptCurves, merge_attempts, read_attempt
 from tasks.logs.logfile import follow, read_from, tail_start
-from tasks.logs.redact import metric_names, served
+from tasks.logs.task_redaction import metric_names, served
 from tasks.models import REQUEUED_FROM, TERMINAL_STATES, Attempt, IllegalTransition, StaleState, Task
 from tasks.specs.errors import SpecError
 from tasks.submit import PriorityNotAllowed, QuotaError, submit_spec
@@ -191,7 +191,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
             return HttpResponse(b"", content_type=TEXT)
         path = attempt_log(task, attempt)
         tail = query.get("tail")
-        # Every mode read from a line's start and redacted a whole line at a time (tasks.logs.redact
+        # Every mode read from a line's start and redacted a whole line at a time (tasks.logs.task_redaction
         # .served), whatever the driver wrote (it redacts too).
         redactor = task.redactor()
         if not query["follow"]:

@@ -1,5 +1,5 @@
 """Every way a byte of a log reaches a person goes through one redaction that sees whole lines
-(tasks.logs.redact.served): the logs API's whole log (the page's download link), its tail (the
+(tasks.logs.task_redaction.served): the logs API's whole log (the page's download link), its tail (the
 page's live tail), its follow (`argus logs -f`, `submit --follow`: tests/cli/test_logs_redacted.py),
 the curves' metric names, and what an attempt's message and key error line quote of the log
 (tasks.logs.logfile.read_tail). Each test plants a secret's value where one used to get through:
@@ -24,7 +24,7 @@ from common.redact import REDACTED, SHAPE_REACH, Redactor
 from devkit.fake_ray import FakeRay
 from tasks.logs import logfile
 from tasks.logs.logfile import BLOCK, follow, read_tail, tail_start
-from tasks.logs.redact import LINE_MAX, served
+from tasks.logs.task_redaction import LINE_MAX, served
 from tasks.models import Attempt, Event, Task, TaskState
 from tasks.scheduler.sync import LOG_TAIL_BYTES
 from tasks.scheduler.tick import tick

@@ -7,7 +7,7 @@ tail, follow; the task page's live tail, the download and `argus logs`/`--follow
 ``served``, the curves' metric names (``metric_names``), and, as they are written, events,
 attempt messages, key error lines, error summaries and waiting reasons (so webhook payloads,
 built from them, and the database hold no value either); what those quote of a log is read in
-whole lines (tasks.logs.read). The job driver redacts driver.log itself, on the Ray node
+whole lines (tasks.logs.logfile). The job driver redacts driver.log itself, on the Ray node
 (raypool.driver).
 """
 
@@ -56,7 +56,7 @@ _LINE_END = re.compile(rb"[\r\n]")
 
 
 def served(redactor: Redactor, chunks: Iterable[bytes]) -> Iterator[bytes]:
-    """A log's bytes, from a line's start (tasks.logs.read), as Argus serves them: the one
+    """A log's bytes, from a line's start (tasks.logs.logfile), as Argus serves them: the one
     redaction every served byte of a log goes through, each line redacted whole (a line feed or
     a carriage return ends one; a value, being printable, never spans two).
 
