@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import IO
 
 from django.conf import settings
 from rest_framework.parsers import BaseParser
@@ -19,7 +20,10 @@ class YamlTextParser(BaseParser):
     # DRF's stub says a parser returns a mapping; DRF itself passes on whatever parse() returns,
     # and the spec view reads these bytes as request.data.
     def parse(  # type: ignore[override]
-        self, stream: Any, media_type: str | None = None, parser_context: Any = None
+        self,
+        stream: IO[bytes] | None,
+        media_type: str | None = None,
+        parser_context: Mapping[str, object] | None = None,
     ) -> bytes:
         return read_bounded(stream, settings.ARGUS_MAX_SPEC_BYTES, "The spec")
 

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.http import HttpRequest
 from django.utils.functional import SimpleLazyObject
 
 from tasks.models import AdmissionControl
 
 
-def admission(request: HttpRequest) -> dict[str, Any]:
+def admission(request: HttpRequest) -> dict[str, object]:
     """The admission pause, for base.html's banner. Lazy: read (one query) only by a page that
     shows it, never by an htmx live part. Signed-in users only, as in the API: the reason is an
     operator's words, not for the sign-in page."""
