@@ -86,7 +86,7 @@ def test_a_failed_write_leaves_the_old_record_and_no_temp_file(tmp_path: Path, m
     def broken_fsync(fd: int) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(discovery.os, "fsync", broken_fsync)
+    monkeypatch.setattr("raypool.discovery.os.fsync", broken_fsync)
     with pytest.raises(OSError, match="disk full"):
         write_head(path, record(gcs_port=6400))
     assert read_back(path).gcs_port == 6379

@@ -241,7 +241,7 @@ def test_a_follow_starts_at_a_line_start_while_the_log_grows(
             Attempt.objects.filter(pk=attempt.pk).update(end_time=timezone.now())
 
     monkeypatch.setattr("tasks.api.views.tail_start", start_then_grow)
-    monkeypatch.setattr(logfile.time, "sleep", poll)
+    monkeypatch.setattr("tasks.logs.logfile.time.sleep", poll)
     response = client_for(alice).get(f"/api/v2/tasks/{secret_task.task_id}/logs?follow=1&tail=1")
     body = body_of(response)
     assert body == b"two\ngrown [redacted]\nthree [redacted] four\n"

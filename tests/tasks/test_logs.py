@@ -5,7 +5,6 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from tasks.logs import logfile
 from tasks.logs.logfile import follow, read_from, tail_start
 from tasks.models import TaskState
 
@@ -36,7 +35,7 @@ def test_follow_streams_new_lines_until_the_attempt_ends(tmp_path: Path, monkeyp
         with path.open("ab") as handle:
             handle.write(more.pop(0))
 
-    monkeypatch.setattr(logfile.time, "sleep", poll)
+    monkeypatch.setattr("tasks.logs.logfile.time.sleep", poll)
     received = [bytes(chunk) for chunk in follow(path, start=0, finished=lambda: not more, poll_s=0.05, max_s=10)]
     assert received == [b"first\n", b"more 0\n", b"more 1\n", b"more 2\n"]  # each as it was written
     assert polls == [0.05] * 3
