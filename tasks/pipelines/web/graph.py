@@ -23,7 +23,7 @@ ARROW = 7  # the arrowhead's length: a curve stops short by this much
 
 
 class GraphStep(Protocol):
-    """A step as the layout reads it (tasks.models.PipelineStep)."""
+    """A step as the layout reads it (tasks.pipelines.models.PipelineStep)."""
 
     @property
     def name(self) -> str: ...
