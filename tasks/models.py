@@ -7,10 +7,11 @@ import secrets
 from datetime import datetime
 from typing import Any
 
-from common.redact import Redactor
 from django.conf import settings
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
+
+from common.redact import Redactor
 
 # The choices and the lease have modules of their own, below this one (the specs read the
 # choices; the lease is what the pause and every model change ask for a tick through); the pause
@@ -43,11 +44,10 @@ from tasks.lease import (  # noqa: F401 (re-exported, and Django finds the Lease
 )
 from tasks.logs import task_redaction
 from tasks.pause import AdmissionControl as AdmissionControl
+from tasks.pipelines.models import Pipeline  # Django finds the pipeline models here
 from tasks.specs.advanced import command_argv
 from tasks.specs.pools import Actor, Pool, task_pools
 from tasks.specs.pools import total_gpus as pools_gpus
-
-from tasks.pipelines.models import Pipeline  # Django finds the pipeline models here
 
 
 class IllegalTransition(Exception):

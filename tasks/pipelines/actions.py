@@ -9,13 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from tasks.pipelines.dag import topological
-from tasks.pipelines.document import PipelineDocument, parse_pipeline
-from tasks.specs.parse import ParsedSpec
-from tasks.submit import admit_new
 
 from tasks.models import IllegalTransition, StaleState, Task, new_task_id
+from tasks.pipelines.dag import topological
+from tasks.pipelines.document import PipelineDocument, parse_pipeline
 from tasks.pipelines.models import Pipeline, PipelineStep
+from tasks.specs.parse import ParsedSpec
+from tasks.submit import admit_new
 
 
 def submit_pipeline(user: Any, source: bytes | str | dict, *, actor: str) -> Pipeline:

@@ -8,13 +8,12 @@ from typing import Any
 
 from accounts.homes import home_dir
 from tasks.jobfiles import checkpoint_dir
+from tasks.models import Task
 from tasks.pipelines.macros import macros_in, stored_spec, substitute
+from tasks.pipelines.models import PipelineStep
 from tasks.specs.builders import hf_model_dir
 from tasks.specs.parse import ParsedSpec, parse_spec
 from tasks.specs.paths import NoCheckpoint, latest_checkpoint
-
-from tasks.models import Task
-from tasks.pipelines.models import PipelineStep
 
 # Who runs the calls that read shared storage: the caller's way (the tick bounds them).
 FileCalls = Callable[..., Any]

@@ -10,17 +10,17 @@ from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
+
 from tasks.choices import TRAINING_WORKLOADS, PipelineState
 from tasks.jobfiles import checkpoint_dir
+from tasks.models import EventKind, Task, TaskKind, TaskState, request_tick
+from tasks.pipelines.actions import step_task
 from tasks.pipelines.dag import descendants, topological
 from tasks.pipelines.macros import parse_step_spec, stored_spec
+from tasks.pipelines.models import Pipeline, PipelineStep
 from tasks.specs.parse import ParsedSpec
 from tasks.specs.paths import CHECKPOINT_MACRO, TRACKER_FILE, NoCheckpoint, latest_checkpoint
 from tasks.submit import admit_new
-
-from tasks.models import EventKind, Task, TaskKind, TaskState, request_tick
-from tasks.pipelines.actions import step_task
-from tasks.pipelines.models import Pipeline, PipelineStep
 
 
 class PipelineConflict(Exception):

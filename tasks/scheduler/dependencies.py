@@ -17,14 +17,14 @@ from typing import Any
 
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
-from tasks.scheduler.settle import ACTOR
-from tasks.scheduler.storage import bounded
-from tasks.scheduler.turns import Budget, guarded
-from tasks.specs.errors import SpecError
 
 from tasks.models import TERMINAL_STATES, EventKind, FailureKind, PipelineState, Role, Task, TaskState
 from tasks.pipelines.models import Pipeline, PipelineStep
 from tasks.pipelines.outputs import Unresolvable, resolve_step
+from tasks.scheduler.settle import ACTOR
+from tasks.scheduler.storage import bounded
+from tasks.scheduler.turns import Budget, guarded
+from tasks.specs.errors import SpecError
 
 # What ends a task's `after` dependency for good: it will never succeed.
 DEPENDENCY_BROKEN = (TaskState.FAILED, TaskState.CANCELED)

@@ -13,9 +13,6 @@ from datetime import timedelta
 from typing import Any
 
 import yaml
-from accounts.homes import home_dir, shared_root
-from common.durations import format_seconds
-from common.pages import page_or_part, web_actor
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -26,15 +23,13 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
+
+from accounts.homes import home_dir, shared_root
+from common.durations import format_seconds
+from common.pages import page_or_part, web_actor
 from tasks.api.cluster import cluster_summary
 from tasks.api.filters import TaskFilter
 from tasks.jobfiles import resolved_spec
-from tasks.pipelines.document import is_pipeline_document
-from tasks.queue.read import current_queue, queue_entries, share_rows, waiting_reason
-from tasks.specs.errors import SpecError
-from tasks.specs.keys import SPEC_KEYS
-from tasks.submit import PriorityNotAllowed, QuotaError, submit_spec
-
 from tasks.models import (
     ACTIVE_STATES,
     BEFORE_RAY_STATES,
@@ -47,7 +42,12 @@ from tasks.models import (
     TaskState,
 )
 from tasks.pipelines.actions import submit_pipeline
+from tasks.pipelines.document import is_pipeline_document
 from tasks.pipelines.models import Pipeline
+from tasks.queue.read import current_queue, queue_entries, share_rows, waiting_reason
+from tasks.specs.errors import SpecError
+from tasks.specs.keys import SPEC_KEYS
+from tasks.submit import PriorityNotAllowed, QuotaError, submit_spec
 
 TASKS_PER_PAGE = 25
 QUEUE_PER_PAGE = 50

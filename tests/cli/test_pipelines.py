@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 import yaml
 from django.utils import timezone
-from tests.cli.conftest import no_traceback
-from tests.conftest import EXPORT, GRPO, PIPELINE_YAML, SFT
 
 from tasks.models import Attempt, PipelineState, Role, Task, TaskState
 from tasks.pipelines.actions import submit_pipeline
 from tasks.pipelines.models import Pipeline
+from tests.cli.conftest import no_traceback
+from tests.conftest import EXPORT, GRPO, PIPELINE_YAML, SFT
 
 S = TaskState
 

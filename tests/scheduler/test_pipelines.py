@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 import yaml
+from django.contrib.auth.models import User
+
 from accounts.homes import home_dir
 from devkit.standin import standin_spec
-from django.contrib.auth.models import User
 from tasks.jobfiles import checkpoint_dir
-from tests.scheduler.conftest import tick_until
-from tests.scheduler.test_durable import steps_in
-
 from tasks.models import Event, EventKind, FailureKind, PipelineState, Task, TaskState
 from tasks.pipelines.models import Pipeline
+from tests.scheduler.conftest import tick_until
+from tests.scheduler.test_durable import steps_in
 
 pytestmark = pytest.mark.ray
 S = TaskState

@@ -14,20 +14,20 @@ from typing import Any
 
 import pytest
 import yaml
+from django.contrib.auth.models import User
+from django.db import connection, connections
+
 from accounts.limits import set_limits
 from accounts.models import Secret, UserLimits
 from devkit.wait import wait_for
-from django.contrib.auth.models import User
-from django.db import connection, connections
 from tasks.jobfiles import checkpoint_dir
-from tasks.scheduler.tick import tick
-from tests.accounts.helpers import assert_error
-from tests.conftest import EXPORT, PIPELINE, SFT, grant_high_priority
-
 from tasks.models import EventKind, PipelineState, Task, TaskState
 from tasks.pipelines import retry as pipeline_retry
 from tasks.pipelines.models import Pipeline
 from tasks.pipelines.retry import PipelineConflict, retry_pipeline
+from tasks.scheduler.tick import tick
+from tests.accounts.helpers import assert_error
+from tests.conftest import EXPORT, PIPELINE, SFT, grant_high_priority
 
 S = TaskState
 TRACKER = "latest_checkpointed_iteration.txt"

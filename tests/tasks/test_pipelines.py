@@ -9,18 +9,18 @@ from typing import Any
 
 import pytest
 import yaml
+
 from accounts.homes import home_dir
 from accounts.models import UserLimits
 from tasks.jobfiles import checkpoint_dir, job_root
+from tasks.models import EventKind, PipelineState, Task, TaskState
 from tasks.pipelines.document import parse_pipeline
+from tasks.pipelines.models import Pipeline
 from tasks.scheduler.tick import tick
 from tasks.specs.errors import SpecError
 from tests.accounts.helpers import assert_error
 from tests.conftest import EXPORT, GRPO, PIPELINE, SFT
 from webhooks.models import Delivery, Webhook
-
-from tasks.models import EventKind, PipelineState, Task, TaskState
-from tasks.pipelines.models import Pipeline
 
 pytestmark = pytest.mark.django_db
 S = TaskState

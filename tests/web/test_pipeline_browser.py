@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 import yaml
-from accounts.homes import home_dir
 from django.contrib.auth.models import User
 from django.utils import timezone
 from playwright.sync_api import Page, expect
-from tests.web.helpers import PageWatch, shot, sign_in
 
+from accounts.homes import home_dir
 from tasks.models import PipelineState, Task, TaskState
 from tasks.pipelines.actions import submit_pipeline
 from tasks.pipelines.models import Pipeline
+from tests.web.helpers import PageWatch, shot, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 S = TaskState

@@ -10,22 +10,22 @@ from typing import Any
 
 import pytest
 import yaml
-from accounts.homes import home_dir
-from accounts.models import UserLimits
 from django.contrib.auth.models import User
 from django.template.loader import render_to_string
 from django.test import Client
 from django.utils import timezone
 from django.utils.html import escape
-from tasks.pipelines.document import is_pipeline_document, parse_pipeline
-from tasks.submit import submit_spec
-from tests.conftest import EXPORT, GRPO, PIPELINE_YAML, PPO_SPEC, SFT
 
+from accounts.homes import home_dir
+from accounts.models import UserLimits
 from tasks.models import PipelineState, Task, TaskState
 from tasks.pipelines.actions import submit_pipeline
+from tasks.pipelines.document import is_pipeline_document, parse_pipeline
 from tasks.pipelines.models import Pipeline
 from tasks.pipelines.web.graph import BOX_H, BOX_W, GAP_X, PAD, layout
+from tasks.submit import submit_spec
 from tasks.web.views import PIPELINE_TEMPLATES
+from tests.conftest import EXPORT, GRPO, PIPELINE_YAML, PPO_SPEC, SFT
 
 pytestmark = pytest.mark.django_db
 S = TaskState

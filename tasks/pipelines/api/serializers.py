@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from rest_framework import serializers
-from tasks.api.serializers import SpecDocument, json_body
-from tasks.pipelines.document import PIPELINE_NAME_PATTERN, STEP_NAME_PATTERN
 
+from tasks.api.serializers import SpecDocument, json_body
 from tasks.models import TaskState
+from tasks.pipelines.document import PIPELINE_NAME_PATTERN, STEP_NAME_PATTERN
 from tasks.pipelines.models import Pipeline, PipelineStep
 
 

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from common.api import Conflict, PriorityForbidden, QuotaExceeded, ServiceUnavailable, actor_of, error_responses
-from common.exceptions import PayloadTooLarge
-from common.parsers import JSONParser
 from django.db.models import Prefetch, QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, extend_schema
@@ -15,11 +12,12 @@ from rest_framework import exceptions, mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
+
+from common.api import Conflict, PriorityForbidden, QuotaExceeded, ServiceUnavailable, actor_of, error_responses
+from common.exceptions import PayloadTooLarge
+from common.parsers import JSONParser
 from tasks.api.spec_parsers import PlainTextParser, TextYamlParser, YamlTextParser
 from tasks.api.views import spec_source
-from tasks.specs.errors import SpecError
-from tasks.submit import PriorityNotAllowed, QuotaError
-
 from tasks.pipelines.actions import cancel_pipeline, submit_pipeline
 from tasks.pipelines.api.serializers import (
     PIPELINE_JSON,
@@ -29,6 +27,8 @@ from tasks.pipelines.api.serializers import (
 )
 from tasks.pipelines.models import Pipeline, PipelineStep
 from tasks.pipelines.retry import CheckpointUnavailable, PipelineConflict, retry_pipeline
+from tasks.specs.errors import SpecError
+from tasks.submit import PriorityNotAllowed, QuotaError
 
 EXAMPLE = {
     "name": "qwen-sft-grpo",

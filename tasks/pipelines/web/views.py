@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from common.pages import page_or_part, web_actor
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -20,14 +19,15 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
-from tasks.specs.errors import SpecError
-from tasks.submit import PriorityNotAllowed, QuotaError
 
+from common.pages import page_or_part, web_actor
 from tasks.models import Attempt, PipelineState, Task
 from tasks.pipelines.actions import cancel_pipeline
 from tasks.pipelines.models import Pipeline, PipelineStep
 from tasks.pipelines.retry import CheckpointUnavailable, PipelineConflict, retry_pipeline
 from tasks.pipelines.web.graph import layout
+from tasks.specs.errors import SpecError
+from tasks.submit import PriorityNotAllowed, QuotaError
 
 PIPELINES_PER_PAGE = 25
 
