@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
 from typing import Any
 
@@ -136,7 +137,7 @@ class TokenViewSet(
         instance.revoke()
 
 
-def token_schema(*codes: int) -> dict[str, Any]:
+def token_schema(*codes: int) -> dict[str, Callable[[type[TokenViewSet]], type[TokenViewSet]]]:
     """The token routes' schema, with the errors ``codes`` that the owner's lookup adds."""
     return {
         "list": extend_schema(responses={200: TokenSerializer(many=True), **errors(*codes)}),
