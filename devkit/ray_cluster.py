@@ -41,7 +41,7 @@ STANDIN = ROOT / "tests" / "standin"
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        return int(sock.getsockname()[1])  # (host, port) for AF_INET
 
 
 # Ray nodes' ports come from below Linux's ephemeral range (32768-60999). A port drawn inside
@@ -122,7 +122,7 @@ def cluster_env() -> dict[str, str]:
 @dataclass
 class Node:
     name: str
-    process: subprocess.Popen
+    process: subprocess.Popen[bytes]
     gpus: int
     cpus: int = 0
     _node_id: str = ""
@@ -161,7 +161,7 @@ class LocalRayCluster:
     def token_file(self) -> Path | None:
         return cluster_token_file() if self.auth else None
 
-    def _ray(self, *args: str, log: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    def _ray(self, *args: str, log: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         logfile = open(Path(self.temp_dir) / f"{log}.log", "ab")  # noqa: SIM115 - lives with the node
         token_file = self.token_file
         # As raynode starts Ray (raypool.raytoken.ray_env); "off" said outright here too.
@@ -410,7 +410,7 @@ def http_ok(url: str, token: str | None = None) -> bool:
     try:
         request = urllib.request.Request(url, headers=bearer(token) if token else {})
         with urllib.request.urlopen(request, timeout=2) as response:
-            return response.status == 200
+            return int(response.status) == 200  # urlopen's answer is untyped
     except OSError:
         return False
 
