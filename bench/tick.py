@@ -258,8 +258,9 @@ def decisions() -> str:
         for task_id, placement in Attempt.objects.order_by("pk").values_list("task__task_id", "placement")
     ]
     digest = hashlib.sha256()
-    for task_id, state, reason in Task.objects.order_by("task_id").values_list("task_id", "state", "pending_reason"):
-        digest.update(f"{task_id[-7:]} {state} {reason}\n".encode())
+    rows = Task.objects.order_by("task_id").values_list("task_id", "state", "pending__text")
+    for task_id, state, reason in rows:
+        digest.update(f"{task_id[-7:]} {state} {reason or ''}\n".encode())
     return f"admitted {' '.join(admitted) or 'none'}; states and reasons {digest.hexdigest()[:12]}"
 
 

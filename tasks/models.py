@@ -44,6 +44,8 @@ from tasks.lease import (  # noqa: F401 (re-exported, and Django finds the Lease
 )
 from tasks.logs import task_redaction
 from tasks.pause import AdmissionControl as AdmissionControl
+from tasks.queue import reasons
+from tasks.queue.reasons import PendingReason  # Django finds the model by this import too
 from tasks.pipelines.models import Pipeline  # Django finds the pipeline models here
 from tasks.specs.advanced import command_argv
 from tasks.specs.pools import Actor, Pool, task_pools
@@ -111,7 +113,6 @@ class Task(models.Model):
     error_summary = models.TextField(blank=True)
     # The tracker run the task logs to (W&B's "View run at https://…", read from its driver log).
     tracker_url = models.URLField(max_length=500, blank=True)
-    pending_reason = models.CharField(max_length=500, blank=True)
     next_run_at = models.DateTimeField(null=True, blank=True)
     # When backfill plans this waiting task to start (null: not planned); see admission._estimate.
     estimated_start_at = models.DateTimeField(null=True, blank=True)
@@ -192,6 +193,26 @@ class Task(models.Model):
             extra = {"updated_at", "priority_rank"} if "priority" in update_fields else {"updated_at"}
             kwargs["update_fields"] = {*update_fields, *extra}
         super().save(*args, **kwargs)
+        if self._reason_unsaved:
+            reasons.write({self.pk: self.pending_reason})
+            self._reason_unsaved = False
+
+    # Set by the pending_reason setter (a task made with a reason): save() writes it.
+    _reason_unsaved = False
+
+    @property
+    def pending_reason(self) -> str:
+        """Why it waits, in words; "" when it was never given one. A row of its own
+        (tasks.queue.reasons): lists join it with ``select_related("pending")``."""
+        try:
+            return self.pending.text
+        except PendingReason.DoesNotExist:
+            return ""
+
+    @pending_reason.setter
+    def pending_reason(self, text: str) -> None:
+        self.pending = PendingReason(task=self, text=text)
+        self._reason_unsaved = True
 
     @property
     def pools(self) -> list[Pool]:
@@ -339,6 +360,7 @@ class Task(models.Model):
         now = timezone.now()
         for name in REDACTED_FIELDS & changes.keys():
             changes[name] = self.redactor().text(changes[name])
+        reason = changes.pop("pending_reason", None)  # not in this row: tasks.queue.reasons
         changes["updated_at"] = now
         changes.setdefault("scheduler_errors", 0)
         if to in TERMINAL_STATES:
@@ -357,6 +379,9 @@ class Task(models.Model):
             self.state = to
             for name, value in changes.items():
                 setattr(self, name, value)
+            if reason is not None:
+                reasons.write({self.pk: reason})
+                self.pending = PendingReason(task=self, text=reason[: reasons.MAX_LENGTH])
             event = self.record(
                 kind,
                 actor=actor,

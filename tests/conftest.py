@@ -240,12 +240,16 @@ def make_task(datasets: Path) -> Callable[..., Task]:
     """A task created the way the API creates one: a spec parsed, then tasks.submit.create_task."""
 
     def make(user: User, spec: str = PPO_SPEC, **changes: object) -> Task:
+        from tasks.queue import reasons
         from tasks.specs.parse import parse_spec
 
         parsed = parse_spec(spec, username=user.username)
         task = create_task(user, parsed, f"api:{user.username}")
         if "created_at" in changes and task.queued_at is not None:
             changes.setdefault("queued_at", changes["created_at"])  # created and queued then
+        if "pending_reason" in changes:  # a row of its own
+            reasons.write({task.pk: str(changes.pop("pending_reason"))})
+            task.refresh_from_db()
         if changes:
             Task.objects.filter(pk=task.pk).update(**changes)
             task.refresh_from_db()

@@ -63,7 +63,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
     def get_queryset(self) -> QuerySet[Task]:
         if getattr(self, "swagger_fake_view", False):  # schema generation has no user
             return Task.objects.none()
-        queryset = Task.objects.visible_to(self.request.user).select_related("user", "pipeline")
+        queryset = Task.objects.visible_to(self.request.user).select_related("user", "pipeline", "pending")
         if self.action == "retrieve":
             queryset = queryset.prefetch_related("attempts")
         return queryset

@@ -33,7 +33,7 @@ ROW_FIELDS = (
     "priority",
     "priority_rank",
     "preemptible",
-    "pending_reason",
+    "pending__text",
     "next_run_at",
     "estimated_start_at",
     "cancel_requested_at",
@@ -67,7 +67,7 @@ def current_queue(now: datetime | None = None) -> Queue:
     now = now or timezone.now()
     tasks = list(
         Task.objects.filter(state__in=[*ACTIVE_STATES, *QUEUE_STATES])
-        .select_related("user")
+        .select_related("user", "pending")
         .only(*ROW_FIELDS)
         .order_by(*BY_PRIORITY_THEN_ARRIVAL)
     )

@@ -26,6 +26,8 @@ from typing import Any, NamedTuple, TypeVar
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import Value
+from django.db.models.functions import Coalesce
 
 from tasks.models import QUEUE_STATES, Task, TaskState
 from tasks.queue.order import EpochSeconds
@@ -111,13 +113,22 @@ def forget() -> None:
     _copy = None
 
 
+# QueueRow's fields as the query names them.
+_COLUMNS = ["reason" if name == "pending_reason" else name for name in QueueRow._fields]
+
+
 def _query(since: datetime | None) -> list[QueueRow]:
     tasks = Task.objects.filter(state__in=QUEUE_STATES) if since is None else Task.objects.filter(updated_at__gte=since)
     # No order: the model's default (newest first) would make SQLite walk that index, not updated_at's.
     query = (
         tasks.order_by()
-        .annotate(submitted=EpochSeconds("queued_at"), due=EpochSeconds("next_run_at"))
-        .values_list(*QueueRow._fields)
+        .annotate(
+            submitted=EpochSeconds("queued_at"),
+            due=EpochSeconds("next_run_at"),
+            # A row of its own (tasks.queue.reasons); "" for a task never given one.
+            reason=Coalesce("pending__text", Value("")),
+        )
+        .values_list(*_COLUMNS)
     )
     # The query is Django's; only the reading is raw: Django's per-row machinery costs more
     # than the query on a long queue.

@@ -21,6 +21,7 @@ from django.utils import timezone
 from tasks.models import TERMINAL_STATES, EventKind, FailureKind, PipelineState, Role, Task, TaskState
 from tasks.pipelines.models import Pipeline, PipelineStep
 from tasks.pipelines.outputs import Unresolvable, resolve_step
+from tasks.queue import reasons as queue_reasons
 from tasks.scheduler.settle import ACTOR
 from tasks.scheduler.storage import bounded
 from tasks.scheduler.turns import Budget, guarded
@@ -39,12 +40,12 @@ class Waiting:
     broken: tuple[str, str] | None = None  # an `after` dependency that failed or was canceled
 
 
-def judge(rows: Sequence[tuple[int, str, bool | None, str | None, str | None]]) -> dict[int, Waiting]:
+def judge(rows: Sequence[tuple[int, str | None, bool | None, str | None, str | None]]) -> dict[int, Waiting]:
     """Each WAITING task's verdict from rows (task pk, its reason, any_end, dependency's id and
     state; the last three None for a task with no dependency). Pure: the rules at a glance."""
     waiting: dict[int, Waiting] = {}
     for pk, reason, any_end, other, state in rows:
-        entry = waiting.setdefault(pk, Waiting(reason))
+        entry = waiting.setdefault(pk, Waiting(reason or ""))
         if other is None or state is None:
             continue  # no dependency left (none should be): nothing holds it
         if not any_end and state in DEPENDENCY_BROKEN:
@@ -67,7 +68,7 @@ def release(budget: Budget) -> None:
         .order_by("pk", "dependencies__id")
         .values_list(
             "pk",
-            "pending_reason",
+            "pending__text",  # None: never given a reason
             "dependencies__any_end",
             "dependencies__depends_on__task_id",
             "dependencies__depends_on__state",
@@ -80,8 +81,7 @@ def release(budget: Budget) -> None:
             reason = reason_for(verdict.unmet)[:500]
             if reason != verdict.pending_reason:
                 reasons.setdefault(reason, []).append(pk)
-    for reason, pks in reasons.items():
-        Task.objects.filter(pk__in=pks, state=TaskState.WAITING).update(pending_reason=reason)
+    queue_reasons.write({pk: reason for reason, pks in reasons.items() for pk in pks}, state=TaskState.WAITING)
     for pk, verdict in verdicts.items():
         if budget.spent():
             break

@@ -35,6 +35,7 @@ from tasks.models import (
     TaskState,
     check_fence,
 )
+from tasks.queue import reasons as queue_reasons
 from tasks.queue import rows as queue_rows
 from tasks.queue.order import order_waiting, usernames
 from tasks.scheduler import admission, job_env, preempt
@@ -334,14 +335,10 @@ def _batches(pks: list[int]) -> list[list[int]]:
 
 def _write_reasons(reasons: dict[int, str], to_pending: set[int]) -> None:
     """Reasons and QUEUED -> PENDING_RESOURCES moves in a few statements, whatever the queue's
-    length: one UPDATE per distinct reason, one for the moves, one bulk insert of their events."""
+    length: the reasons in one (tasks.queue.reasons), one UPDATE for the moves, one insert of
+    their events."""
     queue_rows.note_reasons(reasons)
-    by_reason: dict[str, list[int]] = {}
-    for pk, reason in reasons.items():
-        by_reason.setdefault(reason[:500], []).append(pk)
-    for reason, pks in by_reason.items():
-        for batch in _batches(pks):
-            _update_reason(reason, batch)
+    queue_reasons.write(reasons)
     if not to_pending:
         return
     now = timezone.now()
@@ -349,9 +346,10 @@ def _write_reasons(reasons: dict[int, str], to_pending: set[int]) -> None:
         with transaction.atomic():
             check_fence()
             moving = list(
-                Task.objects.select_for_update()
+                # The reason is an outer join: only the task's row can be locked (PostgreSQL).
+                Task.objects.select_for_update(of=("self",))
                 .filter(pk__in=batch, state=TaskState.QUEUED)
-                .values_list("pk", "pending_reason")
+                .values_list("pk", "pending__text")
             )
             Task.objects.filter(pk__in=[pk for pk, _ in moving], state=TaskState.QUEUED).update(
                 state=TaskState.PENDING_RESOURCES, updated_at=now
@@ -363,21 +361,7 @@ def _write_reasons(reasons: dict[int, str], to_pending: set[int]) -> None:
                 actor=ACTOR,
                 created_at=now,
             )
-            _insert_events(moved, [(pk, f"Waiting for resources: {reason}") for pk, reason in moving])
-
-
-def _update_reason(reason: str, pks: list[int]) -> None:
-    """``Task.objects.filter(pk__in=pks).exclude(pending_reason=reason).update(pending_reason=
-    reason)``, written out: Django prepares each of 5,000 ids and logs the statement with them
-    quoted, which on a first tick cost about as much as SQLite's writing of the rows."""
-    column = _column(Task._meta.get_field("pending_reason"))
-    ids = ", ".join(["%s"] * len(pks))
-    sql = (
-        f"UPDATE {connection.ops.quote_name(Task._meta.db_table)} SET {column} = %s"
-        f" WHERE {_column(Task._meta.pk)} IN ({ids}) AND NOT ({column} = %s)"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [reason, *pks, reason])
+            _insert_events(moved, [(pk, f"Waiting for resources: {reason or ''}") for pk, reason in moving])
 
 
 def _column(field: Any) -> str:

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from tasks.models import ACTIVE_STATES, QUEUE_STATES, ClusterState, Task
+from tasks.queue import reasons
 from tasks.queue.order import waiting
 from tasks.scheduler.cancels import stop_canceled
 from tasks.scheduler.dependencies import release
@@ -125,5 +126,8 @@ def _ray_down(report: TickReport, error: str) -> None:
     _record_cluster(None, None, error, None)
     # Not Ray's words: they name its dashboard, which only admins are shown (on /cluster/).
     reason = "Ray is unreachable; the task waits until it is back"
+    stale = waiting().exclude(pending__text=reason)
+    pks = list(stale.values_list("pk", flat=True))
     # updated_at too: the scheduler's copy of the queue (tasks.queue.rows) reads what changed by it.
-    waiting().exclude(pending_reason=reason).update(pending_reason=reason, updated_at=timezone.now())
+    stale.update(updated_at=timezone.now())
+    reasons.write(dict.fromkeys(pks, reason))

@@ -82,7 +82,7 @@ def _own_task(request: HttpRequest, task_id: str) -> Task:
 @never_cache
 @login_required
 def task_list_view(request: HttpRequest) -> HttpResponse:
-    visible = Task.objects.visible_to(request.user).select_related("user")
+    visible = Task.objects.visible_to(request.user).select_related("user", "pending")  # the reasons joined in
     tasks = TaskFilter(request.GET, queryset=visible).qs
     page = Paginator(tasks, TASKS_PER_PAGE).get_page(request.GET.get("page"))
     for task in page:

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from tasks.models import Attempt, PipelineState, Role, Task, TaskState
 from tasks.pipelines.actions import submit_pipeline
+from tasks.queue import reasons as queue_reasons
 from tasks.pipelines.models import Pipeline
 from tests.cli.conftest import no_traceback
 from tests.conftest import EXPORT, GRPO, PIPELINE_YAML, SFT
@@ -155,7 +156,7 @@ def test_show_gives_each_steps_task_state_and_reason(alice, argus_as, datasets):
     pipeline = submit_pipeline(alice, DOCUMENT, actor="api:alice")
     steps = steps_of(pipeline)
     reason = f"waits for {steps['sft'].task_id}, QUEUED"
-    Task.objects.filter(pk=steps["sft-export"].pk).update(pending_reason=reason)
+    queue_reasons.write({steps["sft-export"].pk: reason})
     result = argus_as(alice).run("pipeline", "show", pipeline.pipeline_id)
     assert result.returncode == 0, result.stderr
     assert f"pipeline  {pipeline.pipeline_id}" in result.stdout and "state     RUNNING" in result.stdout

@@ -66,7 +66,7 @@ def test_a_long_queue_is_written_in_batches(alice, make_task, fake_ray, monkeypa
     rows = Task.objects.filter(pk__in=[t.pk for t in tasks])
     # A task that cannot fit the cluster as it stands does not block the others: each waits
     # for nodes to join, with that reason, all moved to PENDING_RESOURCES across the batches.
-    assert set(rows.values_list("state", "pending_reason")) == {
+    assert set(rows.values_list("state", "pending__text")) == {
         (S.PENDING_RESOURCES, "needs 1 node with 4 free GPUs; no worker node has joined the cluster")
     }
     assert Event.objects.filter(task__in=rows, to_state=S.PENDING_RESOURCES).count() == 5

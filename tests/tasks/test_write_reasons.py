@@ -1,6 +1,6 @@
-"""launch._write_reasons writes its reasons and its moves' events in statements of its own (not
-Django's UPDATE and bulk_create, for their cost on a long queue: bench/README.md): what it stores
-must be what the ORM stores."""
+"""launch._write_reasons writes its reasons (tasks.queue.reasons) and its moves' events in
+statements of its own (not Django's bulk_create, for its cost on a long queue: bench/README.md):
+what it stores must be what the ORM stores."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import pytest
 from django.forms.models import model_to_dict
 
 from tasks.models import Event, EventKind, Task, TaskState
+from tasks.queue import reasons as queue_reasons
 from tasks.queue import rows as queue_rows
+from tasks.queue.reasons import PendingReason
 from tasks.scheduler import launch
 
 pytestmark = pytest.mark.django_db
@@ -24,11 +26,12 @@ def test_reasons_and_moves_are_stored_as_the_orm_stores_them(alice, make_task, m
     quoted = "needs 50% of 'the' GPUs; \"none\" %s free"
     long = "x" * 600
     reasons = {tasks[0].pk: quoted, tasks[1].pk: quoted, tasks[2].pk: quoted, tasks[3].pk: long, done.pk: long}
-    Task.objects.filter(pk=tasks[4].pk).update(pending_reason="kept from before")
+    PendingReason.objects.create(task=tasks[4], text="kept from before")
+    PendingReason.objects.create(task=tasks[1], text="replaced")
 
     launch._write_reasons(reasons, {tasks[0].pk, tasks[3].pk, tasks[4].pk, done.pk})
 
-    stored = dict(Task.objects.filter(pk__in=[t.pk for t in tasks]).values_list("pk", "pending_reason"))
+    stored = dict(Task.objects.filter(pk__in=[t.pk for t in tasks]).values_list("pk", "pending__text"))
     assert stored == {
         tasks[0].pk: quoted,
         tasks[1].pk: quoted,
@@ -66,3 +69,29 @@ def test_reasons_and_moves_are_stored_as_the_orm_stores_them(alice, make_task, m
         twin.refresh_from_db()
         assert model_to_dict(event, exclude=["id"]) == model_to_dict(twin, exclude=["id"])
         assert event.data == {} and event.attempt_id is None
+
+
+def test_a_reason_is_written_only_for_a_task_that_still_exists(alice, make_task):
+    kept, gone = make_task(alice), make_task(alice)
+    gone_pk = gone.pk
+    gone.delete()
+    queue_reasons.write({kept.pk: "behind 1 task", gone_pk: "behind 1 task"})
+    assert dict(PendingReason.objects.values_list("task_id", "text")) == {kept.pk: "behind 1 task"}
+
+
+def test_a_reason_is_written_in_a_state_only_for_the_tasks_still_in_it(alice, make_task):
+    waiting = make_task(alice, state=S.WAITING)
+    queued = make_task(alice)
+    queue_reasons.write({waiting.pk: "waits for x, QUEUED", queued.pk: "waits for x, QUEUED"}, state=S.WAITING)
+    assert dict(PendingReason.objects.values_list("task_id", "text")) == {waiting.pk: "waits for x, QUEUED"}
+    assert Task.objects.get(pk=queued.pk).pending_reason == ""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_a_reason_for_a_deleted_task_is_dropped_too(alice, make_task):
+    # The fast path writes unchecked and is refused at commit: the lot is written again, checked.
+    kept, gone = make_task(alice), make_task(alice)
+    gone_pk = gone.pk
+    gone.delete()
+    queue_reasons.write({kept.pk: "behind 1 task", gone_pk: "behind 1 task"})
+    assert dict(PendingReason.objects.values_list("task_id", "text")) == {kept.pk: "behind 1 task"}

@@ -23,6 +23,7 @@ from tasks.pipelines.actions import submit_pipeline
 from tasks.pipelines.document import is_pipeline_document, parse_pipeline
 from tasks.pipelines.models import Pipeline
 from tasks.pipelines.web.graph import BOX_H, BOX_W, GAP_X, PAD, layout
+from tasks.queue import reasons as queue_reasons
 from tasks.submit import submit_spec
 from tasks.web.views import PIPELINE_TEMPLATES
 from tests.conftest import EXPORT, GRPO, PIPELINE_YAML, PPO_SPEC, SFT
@@ -178,7 +179,7 @@ def test_the_page_draws_each_step_joined_to_those_it_runs_after(as_alice: Client
 
 def test_the_page_says_why_a_step_waits_and_how_one_ended(as_alice: Client, pipeline: Pipeline) -> None:
     steps = steps_of(pipeline)
-    Task.objects.filter(pk=steps["sft-export"].pk).update(pending_reason=f"waits for {steps['sft'].task_id}, QUEUED")
+    queue_reasons.write({steps["sft-export"].pk: f"waits for {steps['sft'].task_id}, QUEUED"})
     Task.objects.filter(pk=steps["sft"].pk).update(state=S.FAILED, error_summary="CUDA out of memory")
     page = text_of(as_alice.get(f"/pipelines/{pipeline.pipeline_id}/"))
     assert f"waits for {steps['sft'].task_id}, QUEUED" in page

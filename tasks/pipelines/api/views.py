@@ -71,7 +71,8 @@ class PipelineViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
     def get_queryset(self) -> QuerySet[Pipeline]:
         if getattr(self, "swagger_fake_view", False):  # schema generation has no user
             return Pipeline.objects.none()
-        steps = PipelineStep.objects.select_related("task").order_by("position")
+        # Each step's task with its pending reason (a row of its own: tasks.queue.reasons).
+        steps = PipelineStep.objects.select_related("task__pending").order_by("position")
         return (
             Pipeline.objects.visible_to(self.request.user)
             .select_related("user")

@@ -100,7 +100,7 @@ class StepRow:
 def _step_rows(pipeline: Pipeline) -> list[StepRow]:
     attempts = Attempt.objects.order_by("attempt_no")
     steps = (
-        pipeline.steps.select_related("task")
+        pipeline.steps.select_related("task__pending")  # StepRow.reason
         .prefetch_related(Prefetch("task__attempts", queryset=attempts))
         .order_by("position")
     )
