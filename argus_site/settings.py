@@ -323,7 +323,7 @@ ARGUS_BACKFILL_SHORTEST_FIRST = envbool("ARGUS_BACKFILL_SHORTEST_FIRST", True)
 # Fair share (tasks/scheduler/fairshare.py): usage is GPU-seconds halved every HALF_LIFE_S; a
 # light user's task may pass a heavy user's that came up to WINDOW earlier (0: off).
 ARGUS_FAIR_SHARE_HALF_LIFE_S = envseconds("ARGUS_FAIR_SHARE_HALF_LIFE_S", "168h")
-ARGUS_FAIR_SHARE_WINDOW = envseconds("ARGUS_FAIR_SHARE_WINDOW_S", "2h")
+ARGUS_FAIR_SHARE_WINDOW_S = envseconds("ARGUS_FAIR_SHARE_WINDOW_S", "2h")
 # Preemption: a task that cannot start may stop preemptible tasks of lower priority; each gets
 # this long to finish a checkpoint save before its Ray job is stopped.
 ARGUS_PREEMPTION = envbool("ARGUS_PREEMPTION", True)
@@ -348,9 +348,9 @@ ARGUS_EXPORT_CPUS = envfloat("ARGUS_EXPORT_CPUS", 4.0)
 # time_limit defaults to ARGUS_DEFAULT_TIME_LIMIT_S and is capped by ARGUS_MAX_TIME_LIMIT_S; its
 # stall_timeout (driver.log silent that long: the attempt is stopped as STALLED) defaults to
 # ARGUS_STALL_TIMEOUT_S.
-ARGUS_DEFAULT_TIME_LIMIT = envseconds("ARGUS_DEFAULT_TIME_LIMIT_S", "0")
-ARGUS_MAX_TIME_LIMIT = envseconds("ARGUS_MAX_TIME_LIMIT_S", "0")
-ARGUS_STALL_TIMEOUT = envseconds("ARGUS_STALL_TIMEOUT_S", "30m")
+ARGUS_DEFAULT_TIME_LIMIT_S = envseconds("ARGUS_DEFAULT_TIME_LIMIT_S", "0")
+ARGUS_MAX_TIME_LIMIT_S = envseconds("ARGUS_MAX_TIME_LIMIT_S", "0")
+ARGUS_STALL_TIMEOUT_S = envseconds("ARGUS_STALL_TIMEOUT_S", "30m")
 # A running attempt whose placement Ray reports it cannot satisfy for this long is stopped and
 # requeued as a shortage (verl would wait for it for ever).
 ARGUS_PLACEMENT_GRACE_S = envint("ARGUS_PLACEMENT_GRACE_S", 60)

@@ -34,8 +34,8 @@ anything is followed at once by another, until one changes nothing (what the nex
 
 Policies: ``strict_fifo``, ``best_effort_fifo`` and ``backfill`` (EASY backfill) with plain
 priority + FIFO order and no preemption, and ``default``: what ships, read from the settings
-(ARGUS_SCHEDULING_POLICY, fair share per ARGUS_FAIR_SHARE_WINDOW / _HALF_LIFE_S, preemption per
-ARGUS_PREEMPTION / ARGUS_PREEMPT_GRACE_S / ARGUS_PREEMPT_MIN_RUN_S, ARGUS_DEFAULT_TIME_LIMIT for
+(ARGUS_SCHEDULING_POLICY, fair share per ARGUS_FAIR_SHARE_WINDOW_S / _HALF_LIFE_S, preemption per
+ARGUS_PREEMPTION / ARGUS_PREEMPT_GRACE_S / ARGUS_PREEMPT_MIN_RUN_S, ARGUS_DEFAULT_TIME_LIMIT_S for
 tasks without a limit, and the ARGUS_USER_MAX_RUNNING_* site limits). ``--preemption off`` runs
 every policy without preemption; ``both`` runs each policy that preempts twice, on the same trace,
 and adds a line comparing the two.
@@ -197,11 +197,11 @@ def configs(names: list[str]) -> list[Config]:
         policy="default",
         scheduling=settings.ARGUS_SCHEDULING_POLICY,
         shortest_first=settings.ARGUS_BACKFILL_SHORTEST_FIRST,
-        fair_window_s=float(settings.ARGUS_FAIR_SHARE_WINDOW or 0),
+        fair_window_s=float(settings.ARGUS_FAIR_SHARE_WINDOW_S or 0),
         half_life_s=float(settings.ARGUS_FAIR_SHARE_HALF_LIFE_S),
         preemption=settings.ARGUS_PREEMPTION,
         grace_s=float(settings.ARGUS_PREEMPT_GRACE_S),
-        default_limit_s=float(settings.ARGUS_DEFAULT_TIME_LIMIT) or None,
+        default_limit_s=float(settings.ARGUS_DEFAULT_TIME_LIMIT_S) or None,
         caps=admission.Caps(settings.ARGUS_USER_MAX_RUNNING_GPUS, settings.ARGUS_USER_MAX_RUNNING_TASKS),
         min_run_s=float(settings.ARGUS_PREEMPT_MIN_RUN_S),
     )

@@ -73,10 +73,10 @@ def _read(value: str, **env: str) -> tuple[object, list[tuple[str, str, str]]]:
         ("ARGUS_DB_CONN_MAX_AGE", "60", "s.DATABASES['default']['CONN_MAX_AGE']", 60),
         ("ARGUS_HSTS_SECONDS", "3600", "s.SECURE_HSTS_SECONDS", 3600),
         ("ARGUS_FAIR_SHARE_HALF_LIFE_H", "1.5", "s.ARGUS_FAIR_SHARE_HALF_LIFE_S", 5400),
-        ("ARGUS_FAIR_SHARE_WINDOW", "90m", "s.ARGUS_FAIR_SHARE_WINDOW", 5400),
-        ("ARGUS_DEFAULT_TIME_LIMIT", "12h", "s.ARGUS_DEFAULT_TIME_LIMIT", 43200),
-        ("ARGUS_MAX_TIME_LIMIT", "7200", "s.ARGUS_MAX_TIME_LIMIT", 7200),
-        ("ARGUS_STALL_TIMEOUT", "10m", "s.ARGUS_STALL_TIMEOUT", 600),
+        ("ARGUS_FAIR_SHARE_WINDOW", "90m", "s.ARGUS_FAIR_SHARE_WINDOW_S", 5400),
+        ("ARGUS_DEFAULT_TIME_LIMIT", "12h", "s.ARGUS_DEFAULT_TIME_LIMIT_S", 43200),
+        ("ARGUS_MAX_TIME_LIMIT", "7200", "s.ARGUS_MAX_TIME_LIMIT_S", 7200),
+        ("ARGUS_STALL_TIMEOUT", "10m", "s.ARGUS_STALL_TIMEOUT_S", 600),
         ("ARGUS_WEBHOOK_KEEP_DAYS", "7", "s.ARGUS_WEBHOOK_KEEP_S", 7 * 86400),
     ],
 )
@@ -95,7 +95,7 @@ def test_an_old_duration_name_is_still_read_in_seconds_and_warns_with_the_new_on
 
 
 def test_the_new_duration_names_are_read_and_win_over_the_old_without_a_warning():
-    value = "(s.ARGUS_STALL_TIMEOUT, s.ARGUS_FAIR_SHARE_HALF_LIFE_S, s.ARGUS_WEBHOOK_KEEP_S, s.SECURE_HSTS_SECONDS)"
+    value = "(s.ARGUS_STALL_TIMEOUT_S, s.ARGUS_FAIR_SHARE_HALF_LIFE_S, s.ARGUS_WEBHOOK_KEEP_S, s.SECURE_HSTS_SECONDS)"
     env = {
         "ARGUS_SECURE_TLS": "1",
         "ARGUS_STALL_TIMEOUT_S": "120",
@@ -108,7 +108,13 @@ def test_the_new_duration_names_are_read_and_win_over_the_old_without_a_warning(
 
 
 def test_the_defaults_are_unchanged_by_the_renames():
-    value = "(s.ARGUS_STALL_TIMEOUT, s.ARGUS_FAIR_SHARE_HALF_LIFE_S, s.ARGUS_FAIR_SHARE_WINDOW, s.ARGUS_WEBHOOK_KEEP_S)"
+    names = [
+        "ARGUS_STALL_TIMEOUT_S",
+        "ARGUS_FAIR_SHARE_HALF_LIFE_S",
+        "ARGUS_FAIR_SHARE_WINDOW_S",
+        "ARGUS_WEBHOOK_KEEP_S",
+    ]
+    value = "(" + ", ".join(f"s.{name}" for name in names) + ")"
     assert _read(value) == ((1800, 168 * 3600, 7200, 30 * 86400), [])
 
 
@@ -125,3 +131,23 @@ def test_a_duration_that_is_not_one_stops_the_start_naming_the_variable(env, mes
     assert result.returncode != 0
     assert "ImproperlyConfigured" in result.stderr
     assert message in result.stderr
+
+
+def test_every_duration_setting_is_named_in_seconds():
+    """A duration (read by envseconds) is a setting named *_S, read from a variable named *_S:
+    the one convention, which the renames above brought every old name to."""
+    tree = ast.parse((ROOT / "argus_site" / "settings.py").read_text())
+    durations = [
+        (target.id, str(node.value.args[0].value))
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Call)
+        and getattr(node.value.func, "id", None) == "envseconds"
+        for target in node.targets
+        if isinstance(target, ast.Name) and isinstance(node.value.args[0], ast.Constant)
+    ]
+    assert len(durations) >= 6, durations  # the scan finds them
+    # Django's own names (SECURE_HSTS_SECONDS) are Django's to choose.
+    wrong = [(name, variable) for name, variable in durations if name.startswith("ARGUS_") and not name.endswith("_S")]
+    assert wrong == []
+    assert [variable for _, variable in durations if not variable.endswith("_S")] == []

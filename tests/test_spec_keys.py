@@ -128,7 +128,7 @@ def test_a_task_gets_each_keys_field_from_the_table(
 def test_the_new_task_page_lists_every_key_with_its_help_and_default(
     client: Client, alice: User, settings: Any
 ) -> None:
-    settings.ARGUS_STALL_TIMEOUT = 1800
+    settings.ARGUS_STALL_TIMEOUT_S = 1800
     client.force_login(alice)
     page = client.get("/tasks/new/").content.decode()
     for key in SPEC_KEYS:

@@ -877,14 +877,14 @@ def test_a_time_limit_in_seconds_or_words(data: Path, value: object, seconds: in
 
 
 def test_no_time_limit_falls_back_to_the_site_default_and_0_means_none(data: Path, settings) -> None:
-    settings.ARGUS_DEFAULT_TIME_LIMIT = 3600
+    settings.ARGUS_DEFAULT_TIME_LIMIT_S = 3600
     assert parse_spec(basic(), username="alice").time_limit_s == 3600
     assert parse_spec(basic(time_limit=None), username="alice").time_limit_s == 3600
     assert parse_spec(basic(time_limit=0), username="alice").time_limit_s is None
 
 
 def test_a_time_limit_over_the_sites_cap_gets_the_cap_and_says_so(data: Path, settings) -> None:
-    settings.ARGUS_MAX_TIME_LIMIT = 86400
+    settings.ARGUS_MAX_TIME_LIMIT_S = 86400
     parsed = parse_spec(basic(time_limit="48h"), username="alice")
     assert parsed.time_limit_s == 86400
     assert parsed.warnings == ["time_limit: 48 h is over this site's cap (ARGUS_MAX_TIME_LIMIT_S): the task gets 24 h."]
@@ -899,7 +899,7 @@ def test_a_bad_duration_names_the_forms_accepted(data: Path, value: object) -> N
 
 
 def test_a_stall_timeout_defaults_to_the_sites_and_0_turns_it_off(data: Path, settings) -> None:
-    settings.ARGUS_STALL_TIMEOUT = 1800
+    settings.ARGUS_STALL_TIMEOUT_S = 1800
     assert parse_spec(basic(), username="alice").stall_timeout_s == 1800
     assert parse_spec(basic(stall_timeout="5m"), username="alice").stall_timeout_s == 300
     assert parse_spec(basic(stall_timeout=0), username="alice").stall_timeout_s is None

@@ -39,7 +39,7 @@ def order_waiting(
     """``waiting`` in scheduling order, and every user's share (``users``: {id: name} of theirs;
     ``limits``: their limits_by_user, if already read)."""
     share = shares(now, dict(users), limits)
-    window = float(settings.ARGUS_FAIR_SHARE_WINDOW or 0)
+    window = float(settings.ARGUS_FAIR_SHARE_WINDOW_S or 0)
     factor = {name: s.factor for name, s in share.items()} if window else {}
     return order(waiting, factor, window), share
 

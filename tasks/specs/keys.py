@@ -117,7 +117,7 @@ SPEC_KEYS: tuple[SpecKey, ...] = (
         Duration,
         "How long each attempt may run: seconds, or a duration such as 90m, 12h or 1h30m; 0: no limit "
         "(the site may cap it).",
-        default=lambda: settings.ARGUS_DEFAULT_TIME_LIMIT,
+        default=lambda: settings.ARGUS_DEFAULT_TIME_LIMIT_S,
         low=0,
         high=MAX_DURATION_S,
         rule=rules.time_limit,
@@ -146,7 +146,7 @@ SPEC_KEYS: tuple[SpecKey, ...] = (
         Duration,
         "An attempt whose log stays silent this long is stopped as stalled: seconds or a duration such "
         "as 30m; 0: not watched.",
-        default=lambda: settings.ARGUS_STALL_TIMEOUT,
+        default=lambda: settings.ARGUS_STALL_TIMEOUT_S,
         low=0,
         high=MAX_DURATION_S,
         field="stall_timeout_s",

@@ -28,7 +28,7 @@ PROJECT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 def time_limit(check: Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
-    return check.duration(key, cap=settings.ARGUS_MAX_TIME_LIMIT)
+    return check.duration(key, cap=settings.ARGUS_MAX_TIME_LIMIT_S)
 
 
 def model_id(check: Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:

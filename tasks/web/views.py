@@ -264,7 +264,7 @@ def queue_view(request: HttpRequest) -> HttpResponse:
         "on_ray": queue.on_ray,
         "shares": share_rows(queue),
         "fair_share": {
-            "window": format_seconds(settings.ARGUS_FAIR_SHARE_WINDOW) if settings.ARGUS_FAIR_SHARE_WINDOW else "",
+            "window": format_seconds(settings.ARGUS_FAIR_SHARE_WINDOW_S) if settings.ARGUS_FAIR_SHARE_WINDOW_S else "",
             "half_life": format_seconds(settings.ARGUS_FAIR_SHARE_HALF_LIFE_S),
         },
         "ray": _ray(request),

@@ -78,7 +78,7 @@ def test_a_users_running_limit_holds_their_second_task_while_others_run(
 
 
 def test_a_lighter_user_goes_first_within_a_priority(alice, bob, make_user, submit, on_ray, datasets, settings):
-    settings.ARGUS_FAIR_SHARE_WINDOW = 3600
+    settings.ARGUS_FAIR_SHARE_WINDOW_S = 3600
     # alice ran 100 GPU-hours this week; bob nothing.
     Usage.objects.create(user=alice, gpu_seconds=100 * 3600.0)
     carol = make_user("carol")

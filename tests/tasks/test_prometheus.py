@@ -68,7 +68,7 @@ def test_metrics_answer_before_the_scheduler_ever_ran(client, db):
 
 
 def test_metrics_count_preemptions_and_give_estimates_and_shares(client, settings, alice, bob, make_task):
-    settings.ARGUS_FAIR_SHARE_WINDOW = 7200
+    settings.ARGUS_FAIR_SHARE_WINDOW_S = 7200
     Usage.objects.create(user=alice, gpu_seconds=10 * 3600, as_of=timezone.now())
     victim = make_task(alice, state=TaskState.RUNNING, preemptible=True)
     for number in (1, 2):

@@ -27,7 +27,7 @@ HOUR = 3600.0
 
 @pytest.fixture(autouse=True)
 def fair_share(settings) -> None:
-    settings.ARGUS_FAIR_SHARE_WINDOW = 2 * 3600
+    settings.ARGUS_FAIR_SHARE_WINDOW_S = 2 * 3600
     settings.ARGUS_FAIR_SHARE_HALF_LIFE_S = 168 * 3600
 
 
@@ -75,7 +75,7 @@ def test_a_lighter_users_later_task_goes_first_and_the_note_says_why(
 def test_without_a_fair_share_window_the_queue_is_first_come_first_served(
     settings, alice: User, bob: User, make_task: MakeTask, client_for
 ) -> None:
-    settings.ARGUS_FAIR_SHARE_WINDOW = 0
+    settings.ARGUS_FAIR_SHARE_WINDOW_S = 0
     heavy(alice)
     older = make_task(alice, created_at=ago(30))
     make_task(bob, created_at=ago(10))

@@ -487,7 +487,7 @@ def test_the_queue_page_and_the_queue_api_agree(
 def test_the_queue_page_is_in_fair_share_order_with_notes_and_the_share_table(
     settings, as_alice: Client, alice: User, bob: User, make_task: MakeTask
 ) -> None:
-    settings.ARGUS_FAIR_SHARE_WINDOW = 2 * 3600
+    settings.ARGUS_FAIR_SHARE_WINDOW_S = 2 * 3600
     Usage.objects.create(user=alice, gpu_seconds=50 * 3600, as_of=timezone.now())
     now = timezone.now()
     mine = make_task(alice, created_at=now - timedelta(minutes=30), preemptible=True)
@@ -507,7 +507,7 @@ def test_the_queue_page_is_in_fair_share_order_with_notes_and_the_share_table(
 
 
 def test_the_queue_page_says_when_fair_share_is_off(settings, as_alice: Client, alice: User, make_task) -> None:
-    settings.ARGUS_FAIR_SHARE_WINDOW = 0
+    settings.ARGUS_FAIR_SHARE_WINDOW_S = 0
     make_task(alice)
     assert "Fair share is off" in text_of(as_alice.get("/queue/"))
 
