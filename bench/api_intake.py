@@ -176,7 +176,7 @@ def fill(total: int, users: dict[str, User], batch: int = 5000) -> float:
                     priority="normal",
                     priority_rank=0,
                     spec_raw=spec.raw,
-                    spec=spec.resolved,
+                    spec=spec.resolved.to_json(),
                     warnings=[],
                     error_summary="Attempt 1 failed (RUNTIME_ERROR): boom. See the log." if state == "FAILED" else "",
                     created_at=created,

@@ -55,7 +55,7 @@ def resolved_spec(task: Task, attempt_no: int | None = None) -> dict[str, Any]:
     submission_id = Attempt.submission_id_for(task.task_id, attempt_no)
     root = job_root(task.user.username, submission_id)
     checkpoints = checkpoint_dir(task.user.username, task.task_id)
-    argv = build_argv(task.spec, username=task.user.username, checkpoint_dir=checkpoints)
+    argv = build_argv(task.resolved, username=task.user.username, checkpoint_dir=checkpoints)
     return {
         **task.spec,
         "argv": argv,

@@ -44,12 +44,14 @@ from tasks.lease import (  # noqa: F401 (re-exported, and Django finds the Lease
 )
 from tasks.logs import task_redaction
 from tasks.pause import AdmissionControl as AdmissionControl
+from tasks.pipelines.models import Pipeline  # Django finds the pipeline models here
 from tasks.queue import reasons
 from tasks.queue.reasons import PendingReason  # Django finds the model by this import too
-from tasks.pipelines.models import Pipeline  # Django finds the pipeline models here
 from tasks.specs.advanced import command_argv
 from tasks.specs.pools import Actor, Pool, task_pools
 from tasks.specs.pools import total_gpus as pools_gpus
+from tasks.specs.resolved import ResolvedSpec
+from tasks.specs.verl_names import TOTAL_TRAINING_STEPS
 
 
 class IllegalTransition(Exception):
@@ -225,6 +227,11 @@ class Task(models.Model):
         return pools_gpus(self.pools)
 
     @property
+    def resolved(self) -> ResolvedSpec:
+        """Its spec, read by attribute (``spec`` stores it as JSON: ResolvedSpec.to_json)."""
+        return ResolvedSpec.from_json(self.spec)
+
+    @property
     def actors(self) -> list[Actor]:
         """verl's CPU actors it starts beside its pools (none but the experimental trainers')."""
         return [Actor.from_dict(actor) for actor in self.cpu_actors]
@@ -248,9 +255,11 @@ class Task(models.Model):
         trainer.total_training_steps); None when neither says."""
         if logged is not None:
             return logged
-        asked = self.spec.get("total_training_steps")
-        if asked is None and (read := command_argv(self.spec.get("command") or "")):
-            asked = next(iter(read[1].values("trainer.total_training_steps")[-1:]), None)
+        spec = self.resolved
+        if spec.total_training_steps is not None:
+            return spec.total_training_steps
+        read = command_argv(spec.command) if spec.command is not None else None
+        asked = next(iter(read[1].values(TOTAL_TRAINING_STEPS)[-1:]), None) if read else None
         return asked if isinstance(asked, int) and not isinstance(asked, bool) else None
 
     @property

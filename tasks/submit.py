@@ -55,7 +55,7 @@ def admit_new(user: Any, specs: Sequence[tuple[str, ParsedSpec]]) -> None:
         errors.update(request_errors(user, parsed, field))
     if errors:
         raise SpecError(errors)
-    if any(parsed.priority == Priority.HIGH for _, parsed in specs):
+    if any(parsed.resolved.priority == Priority.HIGH for _, parsed in specs):
         refusal = high_priority_refusal(user)
         if refusal:
             raise PriorityNotAllowed(refusal)
@@ -67,7 +67,7 @@ def request_errors(user: Any, parsed: ParsedSpec, field: str = "") -> dict[str, 
     names: a pipeline's ``steps.NAME.``): the secrets it names that the user does not have, the
     GPUs of all its pools over ARGUS_MAX_TASK_GPUS."""
     errors: dict[str, list[str]] = {}
-    missing = Secret.objects.missing(user, parsed.resolved.get("secrets") or [])
+    missing = Secret.objects.missing(user, list(parsed.resolved.secrets))
     if missing:
         errors[f"{field}secrets"] = [str(MissingSecrets(missing))]
     limit = settings.ARGUS_MAX_TASK_GPUS
@@ -85,8 +85,7 @@ def dependencies(user: Any, parsed: ParsedSpec) -> dict[str, list[Task]]:
     whether it does not exist or is another user's."""
     found: dict[str, list[Task]] = {}
     errors: dict[str, list[str]] = {}
-    for key in ("after", "after_any"):
-        ids = parsed.resolved.get(key) or []
+    for key, ids in (("after", parsed.resolved.after), ("after_any", parsed.resolved.after_any)):
         tasks = {task.task_id: task for task in Task.objects.visible_to(user).filter(task_id__in=ids)}
         unknown = [task_id for task_id in ids if task_id not in tasks]
         if unknown:

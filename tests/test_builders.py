@@ -7,6 +7,7 @@ import pytest
 
 from tasks.specs.builders import build_argv
 from tasks.specs.parse import parse_spec
+from tasks.specs.resolved import ResolvedSpec
 
 
 @pytest.fixture
@@ -14,7 +15,8 @@ def checkpoint_dir(shared_root: Path) -> Path:
     return shared_root / "users" / "alice" / "jobs" / "alice-ppo-20250101-120000-abcd" / "checkpoints"
 
 
-def resolved(workload: str, **changes: Any) -> dict[str, Any]:
+def resolved(workload: str, **changes: Any) -> ResolvedSpec:
+    """A resolved spec as Task.spec stores it, read back; the keys left out take their defaults."""
     spec: dict[str, Any] = {
         "kind": "basic",
         "workload": workload,
@@ -31,7 +33,7 @@ def resolved(workload: str, **changes: Any) -> dict[str, Any]:
         "test_freq": -1,
     }
     spec.update(changes)
-    return spec
+    return ResolvedSpec.from_json(spec)
 
 
 def test_it_builds_the_ppo_argv(checkpoint_dir: Path) -> None:
@@ -116,7 +118,7 @@ def test_it_builds_from_a_parsed_spec(alice, shared_root: Path, checkpoint_dir: 
 def test_it_runs_advanced_commands_through_bash_with_the_checkpoint_folder(checkpoint_dir: Path) -> None:
     spec = {"kind": "advanced", "workload": "ppo", "nnodes": 1, "n_gpus_per_node": 1}
     spec["command"] = "python3 -m verl.trainer.main_ppo \\\n  trainer.nnodes=1"
-    assert build_argv(spec, username="alice", checkpoint_dir=checkpoint_dir) == [
+    assert build_argv(ResolvedSpec.from_json(spec), username="alice", checkpoint_dir=checkpoint_dir) == [
         "env",
         f"ARGUS_CHECKPOINT_DIR={checkpoint_dir}",
         "bash",
@@ -128,7 +130,7 @@ def test_it_runs_advanced_commands_through_bash_with_the_checkpoint_folder(check
 def test_the_checkpoint_folder_is_written_into_an_advanced_command(checkpoint_dir: Path) -> None:
     spec = {"kind": "advanced", "workload": "ppo", "nnodes": 1, "n_gpus_per_node": 1}
     spec["command"] = "python3 -m verl.trainer.main_ppo trainer.default_local_dir='${ARGUS_CHECKPOINT_DIR}'"
-    argv = build_argv(spec, username="alice", checkpoint_dir=checkpoint_dir)
+    argv = build_argv(ResolvedSpec.from_json(spec), username="alice", checkpoint_dir=checkpoint_dir)
     # Written in by Argus: bash would not expand it inside single quotes.
     assert argv[-1] == f"python3 -m verl.trainer.main_ppo trainer.default_local_dir='{checkpoint_dir}'"
 

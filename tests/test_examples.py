@@ -27,7 +27,7 @@ def example_files(shared_root: Path, alice) -> None:
 @pytest.mark.parametrize("name", ["ppo", "grpo", "sft", "advanced-reward"])
 def test_the_gpu_examples_are_valid_specs(example_files, name: str) -> None:
     parsed = parse_spec((EXAMPLES / "gpu" / f"{name}.yaml").read_text(), username="alice")
-    assert parsed.nnodes >= 1
+    assert parsed.resolved.nnodes >= 1
     if name == "advanced-reward":
         assert parsed.warnings == []  # it names data.train_files and the ray address
 
@@ -35,7 +35,7 @@ def test_the_gpu_examples_are_valid_specs(example_files, name: str) -> None:
 def test_the_demo_is_valid_where_make_run_allows_its_module(settings, alice) -> None:
     settings.ARGUS_ADVANCED_ALLOWED_MODULES = ["verl.trainer.", "examples."]
     parsed = parse_spec((EXAMPLES / "demo.yaml").read_text(), username="alice")
-    assert (parsed.nnodes, parsed.n_gpus_per_node) == (2, 2)
+    assert (parsed.resolved.nnodes, parsed.resolved.n_gpus_per_node) == (2, 2)
 
 
 def test_the_demo_module_is_refused_in_production(alice) -> None:
@@ -66,7 +66,7 @@ def test_the_pipeline_demo_is_a_valid_pipeline_document(alice) -> None:
     assert is_pipeline_document(text)
     document = parse_pipeline(text, username="alice")
     assert document.name == "demo-sft-export-ppo"
-    assert [(s.name, s.parsed.workload, s.after, s.after_any) for s in document.steps] == [
+    assert [(s.name, s.parsed.resolved.workload, s.after, s.after_any) for s in document.steps] == [
         ("sft", "sft", (), ()),
         ("sft-export", "export", ("sft",), ()),
         ("ppo", "ppo", ("sft-export",), ()),
@@ -75,7 +75,9 @@ def test_the_pipeline_demo_is_a_valid_pipeline_document(alice) -> None:
     assert [len(step.parsed.warnings) for step in document.steps] == [1, 0, 1]
     assert all("data.train_files" in step.parsed.warnings[0] for step in (document.steps[0], document.steps[2]))
     # The outputs it hands on stay macros until each step starts (tasks.pipelines.outputs.resolve_step).
-    assert document.steps[1].parsed.resolved["checkpoint"] == "${steps.sft.checkpoint}"
-    assert "actor_rollout_ref.model.path=${steps.sft-export.hf_model} " in document.steps[2].parsed.resolved["command"]
+    assert document.steps[1].parsed.resolved.checkpoint == "${steps.sft.checkpoint}"
+    assert "actor_rollout_ref.model.path=${steps.sft-export.hf_model} " in (
+        document.steps[2].parsed.resolved.command or ""
+    )
     # Every step fits one of make run's workers (ARGUS_DEV_GPUS, 4 by default).
-    assert max(step.parsed.nnodes * step.parsed.n_gpus_per_node for step in document.steps) <= 4
+    assert max(step.parsed.resolved.nnodes * step.parsed.resolved.n_gpus_per_node for step in document.steps) <= 4

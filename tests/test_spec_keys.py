@@ -22,7 +22,8 @@ from tasks.models import Task
 from tasks.specs.checks import COMMON, Duration
 from tasks.specs.errors import SpecError
 from tasks.specs.keys import SPEC_KEYS
-from tasks.specs.parse import ParsedSpec, parse_spec
+from tasks.specs.parse import parse_spec
+from tasks.specs.resolved import ResolvedSpec
 
 pytestmark = pytest.mark.django_db
 
@@ -98,19 +99,49 @@ def test_every_key_has_help(key: Any) -> None:
     assert key.help.strip() and key.help.endswith("."), key.name
 
 
-def test_the_keys_fields_are_the_tasks_and_the_typed_ones_among_them() -> None:
+def test_the_keys_fields_are_the_tasks() -> None:
     task_fields = {field.name for field in Task._meta.get_fields()}
     stored = {key.field for key in SPEC_KEYS if key.field}
     assert stored <= task_fields
-    typed = {field.name for field in dataclasses.fields(ParsedSpec)} - {"raw", "resolved", "warnings"}
-    assert typed <= stored
+
+
+# The attribute type each declared type resolves to (a duration: seconds).
+RESOLVED_TYPES = {str: "str", int: "int", bool: "bool", Duration: "int", list: "tuple[str, ...]"}
+
+
+def test_the_resolved_spec_has_one_attribute_per_key_in_the_tables_order() -> None:
+    assert [field.name for field in dataclasses.fields(ResolvedSpec)] == [key.name for key in SPEC_KEYS]
+
+
+@pytest.mark.parametrize("key", SPEC_KEYS, ids=lambda key: key.name)
+def test_each_resolved_attribute_has_its_keys_type(key: Any) -> None:
+    """A key every spec takes is always set; one of a kind or workload only is None in the others
+    (a list: empty)."""
+    [field] = [field for field in dataclasses.fields(ResolvedSpec) if field.name == key.name]
+    expected = RESOLVED_TYPES[key.value_type]
+    if (key.kind != COMMON or key.workloads) and key.value_type is not list:
+        expected += " | None"
+    assert field.type == expected
+
+
+def test_the_resolved_spec_is_frozen(datasets: Path, alice: User) -> None:
+    resolved = parse_spec(BASIC, username="alice").resolved
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        resolved.nnodes = 8  # type: ignore[misc]
+
+
+def test_the_stored_spec_reads_back_as_the_same_value(datasets: Path, alice: User) -> None:
+    (home_dir("alice") / "jobs/t/checkpoints/global_step_1").mkdir(parents=True)
+    for spec in (BASIC, ADVANCED, EXPORT):
+        resolved = parse_spec(spec, username="alice").resolved
+        assert ResolvedSpec.from_json(resolved.to_json()) == resolved
 
 
 def test_the_resolved_spec_holds_every_key_of_its_kind(datasets: Path, alice: User) -> None:
-    assert list(parse_spec(BASIC, username="alice").resolved) == accepted_keys(BASIC)
-    assert list(parse_spec(ADVANCED, username="alice").resolved) == accepted_keys(ADVANCED)
+    assert list(parse_spec(BASIC, username="alice").resolved.to_json()) == accepted_keys(BASIC)
+    assert list(parse_spec(ADVANCED, username="alice").resolved.to_json()) == accepted_keys(ADVANCED)
     (home_dir("alice") / "jobs/t/checkpoints/global_step_1").mkdir(parents=True)
-    assert list(parse_spec(EXPORT, username="alice").resolved) == accepted_keys(EXPORT)
+    assert list(parse_spec(EXPORT, username="alice").resolved.to_json()) == accepted_keys(EXPORT)
 
 
 def test_a_task_gets_each_keys_field_from_the_table(

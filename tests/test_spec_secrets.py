@@ -47,14 +47,14 @@ def test_secrets_trackers_and_project_resolve() -> None:
         basic(secrets=["WANDB_API_KEY", "HF_TOKEN"], trackers=["wandb", "swanlab"], project="gsm8k-runs"),
         username="alice",
     ).resolved
-    assert (resolved["secrets"], resolved["trackers"], resolved["project"]) == (
-        ["WANDB_API_KEY", "HF_TOKEN"],
-        ["wandb", "swanlab"],
+    assert (resolved.secrets, resolved.trackers, resolved.project) == (
+        ("WANDB_API_KEY", "HF_TOKEN"),
+        ("wandb", "swanlab"),
         "gsm8k-runs",
     )
     plain = parse_spec(basic(), username="alice").resolved
-    assert (plain["secrets"], plain["trackers"], plain["project"]) == ([], [], "alice")
-    assert parse_spec(advanced(secrets=["HF_TOKEN"]), username="alice").resolved["secrets"] == ["HF_TOKEN"]
+    assert (plain.secrets, plain.trackers, plain.project) == ((), (), "alice")
+    assert parse_spec(advanced(secrets=["HF_TOKEN"]), username="alice").resolved.secrets == ("HF_TOKEN",)
 
 
 @pytest.mark.parametrize(
@@ -84,7 +84,7 @@ def test_it_refuses_secrets_a_job_may_not_get(secrets: Any, message: str) -> Non
 def test_it_takes_credential_and_tracker_setting_names() -> None:
     names = ["WANDB_API_KEY", "HF_TOKEN", "OPENAI_API_KEY", "AWS_SECRET", "DB_PASSWORD_X", "WANDB_ENTITY"]
     names += ["SWANLAB_API_KEY", "SWANLAB_WORKSPACE"]
-    assert parse_spec(basic(secrets=names), username="alice").resolved["secrets"] == names
+    assert parse_spec(basic(secrets=names), username="alice").resolved.secrets == tuple(names)
 
 
 @pytest.mark.parametrize("name", [str(name) for name in JobVar])

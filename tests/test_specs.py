@@ -10,6 +10,7 @@ import yaml
 
 from tasks.specs.errors import SpecError
 from tasks.specs.parse import ParsedSpec, parse_spec
+from tasks.specs.resolved import ResolvedSpec
 
 
 @pytest.fixture
@@ -63,6 +64,12 @@ def advanced(command: str = GOOD_COMMAND, **changes: Any) -> dict[str, Any]:
     return spec
 
 
+def command_of(parsed: ParsedSpec) -> str:
+    """An advanced spec's resolved command."""
+    assert parsed.resolved.command is not None
+    return parsed.resolved.command
+
+
 def errors(source: bytes | str | dict[str, Any], username: str = "alice") -> dict[str, list[str]]:
     with pytest.raises(SpecError) as caught:
         parse_spec(source, username=username)
@@ -89,71 +96,91 @@ def test_it_accepts_the_basic_example(data: Path) -> None:
     )
     parsed = parse_spec(text.encode(), username="alice")
     assert parsed == ParsedSpec(
-        kind="basic",
-        workload="ppo",
-        nnodes=2,
-        n_gpus_per_node=4,
-        priority="normal",
-        preemptible=False,
-        max_retries=0,
-        time_limit_s=None,  # the site's defaults: no time limit, a stall timeout of 30 min
-        stall_timeout_s=1800,
         raw=text,
-        resolved={
-            "kind": "basic",
-            "workload": "ppo",
-            "nnodes": 2,
-            "n_gpus_per_node": 4,
-            "priority": "normal",
-            "preemptible": False,
-            "max_retries": 0,
-            "time_limit": 0,
-            "after": [],
-            "after_any": [],
-            "stall_timeout": 1800,
-            "secrets": [],
-            "model_id": "Qwen/Qwen2.5-0.5B-Instruct",
-            "train_file": f"{data}/datasets/gsm8k/train.parquet",
-            "val_file": f"{data}/datasets/gsm8k/test.parquet",
-            "total_epochs": 1,
-            "total_training_steps": None,
-            "save_freq": 10,
-            "test_freq": -1,
-            "trackers": [],
-            "project": "alice",
-        },
+        resolved=ResolvedSpec(
+            kind="basic",
+            workload="ppo",
+            nnodes=2,
+            n_gpus_per_node=4,
+            priority="normal",
+            preemptible=False,
+            max_retries=0,
+            time_limit=0,  # the site's defaults: no time limit, a stall timeout of 30 min
+            after=(),
+            after_any=(),
+            stall_timeout=1800,
+            secrets=(),
+            model_id="Qwen/Qwen2.5-0.5B-Instruct",
+            train_file=f"{data}/datasets/gsm8k/train.parquet",
+            val_file=f"{data}/datasets/gsm8k/test.parquet",
+            total_epochs=1,
+            total_training_steps=None,
+            save_freq=10,
+            test_freq=-1,
+            checkpoint=None,
+            backend=None,
+            trackers=(),
+            project="alice",
+            command=None,
+        ),
         warnings=[],
     )
+    # As Task.spec stores it: the keys of a basic training spec, lists as lists.
+    assert parsed.resolved.to_json() == {
+        "kind": "basic",
+        "workload": "ppo",
+        "nnodes": 2,
+        "n_gpus_per_node": 4,
+        "priority": "normal",
+        "preemptible": False,
+        "max_retries": 0,
+        "time_limit": 0,
+        "after": [],
+        "after_any": [],
+        "stall_timeout": 1800,
+        "secrets": [],
+        "model_id": "Qwen/Qwen2.5-0.5B-Instruct",
+        "train_file": f"{data}/datasets/gsm8k/train.parquet",
+        "val_file": f"{data}/datasets/gsm8k/test.parquet",
+        "total_epochs": 1,
+        "total_training_steps": None,
+        "save_freq": 10,
+        "test_freq": -1,
+        "trackers": [],
+        "project": "alice",
+    }
+    fields = parsed.model_fields()
+    assert (fields["time_limit_s"], fields["stall_timeout_s"]) == (None, 1800)
 
 
 def test_it_fills_defaults_and_expands_macros(data: Path) -> None:
     parsed = parse_spec(as_yaml(basic(model_id="$HOME/models/tiny", priority="high")), username="alice")
-    assert parsed.priority == "high"
-    assert parsed.resolved["model_id"] == f"{data}/users/alice/models/tiny"
-    assert parsed.resolved["train_file"] == f"{data}/datasets/gsm8k/train.parquet"
-    assert parsed.resolved["total_epochs"] == 1
-    assert parsed.resolved["total_training_steps"] is None
-    assert parsed.resolved["save_freq"] == 20  # Argus's default: a retry has a checkpoint to resume
-    assert parsed.resolved["test_freq"] == -1
-    assert parsed.max_retries == 0
+    assert parsed.resolved.priority == "high"
+    assert parsed.resolved.model_id == f"{data}/users/alice/models/tiny"
+    assert parsed.resolved.train_file == f"{data}/datasets/gsm8k/train.parquet"
+    assert parsed.resolved.total_epochs == 1
+    assert parsed.resolved.total_training_steps is None
+    assert parsed.resolved.save_freq == 20  # Argus's default: a retry has a checkpoint to resume
+    assert parsed.resolved.test_freq == -1
+    assert parsed.resolved.max_retries == 0
 
 
 def test_it_accepts_a_json_object_and_keeps_a_yaml_copy(data: Path) -> None:
     spec = basic(workload="grpo", total_training_steps=50)
     parsed = parse_spec(spec, username="alice")
-    assert parsed.workload == "grpo"
-    assert parsed.resolved["total_training_steps"] == 50
+    assert parsed.resolved.workload == "grpo"
+    assert parsed.resolved.total_training_steps == 50
     assert yaml.safe_load(parsed.raw) == spec
 
 
 def test_it_takes_null_optional_keys_as_their_default(data: Path) -> None:
     parsed = parse_spec(as_yaml(basic(priority=None, max_retries=None, save_freq=None)), username="alice")
-    assert (parsed.priority, parsed.max_retries, parsed.resolved["save_freq"]) == ("normal", 0, 20)
+    assert (parsed.resolved.priority, parsed.resolved.max_retries, parsed.resolved.save_freq) == ("normal", 0, 20)
 
 
 def test_it_accepts_hub_ids_without_looking_for_them(data: Path) -> None:
     parsed = parse_spec(as_yaml(basic(model_id="meta-llama/Llama-3.1-8B")), username="alice")
-    assert parsed.resolved["model_id"] == "meta-llama/Llama-3.1-8B"
+    assert parsed.resolved.model_id == "meta-llama/Llama-3.1-8B"
 
 
 def test_it_accepts_the_older_common_layout(data: Path) -> None:
@@ -161,20 +188,20 @@ def test_it_accepts_the_older_common_layout(data: Path) -> None:
     old.mkdir(parents=True)
     (old / "train.parquet").write_bytes(b"PAR1")
     parsed = parse_spec(as_yaml(basic(train_file=f"{old}/train.parquet")), username="alice")
-    assert parsed.resolved["train_file"] == f"{old}/train.parquet"
+    assert parsed.resolved.train_file == f"{old}/train.parquet"
 
 
 def test_it_accepts_the_advanced_example(data: Path) -> None:
     parsed = parse_spec(as_yaml(advanced()), username="alice")
-    assert parsed.kind == "advanced"
-    assert (parsed.nnodes, parsed.n_gpus_per_node, parsed.workload) == (2, 4, "ppo")
+    assert parsed.resolved.kind == "advanced"
+    assert (parsed.resolved.nnodes, parsed.resolved.n_gpus_per_node, parsed.resolved.workload) == (2, 4, "ppo")
     assert parsed.warnings == []
-    command = parsed.resolved["command"]
+    command = command_of(parsed)
     assert command == GOOD_COMMAND.replace("$HOME/common/datasets", f"{data}/datasets").replace(
         "$HOME", f"{data}/users/alice"
     ).rstrip("\n")
     assert "$HOME" not in command
-    assert set(parsed.resolved) == {
+    assert set(parsed.resolved.to_json()) == {
         "kind",
         "workload",
         "nnodes",
@@ -624,7 +651,7 @@ def test_it_refuses_tilde_paths(data: Path, argument: str) -> None:
 
 def test_it_allows_hydra_deletions_with_tilde(data: Path) -> None:
     spec = parse_spec(advanced(f"{ENTRY} ~trainer.val_before_train"), username="alice")
-    assert spec.resolved["command"].endswith(" ~trainer.val_before_train")  # passed on to Hydra as written
+    assert command_of(spec).endswith(" ~trainer.val_before_train")  # passed on to Hydra as written
 
 
 @pytest.mark.parametrize(
@@ -649,8 +676,8 @@ def test_it_accepts_hydra_lists_of_allowed_inputs(data: Path) -> None:
     spec = parse_spec(advanced(f"{ENTRY} data.train_files=[{files}] model.path=$HOME/models/tiny"), username="alice")
     # The list passes on as a list, each item resolved ($HOME/common is the shared folder itself).
     gsm8k = data / "datasets" / "gsm8k"
-    assert f"data.train_files=[{gsm8k}/train.parquet,'{gsm8k}/test.parquet']" in spec.resolved["command"]
-    assert f"model.path={data}/users/alice/models/tiny" in spec.resolved["command"]
+    assert f"data.train_files=[{gsm8k}/train.parquet,'{gsm8k}/test.parquet']" in command_of(spec)
+    assert f"model.path={data}/users/alice/models/tiny" in command_of(spec)
 
 
 @pytest.mark.parametrize(
@@ -812,7 +839,7 @@ def test_it_accepts_a_config_name_and_a_readable_config_dir(data: Path) -> None:
     )
     spec = parse_spec(advanced(command), username="alice")
     conf = data / "users" / "alice" / "code" / "conf"
-    assert f"--config-name=ppo_megatron_trainer --config-dir={conf} " in spec.resolved["command"]
+    assert f"--config-name=ppo_megatron_trainer --config-dir={conf} " in command_of(spec)
 
 
 @pytest.mark.parametrize(
@@ -845,7 +872,7 @@ def test_it_accepts_output_folders_in_the_jobs_folder(data: Path) -> None:
     command = f"{ENTRY} trainer.default_local_dir=$HOME/jobs/run1/ckpt hydra.run.dir=$HOME/jobs/run1/hydra"
     spec = parse_spec(advanced(command + " hydra.output_subdir=.hydra"), username="alice")
     jobs = data / "users" / "alice" / "jobs"
-    assert spec.resolved["command"].endswith(
+    assert command_of(spec).endswith(
         f"trainer.default_local_dir={jobs}/run1/ckpt hydra.run.dir={jobs}/run1/hydra hydra.output_subdir=.hydra"
     )
 
@@ -873,22 +900,22 @@ def test_it_bounds_what_hydras_parser_is_given(data: Path, argument: str, expect
 @pytest.mark.parametrize(("value", "seconds"), [("90m", 5400), (7200, 7200), ("12h", 43200), ("1h30m", 5400)])
 def test_a_time_limit_in_seconds_or_words(data: Path, value: object, seconds: int) -> None:
     parsed = parse_spec(basic(time_limit=value), username="alice")
-    assert parsed.time_limit_s == seconds and parsed.resolved["time_limit"] == seconds
+    assert parsed.model_fields()["time_limit_s"] == seconds and parsed.resolved.time_limit == seconds
 
 
 def test_no_time_limit_falls_back_to_the_site_default_and_0_means_none(data: Path, settings) -> None:
     settings.ARGUS_DEFAULT_TIME_LIMIT_S = 3600
-    assert parse_spec(basic(), username="alice").time_limit_s == 3600
-    assert parse_spec(basic(time_limit=None), username="alice").time_limit_s == 3600
-    assert parse_spec(basic(time_limit=0), username="alice").time_limit_s is None
+    assert parse_spec(basic(), username="alice").model_fields()["time_limit_s"] == 3600
+    assert parse_spec(basic(time_limit=None), username="alice").model_fields()["time_limit_s"] == 3600
+    assert parse_spec(basic(time_limit=0), username="alice").model_fields()["time_limit_s"] is None
 
 
 def test_a_time_limit_over_the_sites_cap_gets_the_cap_and_says_so(data: Path, settings) -> None:
     settings.ARGUS_MAX_TIME_LIMIT_S = 86400
     parsed = parse_spec(basic(time_limit="48h"), username="alice")
-    assert parsed.time_limit_s == 86400
+    assert parsed.model_fields()["time_limit_s"] == 86400
     assert parsed.warnings == ["time_limit: 48 h is over this site's cap (ARGUS_MAX_TIME_LIMIT_S): the task gets 24 h."]
-    assert parse_spec(basic(), username="alice").time_limit_s == 86400  # no default: the cap holds
+    assert parse_spec(basic(), username="alice").model_fields()["time_limit_s"] == 86400  # no default: the cap holds
 
 
 @pytest.mark.parametrize("value", ["soon", "-5m", True, [1], "1.5"])
@@ -900,9 +927,9 @@ def test_a_bad_duration_names_the_forms_accepted(data: Path, value: object) -> N
 
 def test_a_stall_timeout_defaults_to_the_sites_and_0_turns_it_off(data: Path, settings) -> None:
     settings.ARGUS_STALL_TIMEOUT_S = 1800
-    assert parse_spec(basic(), username="alice").stall_timeout_s == 1800
-    assert parse_spec(basic(stall_timeout="5m"), username="alice").stall_timeout_s == 300
-    assert parse_spec(basic(stall_timeout=0), username="alice").stall_timeout_s is None
+    assert parse_spec(basic(), username="alice").model_fields()["stall_timeout_s"] == 1800
+    assert parse_spec(basic(stall_timeout="5m"), username="alice").model_fields()["stall_timeout_s"] == 300
+    assert parse_spec(basic(stall_timeout=0), username="alice").model_fields()["stall_timeout_s"] is None
 
 
 # --- The task's checkpoint folder in advanced commands ---------------------------------------------
@@ -910,7 +937,7 @@ def test_a_stall_timeout_defaults_to_the_sites_and_0_turns_it_off(data: Path, se
 
 def test_the_checkpoint_macro_is_kept_for_the_builder_and_checked_as_a_jobs_folder(data: Path) -> None:
     parsed = parse_spec(advanced(), username="alice")
-    assert "trainer.default_local_dir=$ARGUS_CHECKPOINT_DIR" in parsed.resolved["command"]
+    assert "trainer.default_local_dir=$ARGUS_CHECKPOINT_DIR" in command_of(parsed)
     assert parsed.warnings == []
 
 
@@ -943,7 +970,7 @@ def test_preemptible_is_true_or_false(value: object, data: Path) -> None:
 
 
 def test_preemptible_defaults_to_false_and_is_kept(data: Path) -> None:
-    assert parse_spec(as_yaml(basic()), username="alice").preemptible is False
+    assert parse_spec(as_yaml(basic()), username="alice").resolved.preemptible is False
     parsed = parse_spec(as_yaml(basic(preemptible=True)), username="alice")
-    assert parsed.preemptible is True
-    assert parsed.resolved["preemptible"] is True
+    assert parsed.resolved.preemptible is True
+    assert parsed.model_fields()["preemptible"] is True

@@ -44,6 +44,8 @@ def for_task(task: Any) -> Redactor:
     """``task``'s redactor, made once per Task instance (a request, a step of the tick)."""
     cached: Redactor | None = getattr(task, "_redactor", None)
     if cached is None:
+        # The stored JSON itself, not Task.resolved: a stored spec that no longer builds (its
+        # failure is being recorded) still has its secrets redacted.
         cached = for_owner(task.user_id, list((task.spec or {}).get("secrets") or []))
         task._redactor = cached
     return cached

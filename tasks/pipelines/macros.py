@@ -18,6 +18,7 @@ import yaml
 from accounts.homes import home_dir
 from tasks.specs.errors import SpecError
 from tasks.specs.parse import ParsedSpec, parse_spec
+from tasks.specs.resolved import ResolvedSpec
 from tasks.specs.yaml_load import dump_yaml
 
 # What a step hands on: its task id, its folder, its last checkpoint, an export's model.
@@ -93,7 +94,7 @@ def parse_step_spec(spec: dict[str, Any], username: str, field: str) -> ParsedSp
         raise SpecError({f"{field}{name}": messages for name, messages in error.fields.items()}, error.code) from error
     # Longest first: a checkpoint's stand-in holds its step's folder's.
     back = dict(sorted(((value, text) for text, value in values.items()), key=lambda item: -len(item[0])))
-    resolved = _restore(parsed.resolved, back)
+    resolved = ResolvedSpec.from_json(_restore(parsed.resolved.to_json(), back))
     return replace(parsed, raw=dump_yaml(spec), resolved=resolved, warnings=_restore(parsed.warnings, back))
 
 

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from tasks.choices import TRAINING_WORKLOADS, PipelineState
 from tasks.jobfiles import checkpoint_dir
-from tasks.models import EventKind, Task, TaskKind, TaskState, request_tick
+from tasks.models import EventKind, Task, TaskState, request_tick
 from tasks.pipelines.actions import step_task
 from tasks.pipelines.dag import descendants, topological
 from tasks.pipelines.macros import parse_step_spec, stored_spec
@@ -144,7 +144,7 @@ def _carry_checkpoint(old: Task, new: Task, carried: list[Path]) -> tuple[int, P
     """
     if old.workload not in TRAINING_WORKLOADS:
         return None
-    if old.kind == TaskKind.ADVANCED and not CHECKPOINT_MACRO.search(old.spec.get("command", "")):
+    if old.resolved.command is not None and not CHECKPOINT_MACRO.search(old.resolved.command):
         return None
     try:
         source = latest_checkpoint(checkpoint_dir(old.user.username, old.task_id))

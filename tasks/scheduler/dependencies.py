@@ -128,7 +128,9 @@ def queue(task: Task) -> None:
             error_summary=summary,
         )
         return
-    changes: dict[str, Any] = {} if resolved is None else {"spec": resolved.resolved, "warnings": resolved.warnings}
+    changes: dict[str, Any] = (
+        {} if resolved is None else {"spec": resolved.resolved.to_json(), "warnings": resolved.warnings}
+    )
     task.transition(
         TaskState.QUEUED,
         role=Role.SCHEDULER,

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from accounts.models import MissingSecrets, Secret
 from accounts.secrets import SecretsUnavailable, Undecryptable
-from tasks.choices import TaskKind, Tracker
+from tasks.choices import Tracker
 from tasks.jobfiles import metrics_log, tracker_dir
 from tasks.jobvars import JobVar
 from tasks.models import Attempt, Task
@@ -63,14 +63,15 @@ def run_id(task_id: str) -> str:
 
 def trackers_of(task: Task) -> list[str]:
     """The trackers the task logs to: a basic spec's ``trackers``, an advanced command's trainer.logger."""
-    if task.spec.get("kind") == TaskKind.ADVANCED:
-        return command_trackers(task.spec.get("command") or "")
-    return list(task.spec.get("trackers") or [])
+    spec = task.resolved
+    if spec.command is not None:  # an advanced spec's
+        return command_trackers(spec.command)
+    return list(spec.trackers)
 
 
 def for_attempt(task: Task, attempt: Attempt) -> JobEnv:
     """The environment of ``task``'s ``attempt``. Raises SecretGone."""
-    names = list(task.spec.get("secrets") or [])
+    names = list(task.resolved.secrets)
     try:
         values = Secret.objects.values_for(task.user_id, names) if names else {}
     except MissingSecrets as error:

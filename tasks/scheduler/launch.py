@@ -441,7 +441,7 @@ def submission_payload(task: Task, attempt: Attempt, env: job_env.JobEnv | None 
     """What Ray is sent (and submission.json records): never a secret's value (``env.secrets``
     goes to RayClient.submit apart)."""
     argv = build_argv(
-        task.spec, username=task.user.username, checkpoint_dir=checkpoint_dir(task.user.username, task.task_id)
+        task.resolved, username=task.user.username, checkpoint_dir=checkpoint_dir(task.user.username, task.task_id)
     )
     entrypoint = shlex.join(["python3", "-m", "raypool.driver", "--log", attempt.log_path, "--", *argv])
     payload: Submission = {

@@ -77,7 +77,7 @@ def shortfall(task: Task, attempt: Attempt) -> str | None:
     step its record holds, and say whether it stopped short (see ``Evidence.shortfall``)."""
     catch_up(task, attempt)  # the console lines, verl's total and its start, to the log's end
     folder = checkpoint_dir(task.user.username, task.task_id)
-    run = facts(build_argv(task.spec, username=task.user.username, checkpoint_dir=folder), folder)
+    run = facts(build_argv(task.resolved, username=task.user.username, checkpoint_dir=folder), folder)
     written, logged = file_logged(task, attempt)
     if written:
         record = FILE_RECORD

@@ -9,12 +9,12 @@ verl's own, declared once in tasks.specs.verl_names.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from accounts.homes import home_dir
-from tasks.models import TaskKind, Workload
+from tasks.choices import TaskKind, Workload
 from tasks.specs import verl_names as verl
 from tasks.specs.paths import expand_checkpoint_macro
+from tasks.specs.resolved import ResolvedSpec
 from tasks.specs.verl_run import basic_loggers, with_file_logger
 
 # The task's checkpoint folder, exported to advanced commands (they pass it to verl themselves).
@@ -28,8 +28,8 @@ def hf_model_dir(checkpoint_dir: Path) -> Path:
     return Path(checkpoint_dir).parent / HF_MODEL_DIR
 
 
-def build_argv(resolved: dict[str, Any], *, username: str, checkpoint_dir: Path) -> list[str]:
-    """The argv that runs ``resolved`` (from ParsedSpec.resolved), checkpointing in
+def build_argv(resolved: ResolvedSpec, *, username: str, checkpoint_dir: Path) -> list[str]:
+    """The argv that runs ``resolved``, checkpointing in
     ``checkpoint_dir``: the task's own folder, shared by its attempts, so that each retry
     resumes from the last checkpoint (verl's ``resume_mode=auto``). An advanced spec runs its
     command (_advanced_argv), an export verl's merger (_export_argv), a training spec verl's
@@ -41,9 +41,10 @@ def build_argv(resolved: dict[str, Any], *, username: str, checkpoint_dir: Path)
     jobs = home_dir(username) / "jobs"
     if ".." in Path(checkpoint_dir).parts or jobs not in Path(checkpoint_dir).parents:
         raise ValueError(f"{checkpoint_dir} is not in a job directory of {username} (under {jobs})")
-    if resolved["kind"] == TaskKind.ADVANCED:
-        return _advanced_argv(resolved["command"], checkpoint_dir)
-    if resolved["workload"] == Workload.EXPORT:
+    if resolved.kind == TaskKind.ADVANCED:
+        assert resolved.command is not None  # an advanced spec's, by the table
+        return _advanced_argv(resolved.command, checkpoint_dir)
+    if resolved.workload == Workload.EXPORT:
         return _export_argv(resolved, checkpoint_dir)
     return _trainer_argv(resolved, checkpoint_dir)
 
@@ -58,18 +59,19 @@ def _advanced_argv(command: str, checkpoint_dir: Path) -> list[str]:
     return ["env", f"{CHECKPOINT_ENV}={checkpoint_dir}", "bash", "-c", command]
 
 
-def _export_argv(resolved: dict[str, Any], checkpoint_dir: Path) -> list[str]:
+def _export_argv(resolved: ResolvedSpec, checkpoint_dir: Path) -> list[str]:
     """verl's own merger (``verl/model_merger``); ``checkpoint`` is already the folder it reads,
     ``global_step_N/actor`` or SFT's ``global_step_N`` (tasks.specs.rules.checkpoint)::
 
         python3 -m verl.model_merger merge --backend <backend>
           --local_dir <checkpoint> --target_dir <task folder>/hf_model
     """
-    merge = ["python3", "-m", verl.MERGER_MODULE, "merge", "--backend", resolved["backend"]]
-    return [*merge, "--local_dir", resolved["checkpoint"], "--target_dir", str(hf_model_dir(checkpoint_dir))]
+    assert resolved.backend is not None and resolved.checkpoint is not None  # an export's, by the table
+    merge = ["python3", "-m", verl.MERGER_MODULE, "merge", "--backend", resolved.backend]
+    return [*merge, "--local_dir", resolved.checkpoint, "--target_dir", str(hf_model_dir(checkpoint_dir))]
 
 
-def _trainer_argv(resolved: dict[str, Any], checkpoint_dir: Path) -> list[str]:
+def _trainer_argv(resolved: ResolvedSpec, checkpoint_dir: Path) -> list[str]:
     """PPO and GRPO run ``verl.trainer.main_ppo`` (GRPO is PPO's trainer with the GRPO estimator
     and no critic), SFT ``verl.trainer.sft_trainer_ray`` (config ``sft_trainer_engine``)::
 
@@ -83,19 +85,20 @@ def _trainer_argv(resolved: dict[str, Any], checkpoint_dir: Path) -> list[str]:
           trainer.default_local_dir=<checkpoint_dir> trainer.resume_mode=auto
           trainer.logger=… and the tracker's names      (_tracking_args)
     """
-    module = verl.SFT_MODULE if resolved["workload"] == Workload.SFT else verl.PPO_MODULE
-    argv = ["python3", "-m", module, f"{verl.TRAIN_FILES}={resolved['train_file']}"]
-    argv += [f"{verl.VAL_FILES}={resolved['val_file']}", *_model_args(resolved["workload"], resolved["model_id"])]
+    assert resolved.model_id is not None  # a training spec's, by the table
+    module = verl.SFT_MODULE if resolved.workload == Workload.SFT else verl.PPO_MODULE
+    argv = ["python3", "-m", module, f"{verl.TRAIN_FILES}={resolved.train_file}"]
+    argv += [f"{verl.VAL_FILES}={resolved.val_file}", *_model_args(resolved.workload, resolved.model_id)]
     argv += [
-        f"{verl.NNODES}={resolved['nnodes']}",
-        f"{verl.N_GPUS_PER_NODE}={resolved['n_gpus_per_node']}",
-        f"{verl.TOTAL_EPOCHS}={resolved['total_epochs']}",
+        f"{verl.NNODES}={resolved.nnodes}",
+        f"{verl.N_GPUS_PER_NODE}={resolved.n_gpus_per_node}",
+        f"{verl.TOTAL_EPOCHS}={resolved.total_epochs}",
     ]
-    if resolved.get("total_training_steps") is not None:
-        argv.append(f"{verl.TOTAL_TRAINING_STEPS}={resolved['total_training_steps']}")
+    if resolved.total_training_steps is not None:
+        argv.append(f"{verl.TOTAL_TRAINING_STEPS}={resolved.total_training_steps}")
     argv += [
-        f"{verl.SAVE_FREQ}={resolved['save_freq']}",
-        f"{verl.TEST_FREQ}={resolved['test_freq']}",
+        f"{verl.SAVE_FREQ}={resolved.save_freq}",
+        f"{verl.TEST_FREQ}={resolved.test_freq}",
         f"{verl.LOCAL_DIR}={checkpoint_dir}",
         f"{verl.RESUME_MODE}=auto",
     ]
@@ -112,13 +115,12 @@ def _model_args(workload: str, model: str) -> list[str]:
     return [f"{verl.ACTOR_MODEL_PATH}={model}", f"{verl.ADV_ESTIMATOR}=grpo"]
 
 
-def _tracking_args(resolved: dict[str, Any], checkpoint_dir: Path) -> list[str]:
+def _tracking_args(resolved: ResolvedSpec, checkpoint_dir: Path) -> list[str]:
     """``trainer.logger=['console','file']`` (``['console','wandb',…,'file']`` with trackers);
     with trackers, ``trainer.project_name=<project>`` and ``trainer.experiment_name=<task_id>``.
     One run per task: its attempts share the project, the name and (tasks.scheduler.job_env) the
     tracker's run id. The task id is the name of its checkpoint folder's parent."""
-    trackers = list(resolved.get("trackers") or [])
-    args = [f"{verl.LOGGER}=[" + ",".join(f"'{name}'" for name in basic_loggers(trackers)) + "]"]
-    if trackers:
-        args += [f"{verl.PROJECT_NAME}={resolved['project']}", f"{verl.EXPERIMENT_NAME}={checkpoint_dir.parent.name}"]
+    args = [f"{verl.LOGGER}=[" + ",".join(f"'{name}'" for name in basic_loggers(resolved.trackers)) + "]"]
+    if resolved.trackers:
+        args += [f"{verl.PROJECT_NAME}={resolved.project}", f"{verl.EXPERIMENT_NAME}={checkpoint_dir.parent.name}"]
     return args

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from django.db import models
 
@@ -31,12 +30,12 @@ class Duration:
     """The type of a duration key: seconds, or a string such as ``90m``; 0 means none."""
 
 
-def _as_is(value: Any) -> Any:
+def _as_is(value: object) -> object:
     return value
 
 
 # A special rule: (checker, the key, the keys resolved so far) -> the key's resolved value.
-Rule = Callable[["Checker", "SpecKey", Mapping[str, Any]], Any]
+Rule = Callable[["Checker", "SpecKey", Mapping[str, object]], object]
 
 
 @dataclass(frozen=True)
@@ -54,13 +53,13 @@ class SpecKey:
     value_type: type
     help: str
     required: bool = False
-    default: Any = None
+    default: object = None
     low: int | None = None
     high: int | None = None
     choices: type[models.TextChoices] | None = None
     rule: Rule | None = None
     field: str | None = None  # the Task field it lands in, if any
-    store: Callable[[Any], Any] = _as_is  # resolved value -> that field's value
+    store: Callable[[object], object] = _as_is  # resolved value -> that field's value
     # The workloads it belongs to; empty: every one.
     workloads: tuple[str, ...] = ()
 
@@ -78,7 +77,7 @@ class SpecKey:
     def nullable(self) -> bool:
         return not self.required
 
-    def default_value(self) -> Any:
+    def default_value(self) -> object:
         return self.default() if callable(self.default) else self.default
 
     def shown_default(self) -> str | None:
@@ -86,7 +85,7 @@ class SpecKey:
         value = self.default_value()
         if self.required or value is None:
             return None
-        if self.value_type is Duration:
+        if self.value_type is Duration and isinstance(value, int):
             return format_seconds(value) if value else "none"
         if isinstance(value, bool):
             return "true" if value else "false"
@@ -98,14 +97,14 @@ class SpecKey:
 _MAX_SHOWN_BITS = 64
 
 
-def shown(value: Any) -> str:
+def shown(value: object) -> str:
     """``value`` as an error message shows it: a huge integer by its size, not its digits."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > _MAX_SHOWN_BITS:
         return f"an integer of {value.bit_length()} bits"
     return str(value)
 
 
-def type_name(value: Any) -> str:
+def type_name(value: object) -> str:
     """How a message names the type of ``value``."""
     if value is None:
         return "null"
@@ -117,10 +116,10 @@ def type_name(value: Any) -> str:
 class Checker:
     """Validates one spec document, accumulating errors and warnings instead of stopping."""
 
-    def __init__(self, data: Any, username: str, pending: Sequence[Path] = ()) -> None:
+    def __init__(self, data: object, username: str, pending: Sequence[Path] = ()) -> None:
         if not isinstance(data, dict):
             raise whole(f"must be a mapping of keys to values, not {type_name(data)}")
-        self.data: dict[Any, Any] = data
+        self.data: dict[object, object] = data
         self.username = username
         self.pending = tuple(pending)
         self.errors: dict[str, list[str]] = {}
@@ -131,11 +130,11 @@ class Checker:
         if message not in messages:
             messages.append(message)
 
-    def value(self, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+    def value(self, key: SpecKey, resolved: Mapping[str, object]) -> object:
         """``key``'s resolved value (None when it is invalid, and reported)."""
         return key.rule(self, key, resolved) if key.rule is not None else self.generic(key)
 
-    def generic(self, key: SpecKey) -> Any:
+    def generic(self, key: SpecKey) -> object:
         """The check the table's type, limits and choices call for."""
         if key.choices is not None:
             return self.choice(key)
@@ -147,7 +146,7 @@ class Checker:
             return self.duration(key)
         return self.string(key)
 
-    def present(self, key: SpecKey) -> tuple[bool, Any]:
+    def present(self, key: SpecKey) -> tuple[bool, object]:
         """(present, value): a missing or null optional key takes its default."""
         value = self.data.get(key.name)
         if value is None:
@@ -156,7 +155,7 @@ class Checker:
             return False, key.default_value()
         return True, value
 
-    def choice(self, key: SpecKey) -> Any:
+    def choice(self, key: SpecKey) -> object:
         present, value = self.present(key)
         if not present:
             return value
@@ -167,14 +166,14 @@ class Checker:
             return None
         return str(value)
 
-    def boolean(self, key: SpecKey) -> Any:
+    def boolean(self, key: SpecKey) -> object:
         present, value = self.present(key)
         if present and not isinstance(value, bool):
             self.fail(key.name, f"must be true or false, not {type_name(value)}")
             return key.default_value()
         return value
 
-    def integer(self, key: SpecKey) -> Any:
+    def integer(self, key: SpecKey) -> object:
         present, value = self.present(key)
         if not present:
             return value

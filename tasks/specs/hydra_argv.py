@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from hydra._internal.utils import get_args_parser
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -35,7 +35,7 @@ class Leaf:
     (a list's items are leaves of the list's own key); ``override`` is the argument as written."""
 
     key: str
-    value: Any
+    value: object
     override: str
 
 
@@ -56,7 +56,7 @@ class HydraArgv:
     sweeps: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
-    def values(self, key: str) -> list[Any]:
+    def values(self, key: str) -> list[object]:
         return [leaf.value for leaf in self.leaves if leaf.key == key]
 
 
@@ -68,7 +68,7 @@ def _refuse(message: str) -> NoReturn:
     raise _ArgvError(message)
 
 
-def _leaves(key: str, value: Any, override: str) -> Iterator[Leaf]:
+def _leaves(key: str, value: object, override: str) -> Iterator[Leaf]:
     """Scalars of ``value`` set at ``key``: mapping keys extend the key, list items share it."""
     if isinstance(value, dict):
         for sub, item in value.items():

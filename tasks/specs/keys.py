@@ -6,8 +6,6 @@ help are all built from it.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
-from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -37,7 +35,7 @@ class MergerBackend(models.TextChoices):
     MEGATRON = "megatron"
 
 
-def _zero_is_none(value: Any) -> Any:
+def _zero_is_none(value: object) -> object:
     return value or None
 
 
@@ -286,11 +284,6 @@ ADVANCED_KEYS = tuple(key.name for key in SPEC_KEYS if key.kind == ADVANCED)
 def keys_for(kind: str | None, workload: str | None) -> tuple[str, ...]:
     """The keys a spec of ``kind`` and ``workload`` takes, in the table's order (None: any)."""
     return tuple(key.name for key in SPEC_KEYS if key.belongs_to(kind, workload))
-
-
-def stored_fields(resolved: Mapping[str, Any]) -> dict[str, Any]:
-    """The Task fields a resolved spec sets, by the table."""
-    return {key.field: key.store(resolved[key.name]) for key in SPEC_KEYS if key.field and key.name in resolved}
 
 
 def check_known(check: Checker, kind: str | None, workload: str | None) -> None:

@@ -9,54 +9,46 @@ trip rather than one error at a time.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tasks.choices import TaskKind, Workload
+from tasks.choices import Workload
 from tasks.specs import pools
 from tasks.specs.advanced import command_argv
 from tasks.specs.checks import Checker
 from tasks.specs.errors import SpecError
-from tasks.specs.keys import SPEC_KEY, SPEC_KEYS, check_known, stored_fields
+from tasks.specs.keys import SPEC_KEY, SPEC_KEYS, check_known
+from tasks.specs.resolved import ResolvedSpec
 from tasks.specs.yaml_load import load_document
 
 
 @dataclass(frozen=True)
 class ParsedSpec:
-    """A valid spec. The typed attributes are the Task fields code reads before the task exists
-    (quota, permission); ``model_fields()`` gives every one the table declares."""
+    """A valid spec: the text as sent, its resolved value and the warnings for its author;
+    ``model_fields()`` gives every Task field it sets."""
 
-    kind: str
-    workload: str
-    nnodes: int
-    n_gpus_per_node: int
-    priority: str
-    preemptible: bool
-    max_retries: int
-    time_limit_s: int | None  # None: no limit
-    stall_timeout_s: int | None  # None: not watched
     raw: str
-    resolved: dict[str, Any]
+    resolved: ResolvedSpec
     warnings: list[str]
 
     @property
     def extra_pools(self) -> tuple[pools.Pool, ...]:
         """verl's resource pools besides the trainer's (nnodes x n_gpus_per_node), read from an
         advanced command (tasks.specs.pools); a basic spec's command starts only the trainer's."""
-        read = command_argv(self.resolved["command"]) if self.kind == TaskKind.ADVANCED else None
+        read = command_argv(self.resolved.command) if self.resolved.command is not None else None
         return tuple(pools.command_pools(*read)[0]) if read else ()
 
     @property
     def cpu_actors(self) -> tuple[pools.Actor, ...]:
         """verl's CPU actors an advanced command's module starts beside its pools."""
-        read = command_argv(self.resolved["command"]) if self.kind == TaskKind.ADVANCED else None
+        read = command_argv(self.resolved.command) if self.resolved.command is not None else None
         return pools.command_actors(read[0]) if read else ()
 
     @property
     def pools(self) -> list[pools.Pool]:
         """Every pool, the trainer's first (as Task.pools)."""
-        return pools.task_pools(self.nnodes, self.n_gpus_per_node, self.extra_pools)
+        return pools.task_pools(self.resolved.nnodes, self.resolved.n_gpus_per_node, self.extra_pools)
 
     @property
     def total_gpus(self) -> int:
@@ -67,9 +59,9 @@ class ParsedSpec:
         """The Task fields this spec sets: each key's own (by the table), the text, the result and
         the pools."""
         return {
-            **stored_fields(self.resolved),
+            **self.resolved.task_fields(),
             "spec_raw": self.raw,
-            "spec": self.resolved,
+            "spec": self.resolved.to_json(),
             "warnings": self.warnings,
             "extra_pools": [pool.as_dict() for pool in self.extra_pools],
             "cpu_actors": [actor.as_dict() for actor in self.cpu_actors],
@@ -84,28 +76,27 @@ def parse_spec(source: bytes | str | dict[str, Any], *, username: str, pending: 
     """
     raw, data = load_document(source)
     check = Checker(data, username, pending)
-    kind = check.value(SPEC_KEY["kind"], {})
-    resolved: dict[str, Any] = {"kind": kind}
-    resolved["workload"] = check.value(SPEC_KEY["workload"], resolved)
-    check_known(check, kind, resolved["workload"])
+    kind = _text(check.value(SPEC_KEY["kind"], {}))
+    workload = _text(check.value(SPEC_KEY["workload"], {"kind": kind}))
+    resolved: dict[str, object] = {"kind": kind, "workload": workload}
+    check_known(check, kind, workload)
     # An invalid workload (reported): the rest is checked as the workload its keys suggest, so
     # every other problem is reported in the same answer.
-    judged = resolved["workload"] or _likely_workload(data)
+    judged = workload or _likely_workload(data)
     for key in SPEC_KEYS:
         if key.name not in resolved and key.checked_in(kind, judged):
             resolved[key.name] = check.value(key, resolved)
     if check.errors:
         raise SpecError(check.errors)
-    stored = stored_fields(resolved)
-    return ParsedSpec(
-        **{field.name: stored[field.name] for field in fields(ParsedSpec) if field.name in stored},
-        raw=raw,
-        resolved=resolved,
-        warnings=check.warnings,
-    )
+    return ParsedSpec(raw=raw, resolved=ResolvedSpec.from_json(resolved), warnings=check.warnings)
 
 
-def _likely_workload(data: Any) -> str:
+def _text(value: object) -> str | None:
+    """A choice's resolved value (None: invalid, and reported)."""
+    return value if isinstance(value, str) else None
+
+
+def _likely_workload(data: object) -> str:
     """export when the spec holds only export's own keys, else a training one."""
     if not isinstance(data, dict):
         return Workload.PPO

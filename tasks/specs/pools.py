@@ -77,7 +77,7 @@ class Pool(NamedTuple):
     def gpus(self) -> int:
         return self.nnodes * self.n_gpus_per_node
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {"name": self.name, "nnodes": self.nnodes, "n_gpus_per_node": self.n_gpus_per_node}
 
     @classmethod
@@ -153,7 +153,7 @@ class Actor(NamedTuple):
     name: str
     cpus: float
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {"name": self.name, "cpus": self.cpus}
 
     @classmethod
@@ -221,7 +221,7 @@ def command_pools(module: str, argv: HydraArgv) -> tuple[list[Pool], list[str]]:
     return pools, errors
 
 
-def _last(argv: HydraArgv, key: str) -> tuple[bool, Any, str | None]:
+def _last(argv: HydraArgv, key: str) -> tuple[bool, object, str | None]:
     """(set, value, error): the one value ``key`` is given (a key set twice to different values
     is an error: which one verl would use is Hydra's business, not a reservation's)."""
     values = argv.values(key)

@@ -9,7 +9,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from django.conf import settings
 
@@ -27,11 +26,11 @@ MAX_SECRETS = 32
 PROJECT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
-def time_limit(check: Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+def time_limit(check: Checker, key: SpecKey, resolved: Mapping[str, object]) -> object:
     return check.duration(key, cap=settings.ARGUS_MAX_TIME_LIMIT_S)
 
 
-def model_id(check: Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+def model_id(check: Checker, key: SpecKey, resolved: Mapping[str, object]) -> object:
     model = check.string(key)
     # A hub id is fetched through the shared HF cache; anything else must be a path it may read.
     if model is not None and not paths.is_hub_id(model):
@@ -46,11 +45,11 @@ def model_id(check: Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
     return model
 
 
-def input_file(check: Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+def input_file(check: Checker, key: SpecKey, resolved: Mapping[str, object]) -> object:
     return check.input_path(key.name, check.string(key))
 
 
-def frequency(check: Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+def frequency(check: Checker, key: SpecKey, resolved: Mapping[str, object]) -> object:
     value = check.generic(key)
     if value == 0:
         # verl's SFT trainer computes `step % freq` unconditionally: 0 would crash it.
@@ -58,7 +57,7 @@ def frequency(check: Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
     return value
 
 
-def command(check: Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+def command(check: Checker, key: SpecKey, resolved: Mapping[str, object]) -> object:
     """An advanced command, its $HOME macros expanded, held to tasks.specs.advanced's policy."""
     text = check.string(key)
     if text is None:
@@ -68,16 +67,20 @@ def command(check: Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
     except paths.PathPolicyError as exc:
         check.fail(key.name, str(exc))
         return None
-    errors, warnings = advanced.check_command(
-        expanded, check.username, resolved.get("nnodes"), resolved.get("n_gpus_per_node"), check.pending
-    )
+    nnodes, n_gpus = (_number(resolved.get(name)) for name in ("nnodes", "n_gpus_per_node"))
+    errors, warnings = advanced.check_command(expanded, check.username, nnodes, n_gpus, check.pending)
     for message in errors:
         check.fail(key.name, message)
     check.warnings.extend(warnings)
     return expanded
 
 
-def _names(check: Checker, key: SpecKey, what: str) -> list[Any] | None:
+def _number(value: object) -> int | None:
+    """A number resolved before this key (None: invalid, and already reported)."""
+    return value if isinstance(value, int) else None
+
+
+def _names(check: Checker, key: SpecKey, what: str) -> list[str] | None:
     """The key's list (empty when absent or null); None, reported, when it is no list of strings."""
     present, value = check.present(key)
     if not present:
@@ -91,7 +94,7 @@ def _names(check: Checker, key: SpecKey, what: str) -> list[Any] | None:
     return value
 
 
-def secrets(check: Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+def secrets(check: Checker, key: SpecKey, resolved: Mapping[str, object]) -> object:
     names = _names(check, key, "secret names, such as [WANDB_API_KEY, HF_TOKEN]")
     if names is None:
         return None
@@ -104,7 +107,7 @@ def secrets(check: Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
     return names
 
 
-def trackers(check: Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+def trackers(check: Checker, key: SpecKey, resolved: Mapping[str, object]) -> object:
     names = _names(check, key, f"trackers ({', '.join(Tracker.values)})")
     if names is None:
         return None
@@ -114,7 +117,7 @@ def trackers(check: Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
     return names
 
 
-def project(check: Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+def project(check: Checker, key: SpecKey, resolved: Mapping[str, object]) -> object:
     present, _ = check.present(key)
     if not present:
         return check.username  # a valid project name: usernames are letters, digits, '.', '_', '-'
@@ -129,7 +132,7 @@ def project(check: Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
     return project
 
 
-def workload(check: Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+def workload(check: Checker, key: SpecKey, resolved: Mapping[str, object]) -> object:
     workload = check.generic(key)
     if workload == Workload.EXPORT and resolved.get("kind") == TaskKind.ADVANCED:
         check.fail(key.name, "export is Argus's own step (verl's model merger): it has no advanced form")
@@ -139,7 +142,7 @@ def workload(check: Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
 def export_default(export_value: int) -> Rule:
     """nnodes and n_gpus_per_node: required for training; an export runs on one node, no GPU."""
 
-    def rule(check: Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+    def rule(check: Checker, key: SpecKey, resolved: Mapping[str, object]) -> object:
         if resolved.get("workload") == Workload.EXPORT:
             value = check.data.get(key.name)
             if value is None:
@@ -156,7 +159,7 @@ def export_default(export_value: int) -> Rule:
     return rule
 
 
-def task_ids(check: Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+def task_ids(check: Checker, key: SpecKey, resolved: Mapping[str, object]) -> object:
     """A list of task ids; whether each exists and is the user's own is tasks.submit's to check."""
     value = check.data.get(key.name)
     if value is None:
@@ -174,7 +177,7 @@ def task_ids(check: Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
     return list(value)
 
 
-def checkpoint(check: Checker, key: SpecKey, resolved: Mapping[str, Any]) -> Any:
+def checkpoint(check: Checker, key: SpecKey, resolved: Mapping[str, object]) -> object:
     """The folder verl's merger reads (--local_dir): a global_step_N folder of PPO/GRPO holds the
     actor's shards in actor/ (RayPPOTrainer._save_checkpoint), SFT's in itself (CheckpointHandler);
     a checkpoints folder with verl's tracker file stands for its latest global_step_N."""

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from tasks.specs import hydra_argv
 from tasks.specs import verl_names as verl
@@ -55,7 +55,7 @@ class RunFacts:
         return self.loggers is not None and CONSOLE in self.loggers
 
 
-def basic_loggers(trackers: list[str]) -> list[str]:
+def basic_loggers(trackers: Sequence[str]) -> list[str]:
     """The logger list of a run Argus builds: the console, the spec's trackers, the file."""
     return [CONSOLE, *trackers, FILE]
 
@@ -95,12 +95,12 @@ def facts(argv: list[str], checkpoint_dir: Path) -> RunFacts:
     return RunFacts(loggers, validates_only, into_task and saves)
 
 
-def _last(args: hydra_argv.HydraArgv, key: str) -> list[Any]:
+def _last(args: hydra_argv.HydraArgv, key: str) -> list[object]:
     """The values of the last override that sets ``key`` (Hydra applies overrides in order)."""
     leaves = [leaf for leaf in args.leaves if leaf.key == key]
     return [leaf.value for leaf in leaves if leaf.override == leaves[-1].override] if leaves else []
 
 
-def _value(args: hydra_argv.HydraArgv, key: str, default: Any) -> Any:
+def _value(args: hydra_argv.HydraArgv, key: str, default: object) -> object:
     values = _last(args, key)
     return values[-1] if values else default

@@ -48,10 +48,10 @@ def test_a_step_without_after_runs_after_the_one_before_and_macros_stay_as_writt
         ("sft-export", ("sft",), ()),
         ("grpo", ("sft-export",), ()),
     ]
-    assert parsed.steps[1].parsed.resolved["checkpoint"] == "${steps.sft.checkpoint}"
-    assert parsed.steps[2].parsed.resolved["model_id"] == "${steps.sft-export.hf_model}"
+    assert parsed.steps[1].parsed.resolved.checkpoint == "${steps.sft.checkpoint}"
+    assert parsed.steps[2].parsed.resolved.model_id == "${steps.sft-export.hf_model}"
     assert yaml.safe_load(parsed.steps[2].parsed.raw) == {k: v for k, v in GRPO.items() if k != "name"}
-    assert (parsed.steps[1].parsed.nnodes, parsed.steps[1].parsed.n_gpus_per_node) == (1, 0)
+    assert (parsed.steps[1].parsed.resolved.nnodes, parsed.steps[1].parsed.resolved.n_gpus_per_node) == (1, 0)
 
 
 @pytest.mark.parametrize(

@@ -292,7 +292,7 @@ def test_the_pipeline_template_is_a_valid_document(alice: User, datasets: Path) 
     text = render_to_string("tasks/specs/pipeline.yaml")
     assert is_pipeline_document(text)
     document = parse_pipeline(text, username="alice")
-    assert [(s.name, s.parsed.workload, s.after) for s in document.steps] == [
+    assert [(s.name, s.parsed.resolved.workload, s.after) for s in document.steps] == [
         ("sft", "sft", ()),
         ("sft-export", "export", ("sft",)),
         ("grpo", "grpo", ("sft-export",)),

@@ -207,7 +207,7 @@ def test_every_template_is_a_valid_spec(alice: User, datasets: Path, key: str, l
         (sft / name).write_bytes(b"PAR1")
     parsed = parse_spec(render_to_string(f"tasks/specs/{key}.yaml"), username="alice")
     assert parsed.warnings == []
-    assert parsed.workload == ("grpo" if key == "advanced" else key)
+    assert parsed.resolved.workload == ("grpo" if key == "advanced" else key)
 
 
 def test_a_valid_spec_is_queued_and_opens_its_page(as_alice: Client, datasets: Path) -> None:
