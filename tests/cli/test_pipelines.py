@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +14,12 @@ import pytest
 import yaml
 from django.utils import timezone
 
+from devkit.wait import wait_for
 from tasks.models import Attempt, PipelineState, Role, Task, TaskState
 from tasks.pipelines.actions import submit_pipeline
-from tasks.queue import reasons as queue_reasons
 from tasks.pipelines.models import Pipeline
-from tests.cli.conftest import no_traceback
+from tasks.queue import reasons as queue_reasons
+from tests.cli.conftest import no_traceback, read_until
 from tests.conftest import EXPORT, GRPO, PIPELINE_YAML, SFT
 
 S = TaskState
@@ -38,18 +38,9 @@ def steps_of(pipeline: Pipeline) -> dict[str, Task]:
     return {step.name: step.task for step in pipeline.steps.select_related("task")}
 
 
-def wait_until(check, timeout: float = 20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("timed out")
-
-
-def run_step(task: Task, log: Path, lines: str, end: str, **changes: Any) -> None:
-    """The scheduler's part for one step: queue it (if it waited), run it with a log, end it."""
+def run_step(process: subprocess.Popen[str], task: Task, log: Path, lines: str, end: str, **changes: Any) -> str:
+    """The scheduler's part for one step: queue it (if it waited), run it with a log, end it once
+    the following command has shown the log; what the command wrote until then."""
     task.refresh_from_db()
     if task.state == S.WAITING:
         task.transition(S.QUEUED, role=Role.SCHEDULER, actor="scheduler", queued_at=timezone.now())
@@ -59,9 +50,10 @@ def run_step(task: Task, log: Path, lines: str, end: str, **changes: Any) -> Non
     )
     for state in (S.SUBMITTING, S.SUBMITTED, S.RUNNING):
         task.transition(state, role=Role.SCHEDULER, actor="scheduler")
-    time.sleep(1.0)  # the command is following this step's log by now
+    seen = read_until(process.stdout, lines)
     Attempt.objects.filter(pk=attempt.pk).update(end_time=timezone.now())
     task.transition(end, role=Role.SCHEDULER, actor="scheduler", **changes)
+    return seen
 
 
 def end_steps(pipeline: Pipeline, **states: str) -> None:
@@ -244,13 +236,15 @@ def collect(process: subprocess.Popen[str]) -> tuple[int, str, str]:
 
 def test_follow_follows_each_step_in_turn_and_exits_0_when_it_succeeded(alice, argus_as, pipeline_file, tmp_path):
     process = argus_as(alice).start("submit", str(pipeline_file), "--follow", "--interval", "0.2")
-    pipeline = wait_until(lambda: Pipeline.objects.first())
+    pipeline = wait_for(lambda: Pipeline.objects.first(), "the CLI's pipeline", timeout=20, interval=0.05)
     steps = steps_of(pipeline)
-    for name in ("sft", "sft-export", "grpo"):
-        run_step(steps[name], tmp_path / f"{name}.log", f"{name} starting\n{name} done\n", S.SUCCEEDED)
+    seen = "".join(
+        run_step(process, steps[name], tmp_path / f"{name}.log", f"{name} starting\n{name} done\n", S.SUCCEEDED)
+        for name in ("sft", "sft-export", "grpo")
+    )
     returncode, out, err = collect(process)
     assert returncode == 0, err
-    assert out.splitlines() == [
+    assert (seen + out).splitlines() == [
         pipeline.pipeline_id,
         "sft starting",
         "sft done",
@@ -267,9 +261,11 @@ def test_follow_follows_each_step_in_turn_and_exits_0_when_it_succeeded(alice, a
 
 def test_follow_exits_1_when_a_step_failed(alice, argus_as, pipeline_file, tmp_path):
     process = argus_as(alice).start("submit", str(pipeline_file), "--follow", "--interval", "0.2")
-    pipeline = wait_until(lambda: Pipeline.objects.first())
+    pipeline = wait_for(lambda: Pipeline.objects.first(), "the CLI's pipeline", timeout=20, interval=0.05)
     steps = steps_of(pipeline)
-    run_step(steps["sft"], tmp_path / "sft.log", "sft starting\n", S.FAILED, error_summary="RuntimeError: boom")
+    seen = run_step(
+        process, steps["sft"], tmp_path / "sft.log", "sft starting\n", S.FAILED, error_summary="RuntimeError: boom"
+    )
     # The scheduler cancels the steps after it, unrun.
     for name, after in (("sft-export", "sft"), ("grpo", "sft-export")):
         task = Task.objects.get(pk=steps[name].pk)
@@ -277,7 +273,7 @@ def test_follow_exits_1_when_a_step_failed(alice, argus_as, pipeline_file, tmp_p
         task.transition(S.CANCELED, role=Role.SCHEDULER, actor="scheduler", error_summary=reason)
     returncode, out, err = collect(process)
     assert returncode == 1, err
-    assert out.splitlines()[:2] == [pipeline.pipeline_id, "sft starting"]
+    assert (seen + out).splitlines()[:2] == [pipeline.pipeline_id, "sft starting"]
     assert f"{steps['sft'].task_id}: FAILED (RuntimeError: boom)" in err
     assert f"{steps['grpo'].task_id}: CANCELED (its dependency {steps['sft-export'].task_id} CANCELED)" in err
     assert err.rstrip().endswith(f"{pipeline.pipeline_id}: FAILED")
