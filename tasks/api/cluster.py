@@ -3,7 +3,8 @@ scheduler records what it sees (ClusterState) and these views read the database.
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import datetime
+from typing import Any, TypedDict
 
 from django.conf import settings
 from drf_spectacular.utils import extend_schema
@@ -65,20 +66,55 @@ class SharesView(APIView):
 ERROR_FOR_USERS = "Ray did not answer the scheduler; admins see why on the cluster page."
 
 
-def cluster_summary(admin: bool) -> dict[str, Any]:
+class Head(TypedDict):
+    job_server_url: str | None
+    updated_at: datetime | None
+    fresh: bool
+    known: bool
+
+
+class RayAuth(TypedDict):
+    mode: str
+    token_file: str
+    has_token: bool
+    problem: str
+
+
+class WorkerTotals(TypedDict):
+    workers: int
+    gpus_total: float
+    gpus_free: float
+    cpus_total: float
+    cpus_free: float
+
+
+class ClusterSummary(WorkerTotals):
+    """What the cluster API (ClusterSerializer) and the pages show of Ray."""
+
+    reachable: bool
+    checked_at: datetime | None
+    error: str
+    nodes: list[dict[str, Any]]  # ClusterState.nodes: rayjobs.NodeRecord, as JSON stores it
+    cpus_per_gpu: float
+    head: Head
+    auth: RayAuth | None
+    foreign_jobs: list[dict[str, Any]]  # ClusterState.foreign_jobs, likewise
+
+
+def cluster_summary(admin: bool) -> ClusterSummary:
     """The cluster as the scheduler last saw it. The dashboard's address, Ray's errors and its
     authentication only for ``admin``: the dashboard answers whoever has the cluster's token,
     and a user has no business there (Argus's pages and API are their way to Ray)."""
     state = ClusterState.objects.filter(name="default").first()
     record = read_head(head_file_from_settings())
-    head: dict[str, Any]
+    url: str | None
     if settings.ARGUS_RAY_JOB_SERVER_URL:
-        head = {"job_server_url": settings.ARGUS_RAY_JOB_SERVER_URL, "updated_at": None, "fresh": True}
+        url, updated_at, fresh = settings.ARGUS_RAY_JOB_SERVER_URL, None, True
     elif record is not None:
-        head = {"job_server_url": record.job_server_url, "updated_at": record.updated_at, "fresh": record.is_fresh()}
+        url, updated_at, fresh = record.job_server_url, record.updated_at, record.is_fresh()
     else:
-        head = {"job_server_url": None, "updated_at": None, "fresh": False}
-    head["known"] = head["job_server_url"] is not None
+        url, updated_at, fresh = None, None, False
+    head: Head = {"job_server_url": url, "updated_at": updated_at, "fresh": fresh, "known": url is not None}
     error = state.error if state else "The scheduler has not looked at Ray yet."
     if not admin:
         head["job_server_url"] = None
@@ -96,15 +132,25 @@ def cluster_summary(admin: bool) -> dict[str, Any]:
     }
 
 
-def worker_totals(state: ClusterState | None) -> dict[str, float]:
+def worker_totals(state: ClusterState | None) -> WorkerTotals:
     """The live workers' GPUs and CPUs, total and free (free as admission counts it: the tick
     records it), and how many they are: what the cluster API, its pages and /metrics show."""
     workers = state.workers if state else []
-    keys = ("gpus_total", "gpus_free", "cpus_total", "cpus_free")
-    return {"workers": len(workers), **{key: sum(node.get(key, 0) for node in workers) for key in keys}}
+
+    def total(key: str) -> float:
+        value: float = sum(node.get(key, 0) for node in workers)
+        return value
+
+    return {
+        "workers": len(workers),
+        "gpus_total": total("gpus_total"),
+        "gpus_free": total("gpus_free"),
+        "cpus_total": total("cpus_total"),
+        "cpus_free": total("cpus_free"),
+    }
 
 
-def ray_auth(state: ClusterState | None) -> dict[str, Any]:
+def ray_auth(state: ClusterState | None) -> RayAuth:
     """Whether Ray demands its token, and the token Argus sends (raypool.raytoken)."""
     path = token_file_from_settings()
     try:

@@ -9,7 +9,7 @@ from django.http import HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
-from rest_framework import exceptions, mixins, serializers, status, viewsets
+from rest_framework import exceptions, mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.permissions import IsAdminUser
 from rest_framework.request import Request
@@ -31,11 +31,12 @@ from tasks.api.serializers import (
     TaskSpecSerializer,
 )
 from tasks.api.spec_parsers import PlainTextParser, TextYamlParser, YamlTextParser
+from tasks.choices import TERMINAL_STATES
 from tasks.jobfiles import attempt_log, metrics_log, resolved_spec
 from tasks.logs.curves import AttemptCurves, merge_attempts, read_attempt
 from tasks.logs.logfile import follow, read_from, tail_start
 from tasks.logs.task_redaction import metric_names, served
-from tasks.models import REQUEUED_FROM, TERMINAL_STATES, Attempt, IllegalTransition, StaleState, Task
+from tasks.models import REQUEUED_FROM, Attempt, IllegalTransition, StaleState, Task
 from tasks.specs.errors import SpecError
 from tasks.submit import PriorityNotAllowed, QuotaError, submit_spec
 
@@ -43,7 +44,7 @@ TEXT = "text/plain; charset=utf-8"
 ERRORS = error_responses(400, 404)
 
 
-def spec_source(data: Any) -> bytes | str | dict:
+def spec_source(data: object) -> bytes | str | dict[str, Any]:
     """What the client sent: YAML bytes, ``{"spec": "<yaml>"}``, or the spec as a JSON object."""
     if isinstance(data, bytes):
         return data
@@ -54,7 +55,7 @@ def spec_source(data: Any) -> bytes | str | dict:
     raise exceptions.ValidationError({"spec": ["Send the spec as YAML text or as a JSON object."]})
 
 
-class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet[Task]):
     lookup_field = "task_id"
     lookup_value_regex = "[^/]+"
     filterset_class = TaskFilter
@@ -68,7 +69,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
             queryset = queryset.prefetch_related("attempts")
         return queryset
 
-    def get_serializer_class(self) -> type[serializers.BaseSerializer]:
+    def get_serializer_class(self) -> type[TaskSerializer]:
         return TaskDetailSerializer if self.action in ("retrieve", "create", "cancel") else TaskSerializer
 
     @extend_schema(
@@ -239,7 +240,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         )
         merged.curves.series = metric_names(task.redactor(), merged.curves.series)  # read from the log, served
         body = {"attempt": number, **merged.to_json()}
-        body["total_steps"] = task.total_steps(body["total_steps"])
+        body["total_steps"] = task.total_steps(merged.curves.total_steps)
         return Response(body)
 
     @extend_schema(

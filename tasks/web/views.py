@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shlex
 from datetime import timedelta
-from typing import Any
+from typing import TypedDict
 
 import yaml
 from django.conf import settings
@@ -27,20 +27,11 @@ from django.views.decorators.http import require_POST
 from accounts.homes import home_dir, shared_root
 from common.durations import format_seconds
 from common.pages import page_or_part, web_actor
-from tasks.api.cluster import cluster_summary
+from tasks.api.cluster import ClusterSummary, cluster_summary
 from tasks.api.filters import TaskFilter
+from tasks.choices import ACTIVE_STATES, BEFORE_RAY_STATES, QUEUE_STATES, TaskState
 from tasks.jobfiles import resolved_spec
-from tasks.models import (
-    ACTIVE_STATES,
-    BEFORE_RAY_STATES,
-    QUEUE_STATES,
-    Attempt,
-    ClusterState,
-    IllegalTransition,
-    StaleState,
-    Task,
-    TaskState,
-)
+from tasks.models import Attempt, ClusterState, IllegalTransition, StaleState, Task
 from tasks.pipelines.actions import submit_pipeline
 from tasks.pipelines.document import is_pipeline_document
 from tasks.pipelines.models import Pipeline
@@ -63,14 +54,17 @@ SPEC_TEMPLATES = [("ppo", "PPO"), ("grpo", "GRPO"), ("sft", "SFT"), ("advanced",
 PIPELINE_TEMPLATES = [("pipeline", "SFT → export → GRPO → export")]
 
 
-def _ray(request: HttpRequest) -> dict[str, Any]:
+class RayOnPage(ClusterSummary):
+    silent: bool  # the scheduler's last look is too old to trust
+
+
+def _ray(request: HttpRequest) -> RayOnPage:
     """What the pages say about Ray: the cluster API's summary (the dashboard's address and
     Ray's errors for admins only), and whether the scheduler's last look is too old to trust
     (it is not running)."""
     summary = cluster_summary(admin=request.user.is_staff)
     checked = summary["checked_at"]
-    summary["silent"] = checked is None or timezone.now() - checked > SCHEDULER_SILENT_AFTER
-    return summary
+    return {**summary, "silent": checked is None or timezone.now() - checked > SCHEDULER_SILENT_AFTER}
 
 
 def _own_task(request: HttpRequest, task_id: str) -> Task:
@@ -190,7 +184,12 @@ def _spec_as_run(task: Task) -> dict[str, str]:
     return {"command": command, "resolved": yaml.safe_dump(resolved, sort_keys=False, allow_unicode=True, width=120)}
 
 
-def _time_left(task: Task, latest: Attempt | None) -> dict[str, Any] | None:
+class TimeLeft(TypedDict):
+    words: str
+    low: bool
+
+
+def _time_left(task: Task, latest: Attempt | None) -> TimeLeft | None:
     """What the status says of the running attempt's time limit; None when nothing counts down."""
     left = task.time_left_s(latest, timezone.now())
     if left is None:
@@ -209,7 +208,7 @@ def task_detail_view(request: HttpRequest, task_id: str) -> HttpResponse:
     # Node names only when some attempt has been placed: one query, not one per attempt.
     ips = ClusterState.ips() if any(a.nodes or a.node_id for a in attempts) else {}
     events = list(task.events.select_related("attempt").order_by("-created_at", "-id")[:EVENTS_SHOWN])[::-1]
-    context: dict[str, Any] = {
+    context: dict[str, object] = {
         "task": task,
         "attempts": attempts,
         # (attempt, how it started) for the attempts table.
