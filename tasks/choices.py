@@ -52,7 +52,7 @@ class Role(models.TextChoices):
 MOVES: dict[str, dict[str, frozenset[str]]] = {
     Role.SCHEDULER: {
         # Its dependencies met: QUEUED; an `after` one failed: CANCELED; a macro that names an
-        # output its step never wrote: FAILED (USER_ERROR). See tasks.scheduler.dependencies.
+        # output its step never wrote: FAILED (USER_ERROR). See tasks.pipelines.waiting.
         TaskState.WAITING: frozenset({TaskState.QUEUED, TaskState.CANCELED, TaskState.FAILED}),
         # FAILED from a waiting state: a task the scheduler cannot handle at all (see tick.py).
         TaskState.QUEUED: frozenset(

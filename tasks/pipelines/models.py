@@ -48,7 +48,7 @@ class Pipeline(models.Model):
         ordering = ["-created_at", "-id"]
         indexes = [
             models.Index(fields=["user", "-created_at", "-id"], name="pipeline_user_recent"),
-            # The tick's check for pipelines whose last step ended (tasks.scheduler.dependencies).
+            # The tick's check for pipelines whose last step ended (tasks.pipelines.waiting.finish_pipelines).
             models.Index(fields=["state"], name="pipeline_running", condition=models.Q(state="RUNNING")),
         ]
 

@@ -3,7 +3,7 @@
 Read it in the order a tick runs it:
 
 1. ``loop.run`` is what django-q2 runs: it holds the tick lease (tasks.lease, which also fences
-   every move a scheduler makes) and ticks; ``steps`` isolates each task's step and keeps the
+   every move a scheduler makes) and ticks; ``turns`` isolates each task's turn and keeps the
    tick's time budget.
 2. ``tick.tick`` is one pass, in this order: Ray's cluster (``rayjobs``, behind the ``RayClient``
    interface), then
@@ -12,9 +12,9 @@ Read it in the order a tick runs it:
    ``stops`` stops a job, the why written first;
 4. ``cancels``: what a person canceled;
 5. ``usage.charge``: fair-share usage, what ran since the last tick;
-6. ``dependencies.release``: WAITING tasks whose dependencies ended become QUEUED (a pipeline
+6. ``tick.release``: WAITING tasks whose dependencies ended become QUEUED (a pipeline
    step's ``${steps.…}`` outputs written in) or CANCELED (an ``after`` one failed); pipelines whose
-   last step ended end;
+   last step ended end (the rules: tasks.pipelines.waiting);
 7. ``launch.admit``: the queue (tasks.queue: ``rows``, a copy kept between ticks: each tick reads only
    what changed, and what admission reads of it is made again only when it changed) in order
    (``order``), free room (``launch.free_room``, from the live attempts the tick reads

@@ -9,21 +9,24 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from functools import partial
 
 from django.conf import settings
 from django.utils import timezone
 
-from tasks.models import ACTIVE_STATES, QUEUE_STATES, ClusterState, Task
+from tasks.models import ACTIVE_STATES, QUEUE_STATES, ClusterState, Task, TaskState
+from tasks.pipelines import waiting as dependencies
 from tasks.queue import reasons
 from tasks.queue.order import waiting
 from tasks.scheduler.cancels import stop_canceled
-from tasks.scheduler.dependencies import release
 from tasks.scheduler.launch import admit, free_room, live_holdings
 from tasks.scheduler.rayjobs import ClusterView, RayJobs, RayUnavailable
 from tasks.scheduler.rooms import Room
+from tasks.scheduler.settle import ACTOR
+from tasks.scheduler.storage import bounded
 from tasks.scheduler.sweep import sweep, sweep_due
 from tasks.scheduler.sync import sync
-from tasks.scheduler.turns import Budget
+from tasks.scheduler.turns import Budget, guarded
 from tasks.scheduler.usage import charge
 
 logger = logging.getLogger(__name__)
@@ -95,6 +98,22 @@ def tick(budget: Budget | None = None, *, force_sweep: bool = False) -> TickRepo
             extra={"submitted": report.submitted, "ended": report.ended},
         )
     return report
+
+
+def release(budget: Budget) -> None:
+    """WAITING tasks no dependency holds any more, each in its turn: QUEUED, or CANCELED when an
+    `after` one broke; then the pipelines whose last step ended. The rules are the pipelines'
+    (tasks.pipelines.waiting); the shared storage a step's outputs are read from is bounded."""
+    for pk, verdict in dependencies.verdicts().items():
+        if budget.spent():
+            break
+        if verdict.held:
+            continue
+        task = Task.objects.select_related("user").filter(pk=pk, state=TaskState.WAITING).first()
+        if task is None:
+            continue  # moved meanwhile (canceled by its owner)
+        guarded(task, partial(dependencies.release, task, verdict, ACTOR, bounded))
+    dependencies.finish_pipelines(ACTOR)
 
 
 def _record_cluster(

@@ -1,30 +1,28 @@
-"""WAITING tasks and their dependencies: queue those whose dependencies are met, cancel those an
-`after` dependency failed, say what the others wait for; and end the pipelines whose last step
-ended.
+"""WAITING tasks and their dependencies (a pipeline's steps, and any task with after /
+after_any): which may be queued, which an `after` dependency failed, what the others wait for;
+and the pipelines whose last step ended.
 
-Runs each tick just before admission, so a task whose dependency ended in this tick's sync is
-queued (and may start) in the same tick. Its reads depend on how many tasks wait for
-dependencies and how many pipelines run, never on the queue's length: one query for every
-WAITING task with its dependencies, one for the running pipelines whose steps all ended.
+The tick runs these just before admission (tasks.scheduler.tick), so a task whose dependency
+ended in this tick's sync is queued (and may start) in the same tick. Their reads depend on how
+many tasks wait for dependencies and how many pipelines run, never on the queue's length: one
+query for every WAITING task with its dependencies, one for the running pipelines whose steps
+all ended.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from tasks.models import TERMINAL_STATES, EventKind, FailureKind, PipelineState, Role, Task, TaskState
+from tasks.choices import TERMINAL_STATES, EventKind, FailureKind, PipelineState, Role, TaskState
+from tasks.models import Task
 from tasks.pipelines.models import Pipeline, PipelineStep
-from tasks.pipelines.outputs import Unresolvable, resolve_step
+from tasks.pipelines.outputs import FileCalls, Unresolvable, resolve_step
 from tasks.queue import reasons as queue_reasons
-from tasks.scheduler.settle import ACTOR
-from tasks.scheduler.storage import bounded
-from tasks.scheduler.turns import Budget, guarded
 from tasks.specs.errors import SpecError
 
 # What ends a task's `after` dependency for good: it will never succeed.
@@ -38,6 +36,11 @@ class Waiting:
     pending_reason: str
     unmet: list[tuple[str, str]] = field(default_factory=list)  # (task id, state) not yet as needed
     broken: tuple[str, str] | None = None  # an `after` dependency that failed or was canceled
+
+    @property
+    def held(self) -> bool:
+        """It still waits: a dependency not yet as needed, none broken."""
+        return self.broken is None and bool(self.unmet)
 
 
 def judge(rows: Sequence[tuple[int, str | None, bool | None, str | None, str | None]]) -> dict[int, Waiting]:
@@ -60,8 +63,8 @@ def reason_for(unmet: list[tuple[str, str]]) -> str:
     return "waits for " + "; ".join(f"{task_id}, {state}" for task_id, state in unmet)
 
 
-def release(budget: Budget) -> None:
-    """One pass over the WAITING tasks (see the module's docstring)."""
+def verdicts() -> dict[int, Waiting]:
+    """Every WAITING task's verdict, by pk, and each held one's reason written where it changed."""
     # Each WAITING task once per dependency (an outer join: once, with None, if it has none).
     rows = list(
         Task.objects.filter(state=TaskState.WAITING)
@@ -74,36 +77,32 @@ def release(budget: Budget) -> None:
             "dependencies__depends_on__state",
         )
     )
-    verdicts = judge(rows)
+    found = judge(rows)
     reasons: dict[str, list[int]] = {}
-    for pk, verdict in verdicts.items():
-        if verdict.broken is None and verdict.unmet:
+    for pk, verdict in found.items():
+        if verdict.held:
             reason = reason_for(verdict.unmet)[:500]
             if reason != verdict.pending_reason:
                 reasons.setdefault(reason, []).append(pk)
     queue_reasons.write({pk: reason for reason, pks in reasons.items() for pk in pks}, state=TaskState.WAITING)
-    for pk, verdict in verdicts.items():
-        if budget.spent():
-            break
-        if verdict.broken is None and verdict.unmet:
-            continue
-        task = Task.objects.select_related("user").filter(pk=pk, state=TaskState.WAITING).first()
-        if task is None:
-            continue  # moved meanwhile (canceled by its owner)
-        if verdict.broken is not None:
-            guarded(task, partial(cancel_for_dependency, task, *verdict.broken))
-        else:
-            guarded(task, partial(queue, task))
-    finish_pipelines()
+    return found
 
 
-def cancel_for_dependency(task: Task, other: str, state: str) -> None:
+def release(task: Task, verdict: Waiting, actor: str, files: FileCalls) -> None:
+    """A WAITING task no dependency holds: CANCELED when an `after` one broke, else QUEUED."""
+    if verdict.broken is not None:
+        cancel_for_dependency(task, *verdict.broken, actor=actor)
+    else:
+        queue(task, actor, files)
+
+
+def cancel_for_dependency(task: Task, other: str, state: str, *, actor: str) -> None:
     reason = f"its dependency {other} {state}"
     task.transition(
         TaskState.CANCELED,
         role=Role.SCHEDULER,
         kind=EventKind.DEPENDENCY_FAILED,
-        actor=ACTOR,
+        actor=actor,
         message=f"Canceled without running: {reason}.",
         data={"dependency": other, "dependency_state": state},
         pending_reason="",
@@ -111,17 +110,18 @@ def cancel_for_dependency(task: Task, other: str, state: str) -> None:
     )
 
 
-def queue(task: Task) -> None:
+def queue(task: Task, actor: str, files: FileCalls) -> None:
     """Its dependencies met: QUEUED, its place and wait counted from now; a pipeline step's
-    macros resolved first (one that cannot be: FAILED, a USER_ERROR)."""
+    macros resolved first (one that cannot be: FAILED, a USER_ERROR). ``files`` runs the reads
+    of shared storage (tasks.pipelines.outputs.resolve_step)."""
     try:
-        resolved = resolve_step(task, files=bounded)
+        resolved = resolve_step(task, files=files)
     except (Unresolvable, SpecError) as error:
         summary = f"{FailureKind.USER_ERROR}: {error}"[:2000]
         task.transition(
             TaskState.FAILED,
             role=Role.SCHEDULER,
-            actor=ACTOR,
+            actor=actor,
             message=f"Its dependencies are met, but its spec cannot be resolved: {error}",
             data={"failure_kind": FailureKind.USER_ERROR},
             pending_reason="",
@@ -134,7 +134,7 @@ def queue(task: Task) -> None:
     task.transition(
         TaskState.QUEUED,
         role=Role.SCHEDULER,
-        actor=ACTOR,
+        actor=actor,
         message="Its dependencies are met: queued." + (" Its step's outputs are written in." if changes else ""),
         queued_at=timezone.now(),
         pending_reason="",
@@ -142,9 +142,9 @@ def queue(task: Task) -> None:
     )
 
 
-def finish_pipelines() -> None:
+def finish_pipelines(actor: str) -> None:
     """Pipelines still RUNNING whose steps have all ended (each step's last move ends its pipeline
     in its own transaction; two last steps ending at once on PostgreSQL can each miss the other)."""
     unfinished = PipelineStep.objects.filter(pipeline=OuterRef("pk")).exclude(task__state__in=TERMINAL_STATES)
     for pipeline in Pipeline.objects.filter(state=PipelineState.RUNNING).exclude(Exists(unfinished)):
-        pipeline.finish_if_done(ACTOR)
+        pipeline.finish_if_done(actor)
