@@ -140,7 +140,8 @@ def fill(total: int, users: dict[str, User], batch: int = 5000) -> float:
     from django.db import transaction
     from django.utils import timezone
 
-    from tasks.models import Attempt, Task
+    from tasks.attempts import Attempt
+    from tasks.models import Task
     from tasks.specs.parse import parse_spec
 
     started = time.perf_counter()
@@ -372,7 +373,8 @@ def main() -> int:
 
         print(f"\nfilling the database to {args.tasks:,} tasks...", flush=True)
         seconds = fill(args.tasks, users)
-        from tasks.models import Attempt, Task
+        from tasks.attempts import Attempt
+        from tasks.models import Task
 
         print(f"  {Task.objects.count():,} tasks, {Attempt.objects.count():,} attempts in {seconds:.1f} s")
         scenarios, pools = read_scenarios(users)

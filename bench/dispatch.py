@@ -112,7 +112,7 @@ def has_state(task_id: str, state: str) -> bool:
 
 
 def dispatch_rounds(server: Gunicorn, token: str, cluster: Any, client: Any, rounds: int) -> dict[str, list[float]]:
-    from tasks.models import Attempt
+    from tasks.attempts import Attempt
 
     out: dict[str, list[float]] = {k: [] for k in ("raw", "raw_created", "seen", "created", "api", "admit", "submit")}
     for i in range(rounds):
@@ -160,7 +160,8 @@ def dispatch_rounds(server: Gunicorn, token: str, cluster: Any, client: Any, rou
 
 
 def handovers(server: Gunicorn, token: str, cluster: Any, client: Any, count: int) -> dict[str, list[float]]:
-    from tasks.models import Attempt, Task
+    from tasks.attempts import Attempt
+    from tasks.models import Task
 
     wait_idle(cluster)
     # Jobs of one fixed length would end at the same point of the ticker's cycle every time and
@@ -396,7 +397,8 @@ def diagnose(cluster: Any) -> None:
     """What the tasks and Ray jobs were doing, for a run that went wrong."""
     from ray.job_submission import JobSubmissionClient
 
-    from tasks.models import Attempt, Task
+    from tasks.attempts import Attempt
+    from tasks.models import Task
 
     for task in Task.objects.order_by("-id")[:5]:
         print(f"--- task {task.task_id}: {task.state} {task.pending_reason!r} {task.error_summary!r}", file=sys.stderr)

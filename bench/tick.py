@@ -82,7 +82,8 @@ def run_all(fake: Any) -> None:
 def reset() -> None:
     from django_q.models import OrmQ
 
-    from tasks.models import Attempt, Event, Task, Usage
+    from tasks.attempts import Attempt
+    from tasks.models import Event, Task, Usage
     from tasks.queue import rows as queue_rows
 
     queue_rows.forget()  # a new queue: the scheduler reads it whole, as a new scheduler does
@@ -251,7 +252,8 @@ def run_case(
 def decisions() -> str:
     """What the ticks decided, to compare two versions of the scheduler: the admitted tasks (by
     their place in the queue) with their nodes, and a digest of every task's state and reason."""
-    from tasks.models import Attempt, Task
+    from tasks.attempts import Attempt
+    from tasks.models import Task
 
     admitted = [
         f"{task_id[-7:]}@{','.join(f'{node}:{gpus}' for node, gpus in sorted(placement.items()))}"

@@ -6,7 +6,8 @@ from django.forms import ModelForm
 from django.http import HttpRequest
 
 from common.admin_save import SaveChangedFieldsOnly
-from tasks.models import AdmissionControl, Attempt, Event, IllegalTransition, StaleState, Task
+from tasks.attempts import Attempt
+from tasks.models import AdmissionControl, Event, IllegalTransition, StaleState, Task
 
 ATTEMPT_COLUMNS = ("attempt_no", "ray_submission_id", "ray_status", "failure_kind", "start_time", "end_time")
 EVENT_COLUMNS = ("created_at", "kind", "from_state", "to_state", "actor", "message")

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from accounts.homes import home_dir
-from tasks.models import Attempt, Task
+from tasks.attempts import Attempt
+from tasks.models import Task
 from tasks.specs.builders import build_argv
 
 METRICS_LOG = "metrics.jsonl"

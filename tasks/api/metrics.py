@@ -17,8 +17,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from tasks.api.cluster import worker_totals
+from tasks.attempts import Attempt
 from tasks.choices import QUEUE_STATES, FailureKind, TaskState
-from tasks.models import Attempt, ClusterState, Task
+from tasks.models import ClusterState, Task
 from tasks.scheduler.usage import shares
 
 RECENT_DISPATCHES = 200

@@ -11,14 +11,9 @@ from rest_framework import serializers
 from accounts.secrets import NAME_MAX, NAME_PATTERN
 from common.api import JSONBooleanField, JSONStringField, QueryBooleanField, QueryIntegerField
 from common.durations import DURATION_MAX_CHARS
+from tasks.attempts import Attempt
 from tasks.choices import QUEUE_STATES
-from tasks.models import (
-    AdmissionControl,
-    Attempt,
-    ClusterState,
-    Event,
-    Task,
-)
+from tasks.models import AdmissionControl, ClusterState, Event, Task
 from tasks.pause import REASON_MAX
 from tasks.specs.checks import ADVANCED, BASIC, COMMON, Duration, SpecKey
 from tasks.specs.keys import SPEC_KEYS

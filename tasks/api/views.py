@@ -31,12 +31,13 @@ from tasks.api.serializers import (
     TaskSpecSerializer,
 )
 from tasks.api.spec_parsers import PlainTextParser, TextYamlParser, YamlTextParser
+from tasks.attempts import Attempt
 from tasks.choices import TERMINAL_STATES
 from tasks.jobfiles import attempt_log, metrics_log, resolved_spec
 from tasks.logs.curves import AttemptCurves, merge_attempts, read_attempt
 from tasks.logs.logfile import follow, read_from, tail_start
 from tasks.logs.task_redaction import metric_names, served
-from tasks.models import REQUEUED_FROM, Attempt, IllegalTransition, StaleState, Task
+from tasks.models import REQUEUED_FROM, IllegalTransition, StaleState, Task
 from tasks.specs.errors import SpecError
 from tasks.submit import PriorityNotAllowed, QuotaError, submit_spec
 

@@ -16,7 +16,8 @@ from typing import Any
 from django.utils import timezone
 
 from accounts.limits import limits_by_user
-from tasks.models import ACTIVE_STATES, QUEUE_STATES, Task
+from tasks.choices import ACTIVE_STATES
+from tasks.models import QUEUE_STATES, Task
 from tasks.queue.notes import Placed, note
 from tasks.queue.order import BY_PRIORITY_THEN_ARRIVAL, in_order
 from tasks.scheduler.usage import Share

@@ -25,10 +25,11 @@ from pathlib import Path
 
 from accounts.models import MissingSecrets, Secret
 from accounts.secrets import SecretsUnavailable, Undecryptable
+from tasks.attempts import Attempt
 from tasks.choices import Tracker
 from tasks.jobfiles import metrics_log, tracker_dir
 from tasks.jobvars import JobVar
-from tasks.models import Attempt, Task
+from tasks.models import Task
 from tasks.specs.advanced import command_trackers
 
 # W&B run ids: letters, digits, '-' and '_' are safe (it refuses '/', '\\', '#', '?', '%', ':'),

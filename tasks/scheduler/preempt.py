@@ -14,8 +14,9 @@ from django.conf import settings
 from django.db.models import OuterRef, Q, Subquery
 from django.utils import timezone
 
+from tasks.attempts import Attempt
 from tasks.choices import ACTIVE_STATES, QUEUE_STATES, EventKind, FailureKind
-from tasks.models import Attempt, Task
+from tasks.models import Task
 from tasks.scheduler.settle import ACTOR
 
 logger = logging.getLogger(__name__)

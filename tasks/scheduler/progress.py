@@ -27,8 +27,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tasks.attempts import Attempt
 from tasks.jobfiles import checkpoint_dir
-from tasks.models import Attempt, Task
+from tasks.models import Task
 from tasks.scheduler.settle import checkpoint_step
 from tasks.scheduler.watch import catch_up, file_logged
 from tasks.specs.builders import build_argv

@@ -18,9 +18,10 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from tasks.attempts import Attempt
 from tasks.choices import ACTIVE_STATES, EventKind, FailureKind, Role, TaskState
 from tasks.jobfiles import checkpoint_dir
-from tasks.models import Attempt, StaleState, Task
+from tasks.models import StaleState, Task
 from tasks.scheduler.failures import INSUFFICIENT, trim
 from tasks.scheduler.storage import bounded
 from tasks.specs.paths import NoCheckpoint, latest_checkpoint

@@ -13,8 +13,9 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from tasks.attempts import Attempt
 from tasks.choices import EventKind, TaskState
-from tasks.models import Attempt, Task
+from tasks.models import Task
 from tasks.scheduler.rayjobs import JobNotFound, RayClient
 from tasks.scheduler.settle import ACTOR, Outcome, settle
 

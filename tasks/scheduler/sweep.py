@@ -22,8 +22,9 @@ from django.conf import settings
 from django.utils import timezone
 from ray.job_submission import JobDetails
 
+from tasks.attempts import Attempt
 from tasks.choices import ACTIVE_STATES, EventKind
-from tasks.models import Attempt, ClusterState, Task
+from tasks.models import ClusterState, Task
 from tasks.scheduler.rayjobs import JobNotFound, RayClient, is_live, status_of
 from tasks.scheduler.settle import ACTOR
 from tasks.scheduler.turns import Budget

@@ -18,10 +18,11 @@ from django.conf import settings
 from django.utils import timezone
 from ray.job_submission import JobDetails, JobStatus
 
+from tasks.attempts import Attempt
 from tasks.choices import ACTIVE_STATES, EventKind, FailureKind, Role, TaskState
 from tasks.jobfiles import attempt_log
 from tasks.logs.logfile import read_tail
-from tasks.models import Attempt, Task
+from tasks.models import Task
 from tasks.scheduler import progress
 from tasks.scheduler.failures import classify, key_error_line, lost_work, node_death, trim
 from tasks.scheduler.launch import mark_submitted, submit_attempt

@@ -16,18 +16,8 @@ from typing import TypeVar
 from django.conf import settings
 from django.db.models import F
 
-from tasks.models import (
-    ACTIVE_STATES,
-    BEFORE_RAY_STATES,
-    EventKind,
-    FailureKind,
-    IllegalTransition,
-    LeaseLost,
-    Role,
-    StaleState,
-    Task,
-    TaskState,
-)
+from tasks.choices import ACTIVE_STATES, FailureKind
+from tasks.models import BEFORE_RAY_STATES, EventKind, IllegalTransition, LeaseLost, Role, StaleState, Task, TaskState
 from tasks.scheduler.rayjobs import RayUnavailable
 from tasks.scheduler.settle import ACTOR, Outcome, settle
 

@@ -16,8 +16,9 @@ from django.conf import settings
 from django.db import transaction
 
 from accounts.limits import Limits, limits_by_user
+from tasks.attempts import Attempt
 from tasks.lease import check_fence
-from tasks.models import Attempt, Usage
+from tasks.models import Usage
 from tasks.scheduler.fairshare import HOUR, decayed, factors
 
 

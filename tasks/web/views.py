@@ -29,9 +29,10 @@ from common.durations import format_seconds
 from common.pages import page_or_part, web_actor
 from tasks.api.cluster import ClusterSummary, cluster_summary
 from tasks.api.filters import TaskFilter
+from tasks.attempts import Attempt
 from tasks.choices import ACTIVE_STATES, BEFORE_RAY_STATES, QUEUE_STATES, TaskState
 from tasks.jobfiles import resolved_spec
-from tasks.models import Attempt, ClusterState, IllegalTransition, StaleState, Task
+from tasks.models import ClusterState, IllegalTransition, StaleState, Task
 from tasks.pipelines.actions import submit_pipeline
 from tasks.pipelines.document import is_pipeline_document
 from tasks.pipelines.models import Pipeline

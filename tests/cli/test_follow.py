@@ -14,7 +14,8 @@ import pytest
 from django.utils import timezone
 
 from devkit.wait import wait_for
-from tasks.models import Attempt, Role, Task, TaskState
+from tasks.attempts import Attempt
+from tasks.models import Role, Task, TaskState
 from tests.cli.conftest import read_until
 from tests.conftest import PPO_SPEC
 

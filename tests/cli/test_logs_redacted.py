@@ -8,7 +8,8 @@ from pathlib import Path
 from django.utils import timezone
 
 from accounts.models import Secret
-from tasks.models import Attempt, Role, TaskState
+from tasks.attempts import Attempt
+from tasks.models import Role, TaskState
 from tests.cli.conftest import no_traceback
 from tests.conftest import PPO_SPEC
 from tests.tasks.test_log_redaction import PLANTED, VALUE, leaks

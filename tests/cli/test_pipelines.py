@@ -15,7 +15,8 @@ import yaml
 from django.utils import timezone
 
 from devkit.wait import wait_for
-from tasks.models import Attempt, PipelineState, Role, Task, TaskState
+from tasks.attempts import Attempt
+from tasks.models import PipelineState, Role, Task, TaskState
 from tasks.pipelines.actions import submit_pipeline
 from tasks.pipelines.models import Pipeline
 from tasks.queue import reasons as queue_reasons

@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 
 from accounts.models import Secret
-from tasks.models import Attempt
+from tasks.attempts import Attempt
 from tests.cli.conftest import no_traceback
 from tests.conftest import PPO_SPEC
 

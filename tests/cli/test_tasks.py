@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from tasks.models import Attempt, ClusterState, Role, Task, TaskState
+from tasks.attempts import Attempt
+from tasks.models import ClusterState, Role, Task, TaskState
 from tests.cli.conftest import no_traceback
 from tests.conftest import PPO_SPEC, grant_high_priority
 

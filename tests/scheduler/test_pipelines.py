@@ -16,8 +16,9 @@ from django.contrib.auth.models import User
 
 from accounts.homes import home_dir
 from devkit.standin import standin_spec
+from tasks.choices import FailureKind
 from tasks.jobfiles import checkpoint_dir
-from tasks.models import Event, EventKind, FailureKind, PipelineState, Task, TaskState
+from tasks.models import Event, EventKind, PipelineState, Task, TaskState
 from tasks.pipelines.models import Pipeline
 from tests.scheduler.conftest import tick_until
 from tests.scheduler.test_durable import steps_in

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from devkit.standin import standin_spec
-from tasks.models import EventKind, FailureKind, TaskState
+from tasks.choices import FailureKind
+from tasks.models import EventKind, TaskState
 from tasks.scheduler.tick import tick
 from tests.scheduler.conftest import state_of, tick_until
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from devkit.standin import standin_spec
-from tasks.models import AdmissionControl, EventKind, FailureKind, TaskState, Usage
+from tasks.choices import FailureKind
+from tasks.models import AdmissionControl, EventKind, TaskState, Usage
 from tests.conftest import PPO_SPEC, grant_high_priority
 from tests.scheduler.conftest import state_of, tick_until
 from tests.scheduler.test_durable import steps_in

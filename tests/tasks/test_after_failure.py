@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from tasks.models import EventKind, FailureKind, TaskState
+from tasks.choices import FailureKind
+from tasks.models import EventKind, TaskState
 from tasks.scheduler.settle import AFTER_FAILURE, Outcome, next_move
 
 F = FailureKind

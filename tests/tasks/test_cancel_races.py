@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.models import Attempt, EventKind, Task, TaskState
+from tasks.attempts import Attempt
+from tasks.models import EventKind, Task, TaskState
 from tasks.scheduler import launch
 from tasks.scheduler.rayjobs import RayUnavailable
 from tasks.scheduler.tick import tick

@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 from django.conf import settings
 
-from tasks.models import Attempt, FailureKind, TaskState, Usage
+from tasks.attempts import Attempt
+from tasks.choices import FailureKind
+from tasks.models import TaskState, Usage
 from tasks.scheduler.rayjobs import RayUnavailable
 from tasks.scheduler.tick import tick
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tasks.attempts import Attempt
 from tasks.logs.curves import (
     TAIL,
     AttemptCurves,
@@ -16,7 +17,7 @@ from tasks.logs.curves import (
     parse_text,
     read_attempt,
 )
-from tasks.models import Attempt, Task, TaskState
+from tasks.models import Task, TaskState
 from tests.web.task_data import verl_log
 
 

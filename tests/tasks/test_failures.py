@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.models import FailureKind
+from tasks.choices import FailureKind
 from tasks.scheduler.failures import classify, key_error_line, trim
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "verl"

@@ -28,7 +28,8 @@ def test_a_promised_attempts_gpus_are_not_shown_free(alice, make_task, fake_ray,
 def test_an_attempt_without_gpus_never_keeps_placed_ones_holding_their_promise_too(alice, make_task):
     """Until every live attempt with GPUs is placed, a placed one holds its promise and its real
     room (launch.held_nodes); an export (no GPU) has nothing to place and must not keep that on."""
-    from tasks.models import Attempt, TaskState
+    from tasks.attempts import Attempt
+    from tasks.models import TaskState
     from tasks.scheduler.launch import live_holdings
 
     def running(task, placement, nodes, gpus):

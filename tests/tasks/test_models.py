@@ -4,17 +4,8 @@ import re
 
 import pytest
 
-from tasks.models import (
-    Attempt,
-    CancelPending,
-    EventKind,
-    IllegalTransition,
-    Role,
-    StaleState,
-    Task,
-    TaskState,
-    new_task_id,
-)
+from tasks.attempts import Attempt
+from tasks.models import CancelPending, EventKind, IllegalTransition, Role, StaleState, Task, TaskState, new_task_id
 from tasks.queue.order import waiting
 
 pytestmark = pytest.mark.django_db

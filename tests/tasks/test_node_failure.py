@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tasks.models import Attempt, EventKind, FailureKind, TaskState
+from tasks.attempts import Attempt
+from tasks.choices import FailureKind
+from tasks.models import EventKind, TaskState
 from tasks.scheduler.admission import Running, decide
 from tasks.scheduler.failures import classify, node_death
 from tasks.scheduler.launch import live_holdings, promised_gpus

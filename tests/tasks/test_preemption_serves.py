@@ -11,7 +11,9 @@ from datetime import timedelta
 import pytest
 
 from accounts.models import UserLimits
-from tasks.models import AdmissionControl, Attempt, EventKind, FailureKind, TaskState
+from tasks.attempts import Attempt
+from tasks.choices import FailureKind
+from tasks.models import AdmissionControl, EventKind, TaskState
 from tasks.scheduler.admission import Caps, Running, decide, preemption_holds
 from tasks.scheduler.preempt import yielded
 from tasks.scheduler.rooms import Request, Room

@@ -9,7 +9,9 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from tasks.api.metrics import ESTIMATES_SHOWN
-from tasks.models import Attempt, ClusterState, FailureKind, TaskState, Usage
+from tasks.attempts import Attempt
+from tasks.choices import FailureKind
+from tasks.models import ClusterState, TaskState, Usage
 
 pytestmark = pytest.mark.django_db
 

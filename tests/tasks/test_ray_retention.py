@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 
 from devkit.fake_ray import FakeRay
+from tasks.attempts import Attempt
 from tasks.jobfiles import attempt_log
-from tasks.models import Attempt, ClusterState, Task, TaskState
+from tasks.models import ClusterState, Task, TaskState
 from tasks.scheduler.tick import tick
 from tests.tasks.conftest import Clock
 

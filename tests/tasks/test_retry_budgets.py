@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.models import Attempt, EventKind, FailureKind, Task, TaskState
+from tasks.attempts import Attempt
+from tasks.choices import FailureKind
+from tasks.models import EventKind, Task, TaskState
 from tasks.scheduler.tick import tick
 from tests.tasks.test_pipelines import checkpoint
 from tests.tasks.test_watch import log

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.models import EventKind, FailureKind, TaskState
+from tasks.choices import FailureKind
+from tasks.models import EventKind, TaskState
 from tasks.scheduler.rayjobs import RayUnavailable
 from tasks.scheduler.tick import tick
 from tests.conftest import PPO_SPEC

@@ -9,7 +9,9 @@ import itertools
 import pytest
 from django.db import IntegrityError
 
-from tasks.models import Attempt, EventKind, FailureKind, LeaseLost, Task, TaskState
+from tasks.attempts import Attempt
+from tasks.choices import FailureKind
+from tasks.models import EventKind, LeaseLost, Task, TaskState
 from tasks.scheduler import launch
 from tasks.scheduler.launch import live_holdings, promised_gpus
 from tasks.scheduler.rayjobs import RayUnavailable, SubmitRejected

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from tasks.attempts import Attempt
+from tasks.choices import FailureKind
 from tasks.jobfiles import attempt_log
-from tasks.models import Attempt, EventKind, FailureKind, Task, TaskState
+from tasks.models import EventKind, Task, TaskState
 from tasks.scheduler.tick import tick
 from tests.tasks.conftest import Clock
 

@@ -21,7 +21,8 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from common.pages import page_or_part, web_actor
-from tasks.models import Attempt, PipelineState, Task
+from tasks.attempts import Attempt
+from tasks.models import PipelineState, Task
 from tasks.pipelines.actions import cancel_pipeline
 from tasks.pipelines.models import Pipeline, PipelineStep
 from tasks.pipelines.retry import CheckpointUnavailable, PipelineConflict, retry_pipeline
