@@ -204,6 +204,8 @@ class MissingSecrets(Exception):
 class SecretQuerySet(models.QuerySet["Secret"]):
     def missing(self, user: User, names: list[str]) -> list[str]:
         """Those of ``names`` that ``user`` has no secret of, in their order."""
+        if not names:  # most specs name none: no query to build
+            return []
         have = set(self.filter(user=user, name__in=names).values_list("name", flat=True))
         return [name for name in names if name not in have]
 

@@ -12,7 +12,7 @@ from contextvars import ContextVar
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import models, transaction
+from django.db import connection, models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -87,11 +87,19 @@ def request_tick() -> None:
 
 def _request_tick_now() -> None:
     # Mark the request first, then look at the lease: either the running ticker sees the mark,
-    # or we see the lease free and start one (run() re-reads the mark after releasing).
-    row = tick_lease()
-    row.update(requested_at=timezone.now())
-    held = row.filter(expires_at__gt=timezone.now()).exclude(holder="").exists()
-    if not held:
+    # or we see the lease free and start one (run() re-reads the mark after releasing). One
+    # statement does both (UPDATE … RETURNING: SQLite 3.35+, PostgreSQL): every submission's
+    # commit runs it, and two ORM queries cost it a tenth of its CPU.
+    quote, now = connection.ops.quote_name, connection.ops.adapt_datetimefield_value(timezone.now())
+    requested, name, holder, expires = (quote(column) for column in ("requested_at", "name", "holder", "expires_at"))
+    sql = (
+        f"UPDATE {quote(Lease._meta.db_table)} SET {requested} = %s WHERE {name} = %s"
+        f" RETURNING {holder} <> '' AND {expires} IS NOT NULL AND {expires} > %s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [now, TICK_LEASE, now])
+        row = cursor.fetchone()
+    if not (row and row[0]):
         enqueue_run()
 
 

@@ -86,6 +86,9 @@ def dependencies(user: Any, parsed: ParsedSpec) -> dict[str, list[Task]]:
     found: dict[str, list[Task]] = {}
     errors: dict[str, list[str]] = {}
     for key, ids in (("after", parsed.resolved.after), ("after_any", parsed.resolved.after_any)):
+        if not ids:  # most specs: no query to build (on a submission, as costly as the insert)
+            found[key] = []
+            continue
         tasks = {task.task_id: task for task in Task.objects.visible_to(user).filter(task_id__in=ids)}
         unknown = [task_id for task_id in ids if task_id not in tasks]
         if unknown:

@@ -1,7 +1,8 @@
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict, cast
 
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
@@ -119,6 +120,17 @@ class TaskSerializer(serializers.ModelSerializer[Task]):
         help_text="When the scheduler's plan starts this waiting task, to the minute; null when it is not "
         "waiting or not planned."
     )
+    # DRF builds a model serializer's fields anew for each instance: for these ~35, a third of
+    # the answer to a submission (bench/api_intake.py). They depend on the class alone (its
+    # Meta and declared fields): built once per class, copied for each instance, as DRF
+    # copies declared fields.
+    _built: ClassVar[dict[type, dict[str, serializers.Field[Any, Any, Any, Any]]]] = {}
+
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+        built = TaskSerializer._built.get(type(self))
+        if built is None:
+            built = TaskSerializer._built[type(self)] = super().get_fields()
+        return copy.deepcopy(built)
 
     class Meta:
         model = Task

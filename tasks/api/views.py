@@ -56,6 +56,16 @@ def spec_source(data: object) -> bytes | str | dict[str, Any]:
     raise exceptions.ValidationError({"spec": ["Send the spec as YAML text or as a JSON object."]})
 
 
+def _just_made(task: Task) -> None:
+    """A task submitted now has no attempt and no pending reason yet: said on this copy, which
+    only the answer reads, its serializer asks the database for neither (two of a submission's
+    ten statements)."""
+    Task._meta.get_field("pending").set_cached_value(task, None)
+    attempts = task.attempts.none()
+    attempts._result_cache = []  # read, and empty: as a prefetch leaves it
+    task._prefetched_objects_cache = {"attempts": attempts}  # type: ignore[attr-defined]  # Django's
+
+
 class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet[Task]):
     lookup_field = "task_id"
     lookup_value_regex = "[^/]+"
@@ -114,6 +124,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
             raise PriorityForbidden(str(error)) from error
         except QuotaError as error:
             raise QuotaExceeded(str(error)) from error
+        _just_made(task)
         body = TaskDetailSerializer(task, context=self.get_serializer_context()).data
         location = f"/api/v2/tasks/{task.task_id}"
         return Response(body, status=status.HTTP_201_CREATED, headers={"Location": location})

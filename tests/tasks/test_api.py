@@ -211,6 +211,21 @@ def test_list_query_count_does_not_grow_with_tasks(alice, client_for, make_task,
     assert response.json()["count"] == 10
 
 
+def test_a_submission_costs_few_queries_and_answers_the_new_task_whole(
+    alice, client_for, datasets, django_assert_max_num_queries
+):
+    client = client_for(alice)
+    client.post("/api/v2/tasks", PPO_SPEC, content_type="application/yaml")  # the token's last use written
+    # The auth lookup, the task and its event in two savepoints (the tick's mark runs on commit,
+    # which a test's transaction never reaches): not the new task's attempts nor its reason.
+    with django_assert_max_num_queries(7):
+        response = client.post("/api/v2/tasks", PPO_SPEC, content_type="application/yaml")
+    assert response.status_code == 201
+    body = response.json()
+    assert (body["attempts"], body["pending_reason"], body["time_left_s"]) == ([], "", None)
+    assert body == client.get(f"/api/v2/tasks/{body['task_id']}").json()
+
+
 def test_detail_query_count(alice, client_for, make_task, django_assert_max_num_queries):
     task = make_task(alice)
     client = client_for(alice)
