@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import IntegrityError, models, transaction
@@ -15,31 +15,28 @@ from common.redact import Redactor
 # The choices and the lease have modules of their own, below this one (the specs read the
 # choices; the lease is what the pause and every model change ask for a tick through); the pause
 # and the lease's model are imported here so that Django finds them, and so that
-# `from tasks.models import …` works for every model and choice.
+# `from tasks.models import …` works for every model and choice (`X as X`: re-exported on
+# purpose, which mypy's no_implicit_reexport asks to be said).
 from tasks.attempts import Attempt  # Django finds the Attempt model here
-from tasks.choices import (
-    BEFORE_RAY_STATES,
-    MOVES,
-    NOT_WHILE_CANCELING,
-    PRIORITY_RANK,
-    QUEUE_STATES,
-    TERMINAL_STATES,
-    EventKind,
-    PipelineState,
-    Priority,
-    Role,
-    TaskKind,
-    TaskState,
-    Workload,
-)
-from tasks.lease import (  # noqa: F401 (re-exported, and Django finds the Lease model here)
-    LEASE_FENCE,
-    TICK_LEASE,
-    Lease,
-    LeaseLost,
-    check_fence,
-    request_tick,
-)
+from tasks.choices import BEFORE_RAY_STATES as BEFORE_RAY_STATES
+from tasks.choices import MOVES as MOVES
+from tasks.choices import NOT_WHILE_CANCELING as NOT_WHILE_CANCELING
+from tasks.choices import PRIORITY_RANK as PRIORITY_RANK
+from tasks.choices import QUEUE_STATES as QUEUE_STATES
+from tasks.choices import TERMINAL_STATES as TERMINAL_STATES
+from tasks.choices import EventKind as EventKind
+from tasks.choices import PipelineState as PipelineState
+from tasks.choices import Priority as Priority
+from tasks.choices import Role as Role
+from tasks.choices import TaskKind as TaskKind
+from tasks.choices import TaskState as TaskState
+from tasks.choices import Workload as Workload
+from tasks.lease import LEASE_FENCE as LEASE_FENCE
+from tasks.lease import TICK_LEASE as TICK_LEASE
+from tasks.lease import Lease as Lease
+from tasks.lease import LeaseLost as LeaseLost
+from tasks.lease import check_fence as check_fence
+from tasks.lease import request_tick as request_tick
 from tasks.logs import task_redaction
 from tasks.pause import AdmissionControl as AdmissionControl
 from tasks.pipelines.models import Pipeline  # Django finds the pipeline models here
@@ -50,6 +47,9 @@ from tasks.specs.pools import Actor, Pool, task_pools
 from tasks.specs.pools import total_gpus as pools_gpus
 from tasks.specs.resolved import ResolvedSpec
 from tasks.specs.verl_names import TOTAL_TRAINING_STEPS
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 
 class IllegalTransition(Exception):
@@ -284,7 +284,7 @@ class Task(models.Model):
     def create(
         cls,
         *,
-        user: Any,
+        user: User,
         actor: str = "api",
         after: list[Task] | tuple[Task, ...] = (),
         after_any: list[Task] | tuple[Task, ...] = (),
@@ -321,7 +321,7 @@ class Task(models.Model):
         attempt: Attempt | None = None,
         from_state: str = "",
         to_state: str = "",
-        data: dict[str, Any] | None = None,
+        data: dict[str, object] | None = None,
     ) -> Event:
         # Redacted as written: what an event says may quote Ray or the log (a failure's line, a
         # traceback), and no secret's value may reach the database, the API or a webhook.
@@ -350,7 +350,7 @@ class Task(models.Model):
         actor: str = "system",
         message: str = "",
         attempt: Attempt | None = None,
-        data: dict[str, Any] | None = None,
+        data: dict[str, object] | None = None,
         **changes: Any,
     ) -> Event:
         """Move to state ``to`` and write the event, in one transaction.

@@ -278,8 +278,8 @@ def test_a_checkpoint_storage_refuses_to_carry_leaves_nothing_behind(
     def refused(source: str, target: str) -> None:
         raise OSError(28, "No space left on device", target)
 
-    monkeypatch.setattr(pipeline_retry.os, "link", refused)
-    monkeypatch.setattr(pipeline_retry.shutil, "copy2", refused)
+    monkeypatch.setattr("tasks.pipelines.retry.os.link", refused)
+    monkeypatch.setattr("tasks.pipelines.retry.shutil.copy2", refused)
     error = assert_error(api.post(f"/api/v2/pipelines/{pipeline_id}/retry"), 503, "No space left on device")
     assert error["message"].startswith(f"Step sft was not retried: the checkpoint of {before['sft'].task_id}")
     nothing_created(pipeline_id, before, tasks)
