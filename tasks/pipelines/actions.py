@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 
 from tasks.models import IllegalTransition, StaleState, Task, new_task_id
@@ -18,7 +19,7 @@ from tasks.specs.parse import ParsedSpec
 from tasks.submit import admit_new
 
 
-def submit_pipeline(user: Any, source: bytes | str | dict, *, actor: str) -> Pipeline:
+def submit_pipeline(user: User, source: bytes | str | dict[str, Any], *, actor: str) -> Pipeline:
     """Validate a whole document for ``user`` and create the pipeline with every step's task, in
     one transaction: the steps that wait for none QUEUED, the others WAITING. Raises SpecError
     (every problem, by step and field), PriorityNotAllowed, QuotaError (every step counts
@@ -29,7 +30,7 @@ def submit_pipeline(user: Any, source: bytes | str | dict, *, actor: str) -> Pip
         return _create(user, document, actor)
 
 
-def _create(user: Any, document: PipelineDocument, actor: str) -> Pipeline:
+def _create(user: User, document: PipelineDocument, actor: str) -> Pipeline:
     pipeline = _new_pipeline(user, document)
     tasks: dict[str, Task] = {}
     for step in document.in_order():
@@ -48,7 +49,7 @@ def _create(user: Any, document: PipelineDocument, actor: str) -> Pipeline:
     return pipeline
 
 
-def _new_pipeline(user: Any, document: PipelineDocument) -> Pipeline:
+def _new_pipeline(user: User, document: PipelineDocument) -> Pipeline:
     for _ in range(5):
         try:
             with transaction.atomic():
@@ -64,7 +65,7 @@ def _new_pipeline(user: Any, document: PipelineDocument) -> Pipeline:
 
 
 def step_task(
-    user: Any,
+    user: User,
     pipeline: Pipeline,
     name: str,
     parsed: ParsedSpec,

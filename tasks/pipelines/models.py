@@ -4,7 +4,7 @@ is a step of."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import models, transaction
@@ -12,9 +12,12 @@ from django.utils import timezone
 
 from tasks.choices import TERMINAL_STATES, EventKind, PipelineState, TaskState
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
 
 class PipelineQuerySet(models.QuerySet["Pipeline"]):
-    def visible_to(self, user: Any) -> PipelineQuerySet:
+    def visible_to(self, user: User) -> PipelineQuerySet:
         return self if user.is_staff else self.filter(user=user)
 
 

@@ -4,7 +4,7 @@ dependency pass, tasks.pipelines.waiting)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 from accounts.homes import home_dir
 from tasks.jobfiles import checkpoint_dir
@@ -15,12 +15,19 @@ from tasks.specs.builders import hf_model_dir
 from tasks.specs.parse import ParsedSpec, parse_spec
 from tasks.specs.paths import NoCheckpoint, latest_checkpoint
 
-# Who runs the calls that read shared storage: the caller's way (the tick bounds them).
-FileCalls = Callable[..., Any]
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-def _directly(call: Callable[..., Any], *args: Any) -> Any:
-    return call(*args)
+class FileCalls(Protocol):
+    """Who runs the calls that read shared storage: the caller's way (the tick bounds them:
+    tasks.scheduler.storage.bounded)."""
+
+    def __call__(self, call: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R: ...
+
+
+def _directly(call: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    return call(*args, **kwargs)
 
 
 class Unresolvable(Exception):

@@ -8,16 +8,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db.models import FloatField, Func, QuerySet
 
 from accounts.limits import Limits
-from tasks.models import QUEUE_STATES, Task
+from tasks.choices import QUEUE_STATES
+from tasks.models import Task
 from tasks.scheduler.fairshare import Waiting, order
 from tasks.scheduler.usage import Share, shares
+
+if TYPE_CHECKING:
+    from django.db.backends.base.base import BaseDatabaseWrapper
+    from django.db.models.sql.compiler import SQLCompiler, _AsSqlType
 
 T = TypeVar("T", bound=Task)
 W = TypeVar("W", bound=Waiting)
@@ -58,11 +63,11 @@ class EpochSeconds(Func):
 
     output_field = FloatField()
 
-    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+    def as_sqlite(self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra: Any) -> _AsSqlType:
         # Django stores UTC text on SQLite; julianday() reads it, day 2440587.5 is 1970-01-01.
         return self.as_sql(compiler, connection, template="((julianday(%(expressions)s) - 2440587.5) * 86400.0)")
 
-    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+    def as_postgresql(self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra: Any) -> _AsSqlType:
         return self.as_sql(compiler, connection, template="EXTRACT(EPOCH FROM %(expressions)s)::float8")
 
 

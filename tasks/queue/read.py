@@ -11,16 +11,20 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from django.utils import timezone
 
 from accounts.limits import limits_by_user
-from tasks.choices import ACTIVE_STATES
-from tasks.models import QUEUE_STATES, Task
+from tasks.choices import ACTIVE_STATES, QUEUE_STATES
+from tasks.models import Task
 from tasks.queue.notes import Placed, note
 from tasks.queue.order import BY_PRIORITY_THEN_ARRIVAL, in_order
 from tasks.scheduler.usage import Share
+from tasks.specs.pools import Pool
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AnonymousUser, User
 
 # What the rows read of a task: not its spec, which may be large.
 ROW_FIELDS = (
@@ -83,11 +87,45 @@ def current_queue(now: datetime | None = None) -> Queue:
     return Queue([*on_ray, *waiting], len(on_ray), shares, now)
 
 
-def queue_entries(queue: Queue, page: Iterable[Task], viewer: Any, *, offset: int = 0) -> list[dict[str, Any]]:
+class QueueEntry(TypedDict):
+    """A row of the queue as a viewer may see it (the queue API and page)."""
+
+    position: int | None
+    task_id: str | None
+    user: str | None
+    state: str
+    priority: str
+    preemptible: bool
+    nnodes: int
+    n_gpus_per_node: int
+    gpus: int
+    pools: list[Pool]
+    reason: str
+    note: str
+    estimated_start_at: datetime | None
+    share: float
+    created_at: datetime
+    next_run_at: datetime | None
+
+
+class ShareRow(TypedDict):
+    """A user's row of the fair-share table."""
+
+    user: str
+    gpu_hours: float
+    weight: float
+    share: float
+    running_gpus: int
+    waiting_tasks: int
+
+
+def queue_entries(
+    queue: Queue, page: Iterable[Task], viewer: User | AnonymousUser, *, offset: int = 0
+) -> list[QueueEntry]:
     """Rows of ``page`` (``queue.tasks[offset:]`` onwards) as ``viewer`` may see them: another
     user's task keeps its place, size and note but not its id nor its owner."""
     placed = [_placed(task) for task in queue.waiting]
-    rows = []
+    rows: list[QueueEntry] = []
     for index, task in enumerate(page, start=offset):
         mine = viewer.is_staff or task.user_id == viewer.pk
         waiting = index >= queue.on_ray
@@ -115,7 +153,7 @@ def queue_entries(queue: Queue, page: Iterable[Task], viewer: Any, *, offset: in
     return rows
 
 
-def share_rows(queue: Queue) -> list[dict[str, Any]]:
+def share_rows(queue: Queue) -> list[ShareRow]:
     """The fair-share table: every user with usage or a task in the queue, in the order fair
     share favours them (the lightest first)."""
     running: dict[str, int] = {}
@@ -124,7 +162,7 @@ def share_rows(queue: Queue) -> list[dict[str, Any]]:
         running[task.user.username] = running.get(task.user.username, 0) + task.total_gpus
     for task in queue.waiting:
         waiting[task.user.username] = waiting.get(task.user.username, 0) + 1
-    rows = [
+    rows: list[ShareRow] = [
         {
             "user": share.user,
             "gpu_hours": round(share.gpu_hours, 3),

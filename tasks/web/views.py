@@ -25,6 +25,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from accounts.homes import home_dir, shared_root
+from accounts.users import request_user
 from common.durations import format_seconds
 from common.pages import page_or_part, web_actor
 from tasks.api.cluster import ClusterSummary, cluster_summary
@@ -70,14 +71,14 @@ def _ray(request: HttpRequest) -> RayOnPage:
 
 def _own_task(request: HttpRequest, task_id: str) -> Task:
     """The task, when the user may see it; another user's task is a 404, as in the API."""
-    queryset = Task.objects.visible_to(request.user).select_related("user", "pipeline")
+    queryset = Task.objects.visible_to(request_user(request)).select_related("user", "pipeline")
     return get_object_or_404(queryset, task_id=task_id)
 
 
 @never_cache
 @login_required
 def task_list_view(request: HttpRequest) -> HttpResponse:
-    visible = Task.objects.visible_to(request.user).select_related("user", "pending")  # the reasons joined in
+    visible = Task.objects.visible_to(request_user(request)).select_related("user", "pending")  # the reasons joined in
     tasks = TaskFilter(request.GET, queryset=visible).qs
     page = Paginator(tasks, TASKS_PER_PAGE).get_page(request.GET.get("page"))
     for task in page:
@@ -105,9 +106,9 @@ def task_new_view(request: HttpRequest) -> HttpResponse:
         is_pipeline = is_pipeline_document(text)
         try:
             if is_pipeline:
-                pipeline = submit_pipeline(request.user, text, actor=web_actor(request))
+                pipeline = submit_pipeline(request_user(request), text, actor=web_actor(request))
             else:
-                task = submit_spec(request.user, text, actor=web_actor(request))
+                task = submit_spec(request_user(request), text, actor=web_actor(request))
         except SpecError as error:
             errors = error.fields
             status = 413 if error.code == "too_large" else 400
@@ -126,11 +127,12 @@ def task_new_view(request: HttpRequest) -> HttpResponse:
             return redirect("web:task-detail", task_id=task.task_id)
     elif "from" in request.GET:
         # "Copy to a new task" on a task's page: its spec as it was sent, to edit and submit.
-        source = Task.objects.visible_to(request.user).filter(task_id=request.GET["from"]).first()
+        source = Task.objects.visible_to(request_user(request)).filter(task_id=request.GET["from"]).first()
         text = source.spec_raw if source else ""
     elif "from_pipeline" in request.GET:
         # "Copy to a new pipeline" on a pipeline's page: its document as it was sent.
-        found = Pipeline.objects.visible_to(request.user).filter(pipeline_id=request.GET["from_pipeline"]).first()
+        visible = Pipeline.objects.visible_to(request_user(request))
+        found = visible.filter(pipeline_id=request.GET["from_pipeline"]).first()
         text = found.document if found else ""
     root = shared_root()
     context = {

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from tasks.api.serializers import SpecDocument, json_body
-from tasks.models import TaskState
+from tasks.choices import TaskState
 from tasks.pipelines.document import PIPELINE_NAME_PATTERN, STEP_NAME_PATTERN
 from tasks.pipelines.models import Pipeline, PipelineStep
 
@@ -14,7 +16,7 @@ class PipelineStepDocument(SpecDocument):
     """For the schema: one step of a pipeline document, a task spec with a name and, by step
     name, what it runs after."""
 
-    def get_fields(self) -> dict[str, serializers.Field]:
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:  # as SpecDocument's
         fields = super().get_fields()
         fields["name"] = serializers.RegexField(
             rf"^{STEP_NAME_PATTERN}$", help_text="The step's name: a-z, 0-9 and '-', unique in the pipeline."
@@ -35,7 +37,7 @@ class PipelineStepDocument(SpecDocument):
         return fields
 
 
-class PipelineDocumentSerializer(serializers.Serializer):
+class PipelineDocumentSerializer(serializers.Serializer[None]):
     """For the schema: a pipeline document (YAML, or JSON). A step's strings may hold
     ${steps.NAME.task_id|output_dir|checkpoint|hf_model} of a step it runs after, resolved when
     the step becomes QUEUED."""
@@ -49,7 +51,7 @@ class PipelineDocumentSerializer(serializers.Serializer):
 PIPELINE_JSON = json_body("PipelineJSON", PipelineDocumentSerializer)
 
 
-class PipelineStepSerializer(serializers.ModelSerializer):
+class PipelineStepSerializer(serializers.ModelSerializer[PipelineStep]):
     task_id = serializers.CharField(source="task.task_id", read_only=True, help_text="The step's task now.")
     state = serializers.ChoiceField(source="task.state", choices=TaskState.choices, read_only=True)
 
@@ -83,7 +85,7 @@ class PipelineStepDetailSerializer(PipelineStepSerializer):
         return step.task.pending_reason or step.task.error_summary
 
 
-class PipelineSerializer(serializers.ModelSerializer):
+class PipelineSerializer(serializers.ModelSerializer[Pipeline]):
     user = serializers.CharField(source="user.username", read_only=True)
     steps = PipelineStepSerializer(many=True, read_only=True)
 

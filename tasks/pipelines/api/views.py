@@ -8,11 +8,12 @@ from typing import Any
 from django.db.models import Prefetch, QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, extend_schema
-from rest_framework import exceptions, mixins, serializers, status, viewsets
+from rest_framework import exceptions, mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from accounts.users import request_user
 from common.api import Conflict, PriorityForbidden, QuotaExceeded, ServiceUnavailable, actor_of, error_responses
 from common.exceptions import PayloadTooLarge
 from common.parsers import JSONParser
@@ -62,7 +63,7 @@ def _spec_errors(error: SpecError) -> exceptions.APIException:
     return exceptions.ValidationError(error.fields)
 
 
-class PipelineViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class PipelineViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet[Pipeline]):
     lookup_field = "pipeline_id"
     lookup_value_regex = "[^/]+"
     parser_classes = [YamlTextParser, TextYamlParser, PlainTextParser, JSONParser]
@@ -74,12 +75,12 @@ class PipelineViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
         # Each step's task with its pending reason (a row of its own: tasks.queue.reasons).
         steps = PipelineStep.objects.select_related("task__pending").order_by("position")
         return (
-            Pipeline.objects.visible_to(self.request.user)
+            Pipeline.objects.visible_to(request_user(self.request))
             .select_related("user")
             .prefetch_related(Prefetch("steps", queryset=steps))
         )
 
-    def get_serializer_class(self) -> type[serializers.BaseSerializer]:
+    def get_serializer_class(self) -> type[PipelineSerializer]:
         return PipelineSerializer if self.action == "list" else PipelineDetailSerializer
 
     def _detail(self, pipeline: Pipeline, code: int = status.HTTP_200_OK) -> Response:
@@ -105,7 +106,7 @@ class PipelineViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
     )
     def create(self, request: Request) -> Response:
         try:
-            pipeline = submit_pipeline(request.user, spec_source(request.data), actor=actor_of(request))
+            pipeline = submit_pipeline(request_user(request), spec_source(request.data), actor=actor_of(request))
         except SpecError as error:
             raise _spec_errors(error) from error
         except PriorityNotAllowed as error:

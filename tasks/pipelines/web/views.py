@@ -20,9 +20,11 @@ from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
+from accounts.users import request_user
 from common.pages import page_or_part, web_actor
 from tasks.attempts import Attempt
-from tasks.models import PipelineState, Task
+from tasks.choices import PipelineState
+from tasks.models import Task
 from tasks.pipelines.actions import cancel_pipeline
 from tasks.pipelines.models import Pipeline, PipelineStep
 from tasks.pipelines.retry import CheckpointUnavailable, PipelineConflict, retry_pipeline
@@ -33,13 +35,13 @@ from tasks.submit import PriorityNotAllowed, QuotaError
 PIPELINES_PER_PAGE = 25
 
 
-def _steps() -> Prefetch:
+def _steps() -> Prefetch[str, QuerySet[PipelineStep], str]:
     """A pipeline's steps in the document's order, each with its task now."""
     return Prefetch("steps", queryset=PipelineStep.objects.select_related("task").order_by("position"))
 
 
 def _visible(request: HttpRequest) -> QuerySet[Pipeline]:
-    return Pipeline.objects.visible_to(request.user).select_related("user")
+    return Pipeline.objects.visible_to(request_user(request)).select_related("user")
 
 
 def _own_pipeline(request: HttpRequest, pipeline_id: str) -> Pipeline:
