@@ -4,12 +4,22 @@ Registered in the tasks app: tasks.models imports this module (an Event may name
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TypedDict
 
 from django.db import models
 from django.utils import timezone
 
 from tasks.choices import ACTIVE_STATES, FailureKind
+
+
+class AttemptNode(TypedDict):
+    """A node an attempt ran on (Attempt.where): its GPUs there, and whether its driver ran there."""
+
+    node_id: str
+    ip: str
+    gpus: int
+    driver: bool
+
 
 # Fields that may quote Ray or the log: redacted as written (Attempt.save; Task.transition does
 # the same for its own, tasks.models.REDACTED_FIELDS).
@@ -138,10 +148,10 @@ class Attempt(models.Model):
         """Whether a Ray submission id has the shape ``submission_id_for`` gives."""
         return SUBMISSION_ID.search(submission_id) is not None
 
-    def where(self, ips: dict[str, str]) -> list[dict[str, Any]]:
+    def where(self, ips: dict[str, str]) -> list[AttemptNode]:
         """Where Ray ran it, as read back from Ray: each node of its placement groups with its
         GPUs, and the node of its driver; ``ips`` names the nodes ({node_id: ip})."""
-        rows = {
+        rows: dict[str, AttemptNode] = {
             node: {"node_id": node, "ip": ips.get(node, ""), "gpus": int(gpus), "driver": False}
             for node, gpus in self.nodes.items()
         }

@@ -70,7 +70,7 @@ def new_task_id(username: str, workload: str, now: datetime | None = None) -> st
 
 
 class TaskQuerySet(models.QuerySet["Task"]):
-    def visible_to(self, user: Any) -> TaskQuerySet:
+    def visible_to(self, user: User) -> TaskQuerySet:
         return self if user.is_staff else self.filter(user=user)
 
 

@@ -13,7 +13,8 @@ from django.db import transaction
 
 from accounts.limits import high_priority_refusal, limits_for, queued_limit_error
 from accounts.models import MissingSecrets, Secret
-from tasks.models import BEFORE_RAY_STATES, Priority, Task
+from tasks.choices import BEFORE_RAY_STATES, Priority
+from tasks.models import Task
 from tasks.specs.errors import SpecError
 from tasks.specs.parse import ParsedSpec, parse_spec
 from tasks.specs.pools import describe
@@ -27,7 +28,7 @@ class PriorityNotAllowed(Exception):
     """A submission of a priority the user has not been granted; the message says who can grant it."""
 
 
-def submit_spec(user: Any, source: bytes | str | dict, *, actor: str) -> Task:
+def submit_spec(user: User, source: bytes | str | dict[str, Any], *, actor: str) -> Task:
     """Validate ``source`` for ``user`` and queue it. Raises SpecError naming every problem (and
     every secret the spec names that the user does not have),
     PriorityNotAllowed for ``priority: high`` from a user not granted it, and QuotaError when the
@@ -44,7 +45,7 @@ def submit_spec(user: Any, source: bytes | str | dict, *, actor: str) -> Task:
         return create_task(user, parsed, actor, after)
 
 
-def admit_new(user: Any, specs: Sequence[tuple[str, ParsedSpec]]) -> None:
+def admit_new(user: User, specs: Sequence[tuple[str, ParsedSpec]]) -> None:
     """Every check a new task passes, in the transaction that creates the tasks of ``specs``
     (each with the prefix its errors' fields get: a pipeline's ``steps.NAME.``), in the order a
     person fixes them: what each asks of the site's limits now, every problem of every spec at
@@ -62,7 +63,7 @@ def admit_new(user: Any, specs: Sequence[tuple[str, ParsedSpec]]) -> None:
     check_quota(user, len(specs))
 
 
-def request_errors(user: Any, parsed: ParsedSpec, field: str = "") -> dict[str, list[str]]:
+def request_errors(user: User, parsed: ParsedSpec, field: str = "") -> dict[str, list[str]]:
     """What the site's limits say of a valid spec now, by field (``field`` is put before the
     names: a pipeline's ``steps.NAME.``): the secrets it names that the user does not have, the
     GPUs of all its pools over ARGUS_MAX_TASK_GPUS."""
@@ -79,7 +80,7 @@ def request_errors(user: Any, parsed: ParsedSpec, field: str = "") -> dict[str, 
     return errors
 
 
-def dependencies(user: Any, parsed: ParsedSpec) -> dict[str, list[Task]]:
+def dependencies(user: User, parsed: ParsedSpec) -> dict[str, list[Task]]:
     """The tasks the spec's ``after`` and ``after_any`` name ({key: tasks}): each must exist and
     be the user's own (an admin's may be anyone's); one that is not is a 400 naming it, the same
     whether it does not exist or is another user's."""
@@ -99,7 +100,7 @@ def dependencies(user: Any, parsed: ParsedSpec) -> dict[str, list[Task]]:
     return found
 
 
-def check_quota(user: Any, adding: int) -> None:
+def check_quota(user: User, adding: int) -> None:
     """In the transaction that creates them: the user adds ``adding`` tasks, counted against
     their max_queued_tasks with those of theirs that have not reached Ray (WAITING ones count,
     as Slurm counts held jobs); QuotaError when they do not fit. Without a limit, nothing is
@@ -117,7 +118,7 @@ def check_quota(user: Any, adding: int) -> None:
         raise QuotaError(refusal)
 
 
-def create_task(user: Any, parsed: ParsedSpec, actor: str, after: dict[str, list[Task]] | None = None) -> Task:
+def create_task(user: User, parsed: ParsedSpec, actor: str, after: dict[str, list[Task]] | None = None) -> Task:
     """A new task from a spec already checked: its stored fields are the ones the spec table
     declares (ParsedSpec.model_fields); WAITING when it runs after other tasks (``after``: the
     tasks its after / after_any name, looked up here when not given)."""

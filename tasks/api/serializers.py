@@ -12,7 +12,7 @@ from rest_framework import serializers
 from accounts.secrets import NAME_MAX, NAME_PATTERN
 from common.api import JSONBooleanField, JSONStringField, QueryBooleanField, QueryIntegerField
 from common.durations import DURATION_MAX_CHARS
-from tasks.attempts import Attempt
+from tasks.attempts import Attempt, AttemptNode
 from tasks.choices import QUEUE_STATES
 from tasks.models import AdmissionControl, ClusterState, Event, Task
 from tasks.pause import REASON_MAX
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 Record = Mapping[str, object]
 
 
-class AttemptNodeSerializer(serializers.Serializer[Record]):
+class AttemptNodeSerializer(serializers.Serializer[AttemptNode]):
     node_id = serializers.CharField()
     ip = serializers.CharField(help_text="As the scheduler last saw it; empty when unknown.")
     gpus = serializers.IntegerField(help_text="GPUs of its placement groups on this node.")
@@ -68,7 +68,7 @@ class AttemptSerializer(serializers.ModelSerializer[Attempt]):
         return attempt.resume_summary
 
     @extend_schema_field(AttemptNodeSerializer(many=True))
-    def get_nodes(self, attempt: Attempt) -> list[dict[str, Any]]:
+    def get_nodes(self, attempt: Attempt) -> list[AttemptNode]:
         if not attempt.nodes and not attempt.node_id:
             return []
         context = cast(dict[str, Any], self.context)  # the root serializer's: one per response

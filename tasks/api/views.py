@@ -15,6 +15,7 @@ from rest_framework.permissions import IsAdminUser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from accounts.users import request_user
 from common.api import Conflict, PriorityForbidden, QuotaExceeded, actor_of, error_responses, parse_query
 from common.exceptions import PayloadTooLarge
 from common.parsers import JSONParser
@@ -75,7 +76,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
     def get_queryset(self) -> QuerySet[Task]:
         if getattr(self, "swagger_fake_view", False):  # schema generation has no user
             return Task.objects.none()
-        queryset = Task.objects.visible_to(self.request.user).select_related("user", "pipeline", "pending")
+        queryset = Task.objects.visible_to(request_user(self.request)).select_related("user", "pipeline", "pending")
         if self.action == "retrieve":
             queryset = queryset.prefetch_related("attempts")
         return queryset
@@ -115,7 +116,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
     )
     def create(self, request: Request) -> Response:
         try:
-            task = submit_spec(request.user, spec_source(request.data), actor=actor_of(request))
+            task = submit_spec(request_user(request), spec_source(request.data), actor=actor_of(request))
         except SpecError as error:
             if error.code == "too_large":
                 raise PayloadTooLarge(str(error)) from error
