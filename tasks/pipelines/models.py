@@ -58,7 +58,7 @@ class Pipeline(models.Model):
     def __str__(self) -> str:
         return self.pipeline_id
 
-    # What a retry (tasks.pipelines.retry_pipeline) claims: an ended pipeline, not a SUCCEEDED one
+    # What a retry (tasks.pipelines.retry.retry_pipeline) claims: an ended pipeline, not a SUCCEEDED one
     # (nothing to run again) nor a RUNNING one (its running step would run on beside its new task).
     RETRIED_FROM = (PipelineState.FAILED, PipelineState.CANCELED)
 
