@@ -14,8 +14,8 @@ class Clock:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.now = 100.0
         self.sleeps: list[float] = []
-        monkeypatch.setattr(wait.time, "monotonic", lambda: self.now)
-        monkeypatch.setattr(wait.time, "sleep", self.sleep)
+        monkeypatch.setattr("devkit.wait.time.monotonic", lambda: self.now)
+        monkeypatch.setattr("devkit.wait.time.sleep", self.sleep)
 
     def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)

@@ -12,6 +12,7 @@ from tasks.queue import reasons as queue_reasons
 from tasks.queue import rows as queue_rows
 from tasks.queue.reasons import PendingReason
 from tasks.scheduler import launch
+from tasks.scheduler.settle import ACTOR
 
 pytestmark = pytest.mark.django_db
 S = TaskState
@@ -62,7 +63,7 @@ def test_reasons_and_moves_are_stored_as_the_orm_stores_them(alice, make_task, m
             kind=EventKind.STATE_TRANSITION,
             from_state=S.QUEUED,
             to_state=S.PENDING_RESOURCES,
-            actor=launch.ACTOR,
+            actor=ACTOR,
             message=event.message,
             created_at=event.created_at,
         )
