@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from drf_spectacular.openapi import AutoSchema
     from drf_spectacular.utils import Direction
 
+# A serializer's field of any value type: what DRF's stub says Serializer.get_fields gives.
+AnyField = serializers.Field[Any, Any, Any, Any]
+
 # What a serializer of plain data reads: a mapping of its fields' values (the cluster's summary,
 # the queue's rows, the curves), not a model.
 Record = Mapping[str, object]
@@ -124,9 +127,9 @@ class TaskSerializer(serializers.ModelSerializer[Task]):
     # the answer to a submission (bench/api_intake.py). They depend on the class alone (its
     # Meta and declared fields): built once per class, copied for each instance, as DRF
     # copies declared fields.
-    _built: ClassVar[dict[type, dict[str, serializers.Field[Any, Any, Any, Any]]]] = {}
+    _built: ClassVar[dict[type, dict[str, AnyField]]] = {}
 
-    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+    def get_fields(self) -> dict[str, AnyField]:
         built = TaskSerializer._built.get(type(self))
         if built is None:
             built = TaskSerializer._built[type(self)] = super().get_fields()
@@ -310,7 +313,7 @@ class SpecDocument(serializers.Serializer[None]):
     takes its default). Its rules beyond types (files that exist and may be read, a command's
     checks) are the spec parser's: such a spec is a 400."""
 
-    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:  # DRF's stub: fields of any type
+    def get_fields(self) -> dict[str, AnyField]:
         # Every key the parser takes, from the one table (tasks.specs.keys.SPEC_KEYS).
         return {key.name: spec_field(key) for key in SPEC_KEYS}
 

@@ -14,7 +14,6 @@ import shlex
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, models, transaction
@@ -48,7 +47,7 @@ from tasks.specs.pools import describe, describe_actors
 logger = logging.getLogger(__name__)
 
 
-def held_nodes(attempt: Attempt | Any, settling: bool = False) -> dict[str, int]:
+def held_nodes(attempt: Attempt, settling: bool = False) -> dict[str, int]:
     """Where a live attempt holds GPUs, {node: gpus}: where Ray placed it once that is known
     (Attempt.nodes, read back from Ray), else the room admission promised it.
 
@@ -295,7 +294,7 @@ def running_now(now: datetime, holdings: Holdings) -> list[admission.Running]:
     return holders
 
 
-def _write_estimates(tasks: Mapping[int, Any], estimates: dict[int, float | None]) -> None:
+def _write_estimates(tasks: Mapping[int, object], estimates: dict[int, float | None]) -> None:
     """Estimated starts, to the minute (finer would rewrite them every tick for nothing). Only
     the head of the queue is planned: the written ones are read apart, not with every row."""
     written = dict(
@@ -355,7 +354,7 @@ def _write_reasons(reasons: dict[int, str], to_pending: set[int]) -> None:
             _insert_events(moved, [(pk, f"Waiting for resources: {reason or ''}") for pk, reason in moving])
 
 
-def _column(field: Any) -> str:
+def _column(field: object) -> str:
     """A concrete field's column, quoted for the database (Django types it as optional: a
     field with no column, a reverse relation, is no column of the table)."""
     assert isinstance(field, models.Field) and field.column
@@ -392,7 +391,7 @@ def start_attempt(ray: RayClient, task: Task, placement: dict[str, int]) -> bool
     actors = actor_cpus(placement)
     # A node planned for CPU actors alone holds none of its GPUs: the GPUs' placement leaves it out.
     gpus = {node: count for node, count in placement.items() if count or node not in actors}
-    data: dict[str, Any] = {"placement": gpus, "pools": [pool.as_dict() for pool in task.pools]}
+    data: dict[str, object] = {"placement": gpus, "pools": [pool.as_dict() for pool in task.pools]}
     if actors:
         data.update(actor_cpus=actors, cpu_actors=task.cpu_actors)
     try:

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rest_framework import serializers
 
-from tasks.api.serializers import SpecDocument, json_body
+from tasks.api.serializers import AnyField, SpecDocument, json_body
 from tasks.choices import TaskState
 from tasks.pipelines.document import PIPELINE_NAME_PATTERN, STEP_NAME_PATTERN
 from tasks.pipelines.models import Pipeline, PipelineStep
@@ -16,7 +14,7 @@ class PipelineStepDocument(SpecDocument):
     """For the schema: one step of a pipeline document, a task spec with a name and, by step
     name, what it runs after."""
 
-    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:  # as SpecDocument's
+    def get_fields(self) -> dict[str, AnyField]:
         fields = super().get_fields()
         fields["name"] = serializers.RegexField(
             rf"^{STEP_NAME_PATTERN}$", help_text="The step's name: a-z, 0-9 and '-', unique in the pipeline."
