@@ -4,7 +4,7 @@ scheduler records what it sees (ClusterState) and these views read the database.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from django.conf import settings
 from drf_spectacular.utils import extend_schema
@@ -94,11 +94,11 @@ class ClusterSummary(WorkerTotals):
     reachable: bool
     checked_at: datetime | None
     error: str
-    nodes: list[dict[str, Any]]  # ClusterState.nodes: rayjobs.NodeRecord, as JSON stores it
+    nodes: list[dict[str, object]]  # ClusterState.nodes: rayjobs.NodeRecord, as JSON stores it
     cpus_per_gpu: float
     head: Head
     auth: RayAuth | None
-    foreign_jobs: list[dict[str, Any]]  # ClusterState.foreign_jobs, likewise
+    foreign_jobs: list[dict[str, object]]  # ClusterState.foreign_jobs, likewise
 
 
 def cluster_summary(admin: bool) -> ClusterSummary:
