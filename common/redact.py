@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
 
 REDACTED = "[redacted]"
 # A shorter value would turn every occurrence of a common word into [redacted] and hide the log;
@@ -53,7 +52,7 @@ class Redactor:
     def data(self, data: bytes) -> bytes:
         return self._bytes.sub(_replace_bytes, data) if data else data
 
-    def json(self, value: Any) -> Any:
+    def json(self, value: object) -> object:
         """``value`` with every string in it (keys too) redacted: a JSON document, before it is
         written out (once written, a value with a quote or backslash in it is escaped)."""
         if isinstance(value, str):
