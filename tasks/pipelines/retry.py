@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -99,7 +98,7 @@ def _replace(
             f"Step {step.name} was not retried: the checkpoint of {old.task_id} could not be carried to its new "
             f"task ({error})."
         ) from error
-    data: dict[str, Any] = {"pipeline_id": pipeline.pipeline_id, "replaces": old.task_id}
+    data: dict[str, object] = {"pipeline_id": pipeline.pipeline_id, "replaces": old.task_id}
     message = f"A retry of pipeline {pipeline.pipeline_id} made it in place of {old.task_id} ({old.state})"
     if start is None:
         message += "; it starts afresh."

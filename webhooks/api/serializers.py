@@ -30,7 +30,7 @@ class WebhookSerializer(serializers.ModelSerializer[Webhook]):
         fields = ["id", "url", "events", "created_at"]
         read_only_fields = ["id", "created_at"]
 
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+    def validate(self, attrs: dict[str, object]) -> dict[str, object]:
         user = self.context.get("user")
         if user is not None and Webhook.objects.filter(user=user).count() >= MAX_WEBHOOKS_PER_USER:
             raise serializers.ValidationError(f"You have {MAX_WEBHOOKS_PER_USER} webhooks already; delete one first.")

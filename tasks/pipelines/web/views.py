@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -120,7 +119,7 @@ def pipeline_detail_view(request: HttpRequest, pipeline_id: str) -> HttpResponse
     pipeline = _own_pipeline(request, pipeline_id)
     steps = _step_rows(pipeline)
     current = {row.task.pk for row in steps}
-    context: dict[str, Any] = {
+    context: dict[str, object] = {
         "pipeline": pipeline,
         "steps": steps,
         "drawing": layout(steps),
