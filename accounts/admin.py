@@ -14,6 +14,8 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from accounts import limits, users
+from accounts.groups.admin import GroupMembershipInline  # registers the groups' admin too
+from accounts.groups.rules import group_of
 from accounts.limits import LIMIT_NAMES
 from accounts.models import ApiToken, ApiTokenQuerySet, TokenState, UserLimits
 from common.admin_save import SaveChangedFieldsOnly
@@ -150,19 +152,25 @@ admin.site.unregister(User)
 @admin.register(User)
 class UserAdmin(DjangoUserAdmin[User]):
     add_form = ArgusUserCreationForm
-    list_display = ["username", "is_staff", "is_active", "date_joined", "last_login"]
+    list_display = ["username", "is_staff", "is_active", "group", "date_joined", "last_login"]
+    list_select_related = ["group_membership__group"]
     actions = ["disable_users", "enable_users"]
 
     def get_inlines(
         self, request: HttpRequest, obj: User | None
-    ) -> tuple[type[UserLimitsInline], type[ApiTokenInline]] | tuple[()]:
-        return (UserLimitsInline, ApiTokenInline) if obj else ()
+    ) -> tuple[type[UserLimitsInline], type[GroupMembershipInline], type[ApiTokenInline]] | tuple[()]:
+        return (UserLimitsInline, GroupMembershipInline, ApiTokenInline) if obj else ()
 
     def get_readonly_fields(self, request: HttpRequest, obj: User | None = None) -> list[str]:
         readonly = list(super().get_readonly_fields(request, obj))
         # The username names the user's home directory, task ids and Ray submission ids;
         # renaming would orphan all of them.
         return [*readonly, "username"] if obj else readonly
+
+    @admin.display(description="group", ordering="group_membership__group__name")
+    def group(self, user: User) -> str:
+        group = group_of(user)
+        return group.name if group else "—"
 
     @admin.action(description="Disable selected users (their tokens stop working)")
     def disable_users(self, request: HttpRequest, queryset: QuerySet[User]) -> None:

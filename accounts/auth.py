@@ -25,9 +25,9 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             return None
         if len(parts) != 2:
             raise exceptions.AuthenticationFailed("Malformed Authorization header: use 'Bearer <token>'.")
-        # The user's limits in the same query: /me shows them and every submission checks
-        # max_queued_tasks (accounts.limits), which would otherwise each cost one more.
-        tokens = ApiToken.objects.select_related("user", "user__limits")
+        # The user's limits and group in the same query: /me shows them and every submission
+        # checks max_queued_tasks (accounts.limits), which would otherwise each cost one more.
+        tokens = ApiToken.objects.select_related("user", "user__limits", "user__group_membership__group")
         token = tokens.filter(token_hash=hash_token(parts[1])).first()
         if token is None:
             raise exceptions.AuthenticationFailed("Invalid token.")

@@ -256,3 +256,8 @@ class Secret(models.Model):
             logger.info("Secret %s of %s created", name, user)
             return secret, True
         raise IntegrityError(f"secret {name} of {user} kept changing")
+
+
+# Last: the group models read LIMIT_MAX and validate_weight above; imported here so that Django
+# registers them in the accounts app.
+from accounts.groups.models import Membership, QuotaGroup  # noqa: E402, F401

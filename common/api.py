@@ -16,6 +16,7 @@ from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.utils import OpenApiResponse, extend_schema_field
 from rest_framework import exceptions, serializers, status
 from rest_framework.pagination import PageNumberPagination
+from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -33,6 +34,13 @@ class Conflict(exceptions.APIException):
     status_code = status.HTTP_409_CONFLICT
     default_detail = "The request conflicts with the current state of the resource."
     default_code = "conflict"
+
+
+class ReadOrAdmin(BasePermission):
+    """Anyone signed in reads (the admission pause, their group); only an admin writes."""
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        return request.method in SAFE_METHODS or bool(request.user and request.user.is_staff)
 
 
 class QuotaExceeded(exceptions.APIException):

@@ -80,7 +80,20 @@ class Day:
         return response
 
 
-TAGS = ("admission", "cluster", "files", "me", "pipelines", "queue", "secrets", "tasks", "tokens", "users", "webhooks")
+TAGS = (
+    "admission",
+    "cluster",
+    "files",
+    "groups",
+    "me",
+    "pipelines",
+    "queue",
+    "secrets",
+    "tasks",
+    "tokens",
+    "users",
+    "webhooks",
+)
 
 
 def test_every_operation_is_generated(generated: tuple[ModuleType, set[str], str]) -> None:
@@ -185,5 +198,18 @@ def test_a_researchers_day_through_the_generated_client(
     pause = models.AdmissionChangeRequest(paused=True, reason="maintenance")
     assert boss("admission_set", body=pause).paused is True
     assert boss("admission_set", body=models.AdmissionChangeRequest(paused=False)).paused is False
+
+    # A team of the lab: a group with its quota, carol in it; alice, in none, sees none of it.
+    nlp = models.GroupCreateRequest(name="nlp", nominal_gpus=8, borrow_limit_gpus=4)
+    assert boss("groups_create", body=nlp, expect=201).lend_limit_gpus is None
+    assert boss("users_update", "carol", body=models.PatchedUserLimitsUpdateRequest(group="nlp")).group == "nlp"
+    assert [group.name for group in boss("groups_list")] == ["nlp"]
+    weight = models.PatchedGroupUpdateRequest(fair_share_weight=2.0)
+    assert boss("groups_update", "nlp", body=weight).fair_share_weight == 2.0
+    assert boss("groups_get", "nlp").members == ["carol"]
+    assert day("groups_list") == [] and day("me_get").group is None
+    boss.response("groups_delete", "nlp", expect=409)  # carol is in it
+    assert boss("users_update", "carol", body=models.PatchedUserLimitsUpdateRequest(group=None)).group is None
+    boss("groups_delete", "nlp", expect=204)
 
     assert called == ids, f"not walked: {sorted(ids - called)}"

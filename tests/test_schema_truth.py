@@ -21,6 +21,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
+from accounts.groups.models import QuotaGroup
 from tasks.models import Task
 from tasks.specs.rules import MAX_DEPENDENCIES
 from tests.accounts.helpers import assert_error
@@ -255,6 +256,7 @@ def test_every_json_route_answers_and_documents_413(
 ) -> None:
     # It was documented on three routes only; every one that reads a JSON body can answer it.
     api = client_for(admin)
+    QuotaGroup.objects.create(name="nlp", nominal_gpus=8)  # a group to change
     body = '{"name": "' + "x" * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1) + '"}'
     routes = [
         (method, path)
@@ -264,7 +266,7 @@ def test_every_json_route_answers_and_documents_413(
     ]
     assert len(routes) >= 9
     for method, path in routes:
-        url = path.replace("{username}", "admin")
+        url = path.replace("{username}", "admin").replace("{name}", "nlp")
         response = getattr(api, method)(url, body, content_type="application/json")
         assert_error(response, 413)
         assert "413" in operation(schema, method, path)["responses"], f"{method} {path}"
@@ -290,7 +292,9 @@ def test_operations_have_readable_ids_and_a_tag_per_concept(schema: dict[str, An
     assert not [name for name in ids if name.startswith("v2_") or name.endswith(("_retrieve", "_destroy"))]
     tags = {tag for spec in operations for tag in spec["tags"]}
     concepts = {"tasks", "pipelines", "queue", "cluster", "admission", "files", "me", "tokens", "secrets", "webhooks"}
-    assert tags == concepts | {"users"}
+    assert tags == concepts | {"users", "groups"}
+    assert {"groups_list", "groups_create", "groups_get", "groups_update", "groups_delete"} <= set(ids)
+    assert operation(schema, "delete", "/api/v2/groups/{name}")["tags"] == ["groups"]
     assert operation(schema, "post", "/api/v2/tasks/{task_id}/cancel")["tags"] == ["tasks"]
     assert operation(schema, "delete", "/api/v2/me/tokens/{id}")["tags"] == ["tokens"]
 

@@ -11,6 +11,8 @@ from rest_framework import serializers
 
 from accounts import limits, users
 from accounts import secrets as secrets_crypto
+from accounts.groups.fields import GroupRefField
+from accounts.groups.rules import group_of
 from accounts.homes import home_dir
 from accounts.models import LIMIT_MAX, ApiToken, Secret, TokenState, UserLimits, validate_weight
 from common.api import JSONBooleanField, JSONFloatField, JSONIntegerField, JSONStringField, RefuseUnknownFields
@@ -60,6 +62,7 @@ class UserSerializer(serializers.ModelSerializer[User]):
         help_text="Whether the user may submit tasks with priority: high: always for an admin, else as "
         "granted (PATCH this user with can_use_high_priority)."
     )
+    group = serializers.SerializerMethodField(help_text="The name of the user's group; null: no group.")
 
     class Meta:
         model = User
@@ -72,6 +75,7 @@ class UserSerializer(serializers.ModelSerializer[User]):
             "home",
             "limits",
             "can_use_high_priority",
+            "group",
         ]
         read_only_fields = fields
 
@@ -84,6 +88,10 @@ class UserSerializer(serializers.ModelSerializer[User]):
 
     def get_can_use_high_priority(self, user: User) -> bool:
         return limits.may_use_high_priority(user)
+
+    def get_group(self, user: User) -> str | None:
+        group = group_of(user)
+        return group.name if group else None
 
 
 @extend_schema_field({"type": "number", "format": "double", "minimum": 0, "exclusiveMinimum": True})
@@ -114,6 +122,9 @@ class UserLimitsUpdateSerializer(RefuseUnknownFields):
     can_use_high_priority = JSONBooleanField(
         required=False,
         help_text="Whether the user may submit tasks with priority: high (false by default; admins always may).",
+    )
+    group = GroupRefField(
+        required=False, allow_null=True, help_text="The user's group, by name (it must exist); null: no group."
     )
 
 

@@ -27,6 +27,7 @@ from accounts.api.serializers import (
     UserLimitsUpdateSerializer,
     UserSerializer,
 )
+from accounts.groups import rules as groups
 from accounts.models import ApiToken, Secret
 from common.api import Conflict, ServiceUnavailable, actor_of
 from common.api import error_responses as errors
@@ -40,7 +41,7 @@ class UserViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
     """Users, for admins: list, show, create, set limits and permissions (PATCH), disable, enable."""
 
     # select_related: each user's limits come in the same query, not one query per user.
-    queryset = User.objects.select_related("limits").order_by("username")
+    queryset = User.objects.select_related("limits", "group_membership__group").order_by("username")
     serializer_class = UserSerializer
     permission_classes = [permissions.IsAdminUser]
     lookup_field = "username"
@@ -58,11 +59,12 @@ class UserViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         )
 
     @extend_schema(
-        summary="Set a user's limits, fair-share weight and high-priority permission",
+        summary="Set a user's limits, fair-share weight, high-priority permission and group",
         description="Only the fields sent change. A limit is a whole number (0: no limit) or null: "
         "the site default (ARGUS_USER_MAX_RUNNING_GPUS, _RUNNING_TASKS, _QUEUED_TASKS) applies. "
         "`can_use_high_priority` grants (or withdraws) the right to submit `priority: high`; an "
-        "admin always has it. The answer is the user, with each limit as set and as in effect.",
+        "admin always has it. `group` puts the user in that group (null: in none). The answer is the "
+        "user, with each limit as set and as in effect.",
         request=UserLimitsUpdateSerializer,
         responses={200: UserSerializer, **errors(400, 403, 404)},
     )
@@ -70,7 +72,10 @@ class UserViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         user = self.get_object()
         serializer = UserLimitsUpdateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        limits.set_limits(user, actor=actor_of(request), **serializer.validated_data)
+        changes = dict(serializer.validated_data)
+        if "group" in changes:
+            groups.set_group(users.request_user(request), user, changes.pop("group"))
+        limits.set_limits(user, actor=actor_of(request), **changes)
         return Response(UserSerializer(user).data)
 
     @extend_schema(request=None, responses={200: UserSerializer, **errors(403, 404, 409)})

@@ -4,21 +4,13 @@ from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
 from rest_framework.generics import GenericAPIView
-from rest_framework.permissions import SAFE_METHODS, BasePermission, IsAuthenticated
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from common.api import actor_of, error_responses
+from common.api import ReadOrAdmin, actor_of, error_responses
 from tasks.api.serializers import AdmissionChangeSerializer, AdmissionSerializer
 from tasks.models import AdmissionControl
-
-
-class ReadOrAdmin(BasePermission):
-    """Anyone signed in reads the pause (every page shows it); only an admin changes it."""
-
-    def has_permission(self, request: Request, view: APIView) -> bool:
-        return request.method in SAFE_METHODS or bool(request.user and request.user.is_staff)
 
 
 class AdmissionView(GenericAPIView[AdmissionControl]):

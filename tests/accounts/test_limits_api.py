@@ -203,8 +203,10 @@ def test_the_schema_documents_the_patch_and_its_closed_body():
     assert "required" not in body
     assert set(body["properties"]) == {
         *("max_running_gpus", "max_running_tasks", "max_queued_tasks"),
-        *("fair_share_weight", "can_use_high_priority"),
+        *("fair_share_weight", "can_use_high_priority", "group"),
     }
+    group = body["properties"]["group"]
+    assert (group["type"], group["nullable"], group["pattern"]) == ("string", True, "^[a-z][a-z0-9_-]{0,31}$")
     gpus = body["properties"]["max_running_gpus"]
     assert (gpus["type"], gpus["minimum"], gpus["maximum"], gpus["nullable"]) == ("integer", 0, LIMIT_MAX, True)
     weight = body["properties"]["fair_share_weight"]

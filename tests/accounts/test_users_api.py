@@ -75,6 +75,7 @@ def test_it_lists_users_for_admins(api, alice, bob, shared_root, django_assert_m
             "fair_share_weight": 1.0,
         },
         "can_use_high_priority": False,
+        "group": None,
     }
 
 
