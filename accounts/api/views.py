@@ -10,6 +10,7 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import generics, mixins, permissions, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
@@ -74,7 +75,10 @@ class UserViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         serializer.is_valid(raise_exception=True)
         changes = dict(serializer.validated_data)
         if "group" in changes:
-            groups.set_group(users.request_user(request), user, changes.pop("group"))
+            try:
+                groups.set_group(users.request_user(request), user, changes.pop("group"))
+            except groups.GroupGone as gone:
+                raise ValidationError({"group": [str(gone)]}) from None
         limits.set_limits(user, actor=actor_of(request), **changes)
         return Response(UserSerializer(user).data)
 

@@ -40,6 +40,10 @@ class GroupInUse(Exception):
     """A group that still has members or live work: deleting it is refused, saying why."""
 
 
+class GroupGone(Exception):
+    """The group a user was to join was deleted meanwhile (after the request named it)."""
+
+
 def _record(actor: User, obj: models.Model, flag: int, message: str) -> None:
     LogEntry.objects.log_actions(actor.pk, [obj], flag, message, single_object=True)
 
@@ -118,6 +122,10 @@ def set_group(actor: User, user: User, group: QuotaGroup | None) -> None:
         if group is None:
             Membership.objects.filter(user=user).delete()
         else:
+            # Locked as delete_group locks it: a group deleted since the request named it is
+            # refused here, not by the foreign key (a database error).
+            if not QuotaGroup.objects.select_for_update().filter(pk=group.pk).exists():
+                raise GroupGone(f"The group {group.name} was deleted meanwhile.")
             membership, _ = Membership.objects.update_or_create(user=user, defaults={"group": group})
         was, now = (before.name if before else "no group"), (group.name if group else "no group")
         _record(actor, user, CHANGE, f"Changed the group of {user.username}: {was} -> {now}")

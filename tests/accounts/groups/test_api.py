@@ -319,3 +319,20 @@ def test_the_user_api_and_me_show_the_group(api, client_for, make_group, alice, 
     assert api.get("/api/v2/users/alice").json()["group"] == "nlp"
     listed = {user["username"]: user["group"] for user in api.get("/api/v2/users").json()["results"]}
     assert listed == {"admin": None, "alice": "nlp", "bob": None}
+
+
+def test_a_group_deleted_after_the_request_named_it_is_a_400_not_a_database_error(api, make_group, alice, monkeypatch):
+    from accounts.groups import fields
+
+    group = make_group("nlp")
+    resolve = fields.GroupRefField.to_internal_value
+
+    def resolved_then_deleted(self, data):
+        found = resolve(self, data)
+        group.delete()  # another admin's delete, between the lookup and the write
+        return found
+
+    monkeypatch.setattr(fields.GroupRefField, "to_internal_value", resolved_then_deleted)
+    error = assert_error(api.patch("/api/v2/users/alice", {"group": "nlp"}, format="json"), 400, fields=("group",))
+    assert "The group nlp was deleted meanwhile." in str(error["fields"]["group"])
+    assert not Membership.objects.exists()
