@@ -2,18 +2,17 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import math
 import secrets
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
 from accounts import secrets as secrets_crypto
+from accounts.bounds import LIMIT_MAX, validate_weight
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -130,18 +129,6 @@ class ApiToken(models.Model):
                 models.Q(last_used_at=None) | models.Q(last_used_at__lt=stale_before)
             ).update(last_used_at=now)
             self.last_used_at = now
-
-
-# The largest PositiveIntegerField every database Django supports can store (PostgreSQL's
-# integer): a limit above it would be a database error, not a 400.
-LIMIT_MAX = 2**31 - 1
-
-
-def validate_weight(value: float) -> None:
-    # Fair share divides a user's usage by the weight: 0 or less, or an infinity, would put
-    # them first (or last) for ever.
-    if not (math.isfinite(value) and value > 0):
-        raise ValidationError("The fair-share weight must be a number greater than 0.", code="invalid")
 
 
 def _limit_field(what: str, setting: str) -> models.PositiveIntegerField[int | None, int | None]:

@@ -11,10 +11,11 @@ from rest_framework import serializers
 
 from accounts import limits, users
 from accounts import secrets as secrets_crypto
+from accounts.bounds import LIMIT_MAX, validate_weight
 from accounts.groups.fields import GroupRefField
 from accounts.groups.rules import group_of
 from accounts.homes import home_dir
-from accounts.models import LIMIT_MAX, ApiToken, Secret, TokenState, UserLimits, validate_weight
+from accounts.models import ApiToken, Secret, TokenState, UserLimits
 from common.api import JSONBooleanField, JSONFloatField, JSONIntegerField, JSONStringField, RefuseUnknownFields
 
 
@@ -96,7 +97,7 @@ class UserSerializer(serializers.ModelSerializer[User]):
 
 @extend_schema_field({"type": "number", "format": "double", "minimum": 0, "exclusiveMinimum": True})
 class WeightField(JSONFloatField):
-    """A fair-share weight: a number greater than 0 (accounts.models.validate_weight)."""
+    """A fair-share weight: a number greater than 0 (accounts.bounds.validate_weight)."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(validators=[validate_weight], **kwargs)

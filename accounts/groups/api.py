@@ -12,10 +12,10 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 
 from accounts.api.serializers import WeightField
+from accounts.bounds import LIMIT_MAX
 from accounts.groups import rules
 from accounts.groups.fields import GroupNameField
 from accounts.groups.models import NAME_PATTERN, QuotaGroup
-from accounts.models import LIMIT_MAX
 from accounts.users import request_user
 from common.api import Conflict, JSONIntegerField, ReadOrAdmin, RefuseUnknownFields
 from common.api import error_responses as errors

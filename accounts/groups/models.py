@@ -14,7 +14,7 @@ from django.core.validators import MaxValueValidator
 from django.db import models
 from django.utils import timezone
 
-from accounts.models import LIMIT_MAX, validate_weight
+from accounts.bounds import LIMIT_MAX, validate_weight
 
 # A group's name is a URL part (/api/v2/groups/NAME) and a /metrics label value: kept to
 # lowercase words, so "NLP" and "nlp" can never be two groups.

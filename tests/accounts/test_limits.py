@@ -8,6 +8,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
+from accounts.bounds import LIMIT_MAX
 from accounts.limits import (
     Limits,
     high_priority_refusal,
@@ -17,7 +18,7 @@ from accounts.limits import (
     queued_limit_error,
     set_limits,
 )
-from accounts.models import LIMIT_MAX, UserLimits
+from accounts.models import UserLimits
 
 pytestmark = pytest.mark.django_db
 

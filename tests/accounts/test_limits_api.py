@@ -6,7 +6,8 @@ import pytest
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
-from accounts.models import LIMIT_MAX, UserLimits
+from accounts.bounds import LIMIT_MAX
+from accounts.models import UserLimits
 from tests.accounts.helpers import assert_error
 
 pytestmark = pytest.mark.django_db

@@ -11,9 +11,9 @@ from django.db.models import Model
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
+from accounts.bounds import LIMIT_MAX
 from accounts.groups.models import Membership, QuotaGroup
 from accounts.groups.rules import deletion_refusal
-from accounts.models import LIMIT_MAX
 from tasks.choices import TaskState
 from tests.accounts.helpers import assert_error
 
