@@ -9,7 +9,7 @@ from typing import Any, TypedDict
 from django.db import models
 from django.utils import timezone
 
-from tasks.choices import ACTIVE_STATES, FailureKind
+from tasks.choices import ACTIVE_STATES, FailureKind, Quota
 
 
 class AttemptNode(TypedDict):
@@ -108,6 +108,9 @@ class Attempt(models.Model):
     # tasks.scheduler.progress judges a job that exits 0 on (INCOMPLETE only on such evidence).
     total_steps = models.IntegerField(null=True, blank=True)
     last_step = models.IntegerField(null=True, blank=True)
+    # Whose quota its GPUs count against (tasks.choices.Quota): the one field admission by quota
+    # sets when it admits the attempt, and the usage ledger splits its GPU-seconds by.
+    quota = models.CharField(max_length=16, choices=Quota.choices, default=Quota.IN_QUOTA)
     # Fair share: GPU-seconds are charged up to here (tasks.scheduler.usage); usage_open until the
     # attempt's end has been charged.
     charged_until = models.DateTimeField(null=True, blank=True)

@@ -212,3 +212,12 @@ class EventKind(models.TextChoices):
     # A retry of its pipeline made this task in place of a step's earlier one; data names that
     # task and, when it resumes from that task's checkpoint, the step (tasks.pipelines.retry).
     PIPELINE_RETRY = "PIPELINE_RETRY"
+
+
+class Quota(models.TextChoices):
+    """Whose quota an attempt's GPUs count against: its group's own (``in_quota``), or other
+    groups' idle quota it borrows (``borrowed``). Admission by quota (issue 27 item 2) sets it
+    on the attempt it admits; until then every attempt runs in its quota."""
+
+    IN_QUOTA = "in_quota"
+    BORROWED = "borrowed"

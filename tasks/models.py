@@ -47,6 +47,7 @@ from tasks.specs.pools import Actor, Pool, task_pools
 from tasks.specs.pools import total_gpus as pools_gpus
 from tasks.specs.resolved import ResolvedSpec
 from tasks.specs.verl_names import TOTAL_TRAINING_STEPS
+from tasks.usage.models import UsageRecord as UsageRecord  # Django finds the usage ledger here
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

@@ -25,6 +25,8 @@ from tasks.models import StaleState, Task
 from tasks.scheduler.failures import INSUFFICIENT, trim
 from tasks.scheduler.storage import bounded
 from tasks.specs.paths import NoCheckpoint, latest_checkpoint
+from tasks.usage import ledger
+from tasks.usage.ledger import REDOES_WORK
 
 ACTOR = Role.SCHEDULER.value
 STOPPED_OUTSIDE = "the Ray job was stopped outside Argus"
@@ -70,7 +72,9 @@ def settle(task: Task, attempt: Attempt, outcome: Outcome) -> Task:
     rule = AFTER_FAILURE.get(outcome.failure)
     # Whether it made progress, for a budget that starts again when it did (read before the
     # transaction: shared storage may be slow).
-    checkpoint = checkpoint_step(task) if rule is not None and rule.progress_resets else None
+    # And what it will redo, for the usage ledger (tasks.usage.ledger.lost_gpu_seconds).
+    reads = (rule is not None and rule.progress_resets) or outcome.failure in REDOES_WORK
+    checkpoint = checkpoint_step(task) if reads else None
     with transaction.atomic():
         fresh = Task.objects.select_for_update().get(pk=task.pk)
         if fresh.state not in ACTIVE_STATES:
@@ -79,6 +83,7 @@ def settle(task: Task, attempt: Attempt, outcome: Outcome) -> Task:
             # Nobody asked Argus to stop it: a failure, recorded so that max_retries counts it.
             outcome = replace(outcome, failure=FailureKind.UNKNOWN, line=outcome.line or STOPPED_OUTSIDE)
         _end_attempt(attempt, outcome, checkpoint)
+        ledger.record(attempt)  # its usage, in the transaction that ends it
         budgets = Budgets.of(fresh)
         if outcome.failure == FailureKind.NODE_FAILURE:
             since = budgets.window(AFTER_FAILURE[FailureKind.NODE_FAILURE]).first
