@@ -31,7 +31,7 @@ from common.pages import page_or_part, web_actor
 from tasks.api.cluster import ClusterSummary, cluster_summary
 from tasks.api.filters import TaskFilter
 from tasks.attempts import Attempt
-from tasks.choices import ACTIVE_STATES, BEFORE_RAY_STATES, QUEUE_STATES, TaskState
+from tasks.choices import ACTIVE_STATES, BEFORE_RAY_STATES, QUEUE_STATES, TaskKind, TaskState
 from tasks.jobfiles import resolved_spec
 from tasks.models import ClusterState, IllegalTransition, StaleState, Task
 from tasks.pipelines.actions import submit_pipeline
@@ -178,9 +178,11 @@ def _spec_as_run(task: Task) -> dict[str, str]:
     """The resolved spec as YAML, and the command Ray runs as one would type it."""
     resolved = resolved_spec(task)
     argv = resolved.pop("argv")
-    if argv[:2] == ["bash", "-c"]:
-        # An advanced spec: its command, shown once, as its author wrote it (macros expanded).
-        command = resolved.pop("command")
+    if task.kind == TaskKind.ADVANCED:
+        # Its command, shown once, as bash runs it (`env ARGUS_CHECKPOINT_DIR=… bash -c
+        # <command>`): the checkpoint folder written in and verl's file logger added.
+        resolved.pop("command")
+        command = argv[-1]
     else:
         # `python3 -m <module>` on the first line, then one override a line.
         command = " \\\n    ".join([" ".join(argv[:3]), *map(_shell_word, argv[3:])])

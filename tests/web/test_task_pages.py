@@ -3,6 +3,7 @@ and every page with and without Ray data."""
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -666,3 +667,29 @@ def test_no_time_left_without_a_limit_or_once_finished(
 )
 def test_a_time_limit_in_words(seconds: int, words: str) -> None:
     assert format_seconds(seconds) == words  # the one way Argus says a duration
+
+
+def test_an_advanced_tasks_page_shows_its_command_once_as_bash_runs_it(as_alice: Client) -> None:
+    spec = (
+        "kind: advanced\nworkload: ppo\nnnodes: 1\nn_gpus_per_node: 1\n"
+        "command: python3 -m verl.trainer.main_ppo trainer.default_local_dir=$ARGUS_CHECKPOINT_DIR"
+        " trainer.logger=[console]\n"
+    )
+    response = as_alice.post("/tasks/new/", {"spec": spec})
+    assert response.status_code == 302, text_of(response)
+    task = Task.objects.get()
+    page = text_of(as_alice.get(f"/tasks/{task.task_id}/"))
+    run = re.search(
+        r'<h3>Command</h3>\s*<pre class="code">([^<]*)</pre>\s*<h3>Resolved spec</h3>\s*'
+        r'<pre class="code">([^<]*)</pre>',
+        page,
+    )
+    assert run is not None
+    # The command itself, not `env ARGUS_CHECKPOINT_DIR=… bash -c` split one word a line; the
+    # checkpoint folder written in and verl's file logger added, as bash receives it.
+    checkpoints = f"{home_dir('alice')}/jobs/{task.task_id}"
+    assert run.group(1).startswith(f"python3 -m verl.trainer.main_ppo trainer.default_local_dir={checkpoints}")
+    assert html.unescape(run.group(1)).endswith(""" 'trainer.logger=["console","file"]'""")  # Hydra: the last wins
+    assert "ARGUS_CHECKPOINT_DIR" not in run.group(1) and "bash -c" not in run.group(1)
+    # Shown once: the resolved spec below it does not repeat the command.
+    assert "command:" not in run.group(2) and "verl.trainer.main_ppo" not in run.group(2)
