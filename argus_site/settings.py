@@ -320,7 +320,7 @@ if ARGUS_SCHEDULING_POLICY not in ("backfill", "strict_fifo", "best_effort_fifo"
 # Backfill: once the first blocked task has its reservation, try the others shortest time
 # limit first (false: in queue order, as Slurm's EASY backfill does).
 ARGUS_BACKFILL_SHORTEST_FIRST = envbool("ARGUS_BACKFILL_SHORTEST_FIRST", True)
-# Fair share (tasks/scheduler/fairshare.py): usage is GPU-seconds halved every HALF_LIFE_S; a
+# Fair share (tasks/queue/fairshare.py): usage is GPU-seconds halved every HALF_LIFE_S; a
 # light user's task may pass a heavy user's that came up to WINDOW earlier (0: off).
 ARGUS_FAIR_SHARE_HALF_LIFE_S = envseconds("ARGUS_FAIR_SHARE_HALF_LIFE_S", "168h")
 ARGUS_FAIR_SHARE_WINDOW_S = envseconds("ARGUS_FAIR_SHARE_WINDOW_S", "2h")

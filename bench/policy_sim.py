@@ -13,7 +13,7 @@ stops it), and the schedulers know only ``time_limit_s`` (empty: none). ``priori
 of work between two checkpoints (verl's ``save_freq`` steps; default 600).
 
 An event simulation: at each arrival, end and preemption stop, the queue is ordered by
-tasks.scheduler.fairshare.order and admitted by tasks.scheduler.admission.decide, the very
+tasks.queue.fairshare.order and admitted by tasks.scheduler.admission.decide, the very
 functions the scheduler's tick calls (tasks/scheduler/launch.py), over ``--nodes`` worker nodes of
 ``--gpus`` GPUs. Admission is instantaneous and a started task runs exactly its work: the figures
 compare policies, not Ray's start-up costs.
@@ -66,8 +66,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tasks.scheduler import admission, fairshare  # noqa: E402
-from tasks.scheduler.rooms import Request, Room  # noqa: E402
+from tasks.queue import fairshare  # noqa: E402
+from tasks.queue.request import Request  # noqa: E402
+from tasks.scheduler import admission  # noqa: E402
+from tasks.scheduler.rooms import Room  # noqa: E402
 
 PRIORITY = {"normal": 0, "high": 10}
 HIGH = PRIORITY["high"]

@@ -20,7 +20,7 @@ from tasks.api.cluster import worker_totals
 from tasks.attempts import Attempt
 from tasks.choices import QUEUE_STATES, FailureKind, TaskState
 from tasks.models import ClusterState, Task
-from tasks.scheduler.usage import shares
+from tasks.queue.shares import shares
 
 RECENT_DISPATCHES = 200
 # A label per task: the soonest only, so that a long queue does not blow up the series count.

@@ -46,7 +46,7 @@ def note(ordered: Sequence[Placed], index: int, viewer: str, now: datetime) -> s
     parts = [about(task.estimated_start_at, now)] if task.estimated_start_at else []
     parts.append(_behind(ahead, viewer) if ahead else "first in line")
     words = ", ".join(parts)
-    # Only a lighter user's task can pass an earlier one of the same priority (tasks.scheduler.
+    # Only a lighter user's task can pass an earlier one of the same priority (tasks.queue.
     # fairshare.order): a task submitted later yet ahead of it is one that fair share moved up.
     passed = [t for t in ahead if t.priority == task.priority and t.submitted > task.submitted]
     if passed:

@@ -1,5 +1,5 @@
 """The order of the queue, for the scheduler and for the pages that show it: priority, then
-fair share (tasks.scheduler.fairshare), then when it entered the queue (Task.queued_at).
+fair share (tasks.queue.fairshare), then when it entered the queue (Task.queued_at).
 
 Fair share is computed in Python over every waiting task (``order_waiting``, ``in_order``);
 the database orders by the rest (``waiting``: priority, then first come, first served)."""
@@ -17,8 +17,8 @@ from django.db.models import FloatField, Func, QuerySet
 from accounts.limits import Limits
 from tasks.choices import QUEUE_STATES
 from tasks.models import Task
-from tasks.scheduler.fairshare import Waiting, order
-from tasks.scheduler.usage import Share, shares
+from tasks.queue.fairshare import Waiting, order
+from tasks.queue.shares import Share, shares
 
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper

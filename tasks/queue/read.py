@@ -20,7 +20,7 @@ from tasks.choices import ACTIVE_STATES, QUEUE_STATES
 from tasks.models import Task
 from tasks.queue.notes import Placed, note
 from tasks.queue.order import BY_PRIORITY_THEN_ARRIVAL, in_order
-from tasks.scheduler.usage import Share
+from tasks.queue.shares import Share
 from tasks.specs.pools import Pool
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ def current_queue(now: datetime | None = None) -> Queue:
     missing = {task.user_id: task.user.username for task in on_ray if task.user.username not in shares}
     if missing:
         # Only tasks on Ray and nothing charged yet: no usage, so a factor of 1 whatever the
-        # others' (tasks.scheduler.fairshare.factors); only the weight is to be looked up.
+        # others' (tasks.queue.fairshare.factors); only the weight is to be looked up.
         for user_id, limits in limits_by_user(missing).items():
             shares[missing[user_id]] = Share(missing[user_id], 0.0, limits.weight, 1.0)
     return Queue([*on_ray, *waiting], len(on_ray), shares, now)

@@ -30,9 +30,9 @@ from django.db.models import Value
 from django.db.models.functions import Coalesce
 
 from tasks.models import QUEUE_STATES, Task, TaskState
+from tasks.queue.fairshare import Waiting
 from tasks.queue.order import EpochSeconds
-from tasks.scheduler.fairshare import Waiting
-from tasks.scheduler.rooms import Request
+from tasks.queue.request import Request
 from tasks.specs.pools import Actor, Pool
 
 OVERLAP_S = 10.0

@@ -29,7 +29,8 @@ from Ray's status and the driver log) and what follows, a table (``settle.AFTER_
 
 The pure policy core, plain numbers and no Django, which bench/policy_sim.py drives too:
 ``admission`` (who starts, who waits and why, whom to preempt), ``plan`` (free room over time:
-reservations, estimates), ``rooms`` (free room per node, where a gang fits), ``fairshare``.
+reservations, estimates), ``rooms`` (free room per node, where a gang fits), with the queue's
+``tasks.queue.fairshare`` (its order) and ``tasks.queue.request`` (what a task asks).
 
 ``storage`` bounds every file call of the tick. This package's ``__init__`` imports nothing.
 """

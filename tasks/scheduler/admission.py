@@ -1,7 +1,7 @@
 """Which waiting tasks start now, why the others wait, which preemptible tasks make room for a
 higher-priority one, and when each waiting task should start.
 
-Pure functions over plain numbers and a queue already in order (tasks.scheduler.fairshare), so
+Pure functions over plain numbers and a queue already in order (tasks.queue.fairshare), so
 that policies are easy to swap and to test, and bench/policy_sim.py drives this very code.
 
 Policies:
@@ -27,19 +27,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 
+from tasks.queue.request import Cpus, Request, Shape, shape_gangs
 from tasks.scheduler.plan import NEVER, Profile, Release
-from tasks.scheduler.rooms import (
-    Cpus,
-    Request,
-    Room,
-    Shape,
-    can_ever_fit,
-    cpus_at,
-    place,
-    plural,
-    shape_gangs,
-    shortfall,
-)
+from tasks.scheduler.rooms import Room, can_ever_fit, cpus_at, place, plural, shortfall
 
 STRICT_FIFO = "strict_fifo"
 BEST_EFFORT_FIFO = "best_effort_fifo"

@@ -28,6 +28,7 @@ from tasks.models import QUEUE_STATES, AdmissionControl, Event, EventKind, Role,
 from tasks.queue import reasons as queue_reasons
 from tasks.queue import rows as queue_rows
 from tasks.queue.order import order_waiting, usernames
+from tasks.queue.request import Cpus, Request, actor_cpus
 from tasks.scheduler import admission, job_env, preempt
 from tasks.scheduler.rayjobs import (
     ClusterView,
@@ -37,7 +38,7 @@ from tasks.scheduler.rayjobs import (
     Submission,
     SubmitRejected,
 )
-from tasks.scheduler.rooms import Cpus, Request, Room, actor_cpus, effective_free
+from tasks.scheduler.rooms import Room, effective_free
 from tasks.scheduler.settle import ACTOR, Outcome, settle
 from tasks.scheduler.storage import bounded
 from tasks.scheduler.turns import Budget, guarded

@@ -17,7 +17,8 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from tasks.scheduler.rooms import Cpus, Gang, Request, Room, cpus_at, holding, place
+from tasks.queue.request import Cpus, Gang, Request
+from tasks.scheduler.rooms import Room, cpus_at, holding, place
 
 NEVER = math.inf
 # A running task past its planned end (over its time limit, being stopped) gives its room back

@@ -2,28 +2,21 @@
 attempts used since they were last charged (and the last stretch of those that ended), so the
 cost follows what runs, not the history of all attempts.
 
-Usage is stored as it stood at ``as_of`` and decays from there (tasks.scheduler.fairshare), so
-that nothing needs rewriting for time to pass.
+Usage is stored as it stood at ``as_of`` and decays from there (tasks.queue.fairshare), so
+that nothing needs rewriting for time to pass; the queue reads it (tasks.queue.shares).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime
 
-from django.conf import settings
 from django.db import transaction
 
-from accounts.limits import Limits, limits_by_user
 from tasks.attempts import Attempt
 from tasks.lease import check_fence
 from tasks.models import Usage
-from tasks.scheduler.fairshare import HOUR, decayed, factors
-
-
-def half_life_s() -> float:
-    return float(settings.ARGUS_FAIR_SHARE_HALF_LIFE_S)
+from tasks.queue.fairshare import decayed
+from tasks.queue.shares import half_life_s
 
 
 def charge(now: datetime) -> None:
@@ -56,27 +49,3 @@ def charge(now: datetime) -> None:
         # One statement for the users charged before and one for the first-timers, however many.
         Usage.objects.bulk_update(stored, ["gpu_seconds", "as_of"])
         Usage.objects.bulk_create(new)
-
-
-@dataclass(frozen=True)
-class Share:
-    user: str
-    gpu_hours: float  # decayed usage, now
-    weight: float
-    factor: float  # 1: has used nothing; 1/2: used exactly its share; near 0: heavy
-
-
-def shares(now: datetime, users: dict[int, str], known: Mapping[int, Limits] | None = None) -> dict[str, Share]:
-    """Each user's share now: those of ``users`` ({id: name}) and everyone with usage.
-    ``known``: limits_by_user of some of them, already read (the rest are read here)."""
-    rows = list(Usage.objects.values_list("user_id", "user__username", "gpu_seconds", "as_of"))
-    names = dict(users)
-    usage: dict[str, float] = {}
-    for user_id, name, seconds, as_of in rows:
-        names[user_id] = name
-        usage[name] = decayed(seconds, (now - as_of).total_seconds(), half_life_s())
-    limits = dict(known or {})
-    limits.update(limits_by_user(names.keys() - limits.keys()))
-    weights = {name: limits[user_id].weight for user_id, name in names.items()}
-    factor = factors(usage, weights, names.values())
-    return {name: Share(name, usage.get(name, 0.0) / HOUR, weights[name], factor[name]) for name in names.values()}

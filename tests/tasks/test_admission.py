@@ -1,7 +1,8 @@
 from __future__ import annotations
 
+from tasks.queue.request import Request
 from tasks.scheduler.admission import BEST_EFFORT_FIFO, STRICT_FIFO, decide
-from tasks.scheduler.rooms import Request, Room, effective_free, place, shortfall
+from tasks.scheduler.rooms import Room, effective_free, place, shortfall
 
 
 def req(key: int, nnodes: int, gpus: int, cpus: float = 0.0) -> Request:

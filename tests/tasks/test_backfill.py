@@ -3,9 +3,10 @@ pure functions over plain numbers (seconds on a made-up clock)."""
 
 from __future__ import annotations
 
+from tasks.queue.request import Request
 from tasks.scheduler.admission import BACKFILL, STRICT_FIFO, Caps, Running, choose_victims, decide
 from tasks.scheduler.plan import Profile, Release
-from tasks.scheduler.rooms import Request, Room
+from tasks.scheduler.rooms import Room
 
 NOW = 1000.0
 

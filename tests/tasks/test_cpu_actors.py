@@ -4,9 +4,10 @@ actors' CPUs are charged where they were planned, and the actor that does not fi
 
 from __future__ import annotations
 
+from tasks.queue.request import Placement, Request, actor_cpus
 from tasks.scheduler.admission import BACKFILL, BEST_EFFORT_FIFO, Running, decide
 from tasks.scheduler.plan import Profile
-from tasks.scheduler.rooms import Placement, Request, Room, actor_cpus, can_ever_fit, place, shortfall
+from tasks.scheduler.rooms import Room, can_ever_fit, place, shortfall
 from tasks.specs.pools import FULLY_ASYNC, ONE_STEP_OFF, Pool, command_actors
 
 CPUS_PER_GPU = 3.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.scheduler.fairshare import Waiting, decayed, factors, order
+from tasks.queue.fairshare import Waiting, decayed, factors, order
 
 HOUR = 3600.0
 

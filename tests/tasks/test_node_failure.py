@@ -12,11 +12,12 @@ import pytest
 from tasks.attempts import Attempt
 from tasks.choices import FailureKind
 from tasks.models import EventKind, TaskState
+from tasks.queue.request import Request
 from tasks.scheduler.admission import Running, decide
 from tasks.scheduler.failures import classify, node_death
 from tasks.scheduler.launch import live_holdings, promised_gpus
 from tasks.scheduler.plan import Profile, Release
-from tasks.scheduler.rooms import Request, Room
+from tasks.scheduler.rooms import Room
 from tasks.scheduler.tick import tick
 from tests.tasks.test_watch import log, running
 

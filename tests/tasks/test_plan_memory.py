@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
+from tasks.queue.request import Request, actor_cpus
 from tasks.scheduler import admission
 from tasks.scheduler.admission import BACKFILL, BEST_EFFORT_FIFO, POLICIES, STRICT_FIFO, Caps, Running, decide
 from tasks.scheduler.plan import NEVER, Profile, Release
-from tasks.scheduler.rooms import Request, Room, actor_cpus, holding, place
+from tasks.scheduler.rooms import Room, holding, place
 from tasks.specs.pools import Actor, Pool
 
 NOW = 1_000_000.0

@@ -4,9 +4,10 @@ following GPUs on every node, and the pool that does not fit named in the reason
 
 from __future__ import annotations
 
+from tasks.queue.request import Request
 from tasks.scheduler.admission import BACKFILL, STRICT_FIFO, Caps, Running, decide
 from tasks.scheduler.plan import Profile, Release
-from tasks.scheduler.rooms import Request, Room, can_ever_fit, place, place_pools, shortfall
+from tasks.scheduler.rooms import Room, can_ever_fit, place, place_pools, shortfall
 from tasks.specs.pools import Pool
 
 CPUS_PER_GPU = 3.0

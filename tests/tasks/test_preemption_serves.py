@@ -14,9 +14,10 @@ from accounts.models import UserLimits
 from tasks.attempts import Attempt
 from tasks.choices import FailureKind
 from tasks.models import AdmissionControl, EventKind, TaskState
+from tasks.queue.request import Request
 from tasks.scheduler.admission import Caps, Running, decide, preemption_holds
 from tasks.scheduler.preempt import yielded
-from tasks.scheduler.rooms import Request, Room
+from tasks.scheduler.rooms import Room
 from tasks.scheduler.tick import tick
 from tests.conftest import PPO_SPEC
 from tests.tasks.test_preemption import GRACE, HIGH, save_checkpoint

@@ -10,9 +10,9 @@ from django.utils import timezone
 
 from tasks.models import Task, TaskState
 from tasks.queue import rows as queue_rows
+from tasks.queue.fairshare import Waiting
+from tasks.queue.request import Request
 from tasks.queue.rows import Queued
-from tasks.scheduler.fairshare import Waiting
-from tasks.scheduler.rooms import Request
 from tasks.scheduler.tick import tick
 
 pytestmark = pytest.mark.django_db

@@ -12,7 +12,8 @@ submission time, and it bounds how long a task can be passed over: once it has w
 ``window`` longer than a newer task, no share puts the newer one first, so nobody starves.
 
 Pure functions over plain numbers; the scheduler keeps usage up to date incrementally
-(tasks.scheduler.usage) and bench/policy_sim.py drives the same code.
+(its ``usage.charge``), the queue reads it (tasks.queue.shares) and bench/policy_sim.py
+drives the same code.
 """
 
 from __future__ import annotations
