@@ -136,9 +136,14 @@ TEMPLATES = [
 # scheduler writes; IMMEDIATE makes writers queue for the lock instead of failing with
 # "database is locked"; the timeout is how long they queue (RAY_NOTES.md).
 DEFAULT_DATABASE_URL = f"sqlite:///{BASE_DIR / 'var' / 'argus.sqlite3'}"
+# Each connection is kept between requests (for ARGUS_DB_CONN_MAX_AGE_S; 0: one per request):
+# opening one costs more CPU than a submission's queries (SQLite's PRAGMAs, ~0.7 ms a request,
+# bench/api_intake.py). Health checks replace one the database server closed meanwhile.
 DATABASES = {
     "default": dj_database_url.parse(
-        envstr("DATABASE_URL", DEFAULT_DATABASE_URL), conn_max_age=envseconds("ARGUS_DB_CONN_MAX_AGE_S", "0")
+        envstr("DATABASE_URL", DEFAULT_DATABASE_URL),
+        conn_max_age=envseconds("ARGUS_DB_CONN_MAX_AGE_S", "600"),
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
