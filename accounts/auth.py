@@ -27,10 +27,12 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed("Malformed Authorization header: use 'Bearer <token>'.")
         # The user's limits and group in the same query: /me shows them and every submission
         # checks max_queued_tasks (accounts.limits), which would otherwise each cost one more.
+        # get, not first: token_hash is unique, and first's ORDER BY costs ~0.1 ms to compile.
         tokens = ApiToken.objects.select_related("user", "user__limits", "user__group_membership__group")
-        token = tokens.filter(token_hash=hash_token(parts[1])).first()
-        if token is None:
-            raise exceptions.AuthenticationFailed("Invalid token.")
+        try:
+            token = tokens.get(token_hash=hash_token(parts[1]))
+        except ApiToken.DoesNotExist:
+            raise exceptions.AuthenticationFailed("Invalid token.") from None
         # Each refusal says why, so a script's owner knows whether to ask for a new token
         # or for their account back.
         if token.state == TokenState.REVOKED:
