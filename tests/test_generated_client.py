@@ -91,6 +91,7 @@ TAGS = (
     "secrets",
     "tasks",
     "tokens",
+    "usage",
     "users",
     "webhooks",
 )
@@ -211,5 +212,9 @@ def test_a_researchers_day_through_the_generated_client(
     boss.response("groups_delete", "nlp", expect=409)  # carol is in it
     assert boss("users_update", "carol", body=models.PatchedUserLimitsUpdateRequest(group=None)).group is None
     boss("groups_delete", "nlp", expect=204)
+
+    # Who used the GPUs this month (nothing has ended yet); the CSV: tests/tasks/usage/test_api.py.
+    assert day("usage_get", since="30d").rows == []
+    assert boss("usage_get", by=models.UsageGetBy.GROUP).by == models.UsageGetBy.GROUP
 
     assert called == ids, f"not walked: {sorted(ids - called)}"

@@ -1,0 +1,159 @@
+"""Usage reports, read from the ledger (tasks.usage.models) by aggregate queries: one GROUP BY
+over the rows whose attempts ended in the window, never a walk over tasks.
+
+Who sees what: an admin every row; anyone else their own rows (by user) and their group's
+totals (by group; users in no group share the no-group total, as they share the quota no
+group covers)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, time, timedelta
+from typing import TYPE_CHECKING, Literal
+
+from django.db.models import Avg, Count, QuerySet, Sum
+from django.utils import timezone
+from django.utils.dateparse import parse_date, parse_datetime
+
+from accounts.groups.models import Membership
+from common.durations import parse_duration
+from tasks.usage.models import UsageRecord
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AnonymousUser, User
+
+By = Literal["user", "group"]
+HOUR = 3600.0
+DEFAULT_WINDOW_S = 30 * 86400
+# What each row says, in the CSV's order (``user`` only by user).
+COLUMNS = (
+    "group",
+    "user",
+    "gpu_hours",
+    "in_quota_gpu_hours",
+    "borrowed_gpu_hours",
+    "lost_gpu_hours",
+    "tasks",
+    "mean_wait_s",
+)
+
+
+WHEN_WORDS = "expected an ISO date (2026-11-01), a date-time, or a duration back from now like 30d or 12h"
+
+
+@dataclass(frozen=True)
+class Row:
+    group: str | None  # None: users in no group
+    user: str | None  # None in a report by group
+    gpu_hours: float
+    in_quota_gpu_hours: float
+    borrowed_gpu_hours: float
+    lost_gpu_hours: float
+    tasks: int
+    mean_wait_s: float | None  # None: no task of the row first started in the window
+
+
+# The earliest moment a window can start: a duration further back than that starts there.
+EARLIEST = datetime.min.replace(tzinfo=timezone.get_fixed_timezone(0))
+
+
+def back(moment: datetime, seconds: float) -> datetime:
+    """``seconds`` before ``moment``, or EARLIEST where that is before any date."""
+    try:
+        return moment - timedelta(seconds=seconds)
+    except OverflowError:
+        return EARLIEST
+
+
+def parse_when(value: str, now: datetime) -> datetime:
+    """An ISO date (its midnight, UTC), an ISO date-time (UTC unless it says), or a duration
+    back from ``now`` (``30d``, ``12h``). Raises ValueError saying what is accepted."""
+    moment: datetime | None = None
+    try:
+        moment = parse_datetime(value)
+        day = parse_date(value) if moment is None else None
+    except ValueError:
+        day = None
+    if moment is None and day is not None:
+        moment = datetime.combine(day, time.min)
+    if moment is not None:
+        return moment if timezone.is_aware(moment) else timezone.make_aware(moment, timezone.get_fixed_timezone(0))
+    try:
+        return back(now, parse_duration(value))
+    except ValueError:
+        raise ValueError(WHEN_WORDS) from None
+
+
+def window(since: datetime | None, until: datetime | None, now: datetime) -> tuple[datetime, datetime]:
+    """[since, until): by default the 30 days up to now. One that ends before it starts is
+    empty (no row ended in it), not an error."""
+    end = until or now
+    return since or back(end, DEFAULT_WINDOW_S), end
+
+
+def visible(viewer: User | AnonymousUser, by: By) -> QuerySet[UsageRecord]:
+    """The ledger rows a report for ``viewer`` may sum."""
+    rows = UsageRecord.objects.all()
+    if viewer.is_staff:
+        return rows
+    if viewer.pk is None:  # anonymous: the route refuses it first
+        return rows.none()
+    if by == "user":
+        return rows.filter(user_id=viewer.pk)
+    group = Membership.objects.filter(user_id=viewer.pk).values_list("group__name", flat=True).first()
+    return rows.filter(group=group or "")
+
+
+def report(viewer: User | AnonymousUser, by: By, since: datetime, until: datetime) -> list[Row]:
+    """The rows of the window [since, until), in order of group then user."""
+    keys = ["group", "user__username"] if by == "user" else ["group"]
+    sums = (
+        visible(viewer, by)
+        .filter(ended_at__gte=since, ended_at__lt=until)
+        .values(*keys)
+        .annotate(
+            gpu=Sum("gpu_seconds"),
+            in_quota=Sum("in_quota_gpu_seconds"),
+            borrowed=Sum("borrowed_gpu_seconds"),
+            lost=Sum("lost_gpu_seconds"),
+            tasks=Count("task", distinct=True),
+            wait=Avg("wait_s"),  # over the rows that have one
+        )
+        .order_by(*keys)
+    )
+    return [
+        Row(
+            group=row["group"] or None,
+            user=row.get("user__username"),
+            gpu_hours=hours(row["gpu"]),
+            in_quota_gpu_hours=hours(row["in_quota"]),
+            borrowed_gpu_hours=hours(row["borrowed"]),
+            lost_gpu_hours=hours(row["lost"]),
+            tasks=row["tasks"],
+            mean_wait_s=None if row["wait"] is None else round(row["wait"], 1),
+        )
+        for row in sums
+    ]
+
+
+def hours(seconds: float | None) -> float:
+    return round((seconds or 0.0) / HOUR, 3)
+
+
+def columns(by: By) -> tuple[str, ...]:
+    return COLUMNS if by == "user" else tuple(name for name in COLUMNS if name != "user")
+
+
+def as_csv(rows: Iterable[Row], by: By) -> str:
+    """The rows as CSV, header first; a null is an empty cell."""
+    names = columns(by)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(names)
+    for row in rows:
+        values = [getattr(row, name) for name in names]
+        writer.writerow(["" if value is None else value for value in values])
+    return out.getvalue()
