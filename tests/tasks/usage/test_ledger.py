@@ -3,9 +3,11 @@ writes its row once, in its group, with its quota's split and the work its task 
 
 from __future__ import annotations
 
+import io
 from datetime import timedelta
 
 import pytest
+from django.core.management import call_command
 
 from accounts.groups.models import Membership
 from tasks.attempts import Attempt
@@ -181,3 +183,13 @@ def test_fill_missing_records_attempts_that_ended_before_the_ledger(alice, make_
     assert {row.gpu_seconds for row in UsageRecord.objects.all()} == {GPUS * 10.0}
     assert fill_missing() == 0
     assert clock.now - attempts[0].end_time == timedelta(seconds=20)
+
+
+def test_the_backfill_command_says_how_many_it_recorded(alice, make_task, fake_ray, clock):
+    ray = fake_ray([4])
+    ended(ray, running(ray, make_task(alice, PPO_SPEC), clock), clock)
+    UsageRecord.objects.all().delete()
+    out = io.StringIO()
+    call_command("usage_backfill", stdout=out)
+    assert out.getvalue() == "Recorded 1 ended attempts in the usage ledger.\n"
+    assert UsageRecord.objects.count() == 1
