@@ -80,6 +80,11 @@ class Client:
         clean = {key: value for key, value in params.items() if value is not None}
         return self._json(self._send("GET", path, params=clean))
 
+    def text(self, path: str, **params: Any) -> str:
+        """A response that is text, not JSON (a CSV)."""
+        clean = {key: value for key, value in params.items() if value is not None}
+        return self._send("GET", path, params=clean).text
+
     def post(self, path: str, *, content: bytes | None = None, json: Any = None, content_type: str = "") -> Any:
         headers = {"Content-Type": content_type} if content_type else {}
         response = self._send("POST", path, content=content, json=json, headers=headers)

@@ -15,6 +15,7 @@ from rich.text import Text
 
 from argus_cli import __version__, config, render
 from argus_cli import follow as following
+from argus_cli import usage as usage_report
 from argus_cli.client import ApiError, Client
 from argus_cli.render import say
 
@@ -362,6 +363,27 @@ def cluster(as_json: bool) -> None:
         ],
         empty="No nodes seen yet.",
     )
+
+
+@cli.command()
+@click.option("--by", type=click.Choice(["user", "group"]), default="user", show_default=True, help="One row per.")
+@click.option("--since", default="30d", show_default=True, help="From: a date (2026-11-01) or a duration back (30d).")
+@click.option("--until", default=None, help="Up to: a date or a duration back (default: now).")
+@click.option("--csv", "as_csv", is_flag=True, help="Print the API's CSV.")
+@json_option
+@api_command
+def usage(by: str, since: str, until: str | None, as_csv: bool, as_json: bool) -> None:
+    """GPU-hours by user or group: in quota, borrowed, lost to preemptions and node failures,
+    with tasks and their mean wait. Yours and your group's; an admin's: everyone's."""
+    params = {"by": by, "since": since, "until": until}
+    if as_csv:
+        click.echo(client().text("usage", format="csv", **params), nl=False)
+        return
+    report = client().get("usage", **params)
+    if as_json:
+        render.as_json(report)
+        return
+    usage_report.show(report)
 
 
 @cli.group()
