@@ -7,6 +7,7 @@ from django.views.generic import RedirectView
 
 from accounts.web import views as account_views
 from tasks.pipelines.web import views as pipeline_views
+from tasks.usage.web import views as usage_views
 from tasks.web import views as task_views
 
 app_name = "web"
@@ -35,4 +36,5 @@ urlpatterns = [
     path("pipelines/<str:pipeline_id>/retry/", pipeline_views.pipeline_retry_view, name="pipeline-retry"),
     path("queue/", task_views.queue_view, name="queue"),
     path("cluster/", task_views.cluster_view, name="cluster"),
+    path("usage/", usage_views.usage_view, name="usage"),
 ]

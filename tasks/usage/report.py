@@ -11,10 +11,11 @@ import csv
 import io
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, time, timedelta
+from datetime import date, datetime, time, timedelta
 from typing import TYPE_CHECKING, Literal
 
 from django.db.models import Avg, Count, QuerySet, Sum
+from django.db.models.functions import TruncDate
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
@@ -157,3 +158,31 @@ def as_csv(rows: Iterable[Row], by: By) -> str:
         values = [getattr(row, name) for name in names]
         writer.writerow(["" if value is None else value for value in values])
     return out.getvalue()
+
+
+@dataclass(frozen=True)
+class Daily:
+    """GPU-hours per group per day (UTC), every day of the window, for a stacked chart."""
+
+    days: list[date]
+    groups: dict[str | None, list[float]]  # by group (None: no group), one value per day
+
+
+def daily(viewer: User | AnonymousUser, since: datetime, until: datetime) -> Daily:
+    """The window's GPU-hours per group per day (as ``report`` by group sees them)."""
+    utc = timezone.get_fixed_timezone(0)
+    sums = (
+        visible(viewer, "group")
+        .filter(ended_at__gte=since, ended_at__lt=until)
+        .annotate(day=TruncDate("ended_at", tzinfo=utc))
+        .values("group", "day")
+        .annotate(gpu=Sum("gpu_seconds"))
+        .order_by("group", "day")
+    )
+    first, last = since.astimezone(utc).date(), until.astimezone(utc).date()
+    days = [first + timedelta(days=n) for n in range((last - first).days + 1)]
+    index = {day: n for n, day in enumerate(days)}
+    groups: dict[str | None, list[float]] = {}
+    for row in sums:
+        groups.setdefault(row["group"] or None, [0.0] * len(days))[index[row["day"]]] = hours(row["gpu"])
+    return Daily(days, groups)
