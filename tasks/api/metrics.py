@@ -13,14 +13,16 @@ from django.db.models import Count, F, Min
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.utils import floatToGoString
 
 from tasks.api.cluster import worker_totals
 from tasks.attempts import Attempt
 from tasks.choices import QUEUE_STATES, FailureKind, TaskState
 from tasks.models import ClusterState, Task
 from tasks.queue.shares import shares
+from tasks.usage.report import WAIT_BUCKETS_S, first_waits
 
 RECENT_DISPATCHES = 200
 # A label per task: the soonest only, so that a long queue does not blow up the series count.
@@ -87,17 +89,23 @@ class ArgusCollector:
         )
         yield GaugeMetricFamily("argus_worker_nodes", "Live worker nodes.", value=workers["workers"])
         yield from _sharing()
+        yield _first_waits()
 
 
 def _sharing() -> Iterator[Metric]:
     """Preemptions, estimated starts and fair share (issue 11): five queries."""
     # An attempt is marked once (a conditional update) and the mark writes its PREEMPTED event:
     # counted on attempts, not on the events, a table many times larger with no index on kind.
-    yield CounterMetricFamily(
+    # By reason: "preempted" for a task of higher priority; reclaim (issue 27 item 4) adds
+    # "reclaimed" when it exists.
+    preemptions = CounterMetricFamily(
         "argus_preemptions",
-        "Running tasks chosen to make room for a task of higher priority (their PREEMPTED events).",
-        value=Attempt.objects.filter(preempted_at__isnull=False).count(),
+        "Running tasks chosen to be stopped to make room for another, by reason (preempted: for a task of "
+        "higher priority; their PREEMPTED events).",
+        labels=["reason"],
     )
+    preemptions.add_metric(["preempted"], Attempt.objects.filter(preempted_at__isnull=False).count())
+    yield preemptions
     starts = GaugeMetricFamily(
         "argus_task_estimated_start_timestamp_seconds",
         f"When the scheduler's plan starts a waiting task (the {ESTIMATES_SHOWN} soonest), by the task's "
@@ -141,3 +149,17 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ArgusCollector())
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
+
+
+def _first_waits() -> Metric:
+    """The wait before each task's first start, by group (group="": users in no group), read
+    from the usage ledger (tasks.usage.report.first_waits): one query."""
+    family = HistogramMetricFamily(
+        "argus_task_first_wait_seconds",
+        "The wait before a task's first start (from its entry into the queue), by the group of its owner.",
+        labels=["group"],
+    )
+    for group, waits in first_waits().items():
+        buckets = [(floatToGoString(bound), float(n)) for bound, n in zip(WAIT_BUCKETS_S, waits.within, strict=True)]
+        family.add_metric([group or ""], [*buckets, ("+Inf", float(waits.count))], waits.sum_s)
+    return family

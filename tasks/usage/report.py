@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import TYPE_CHECKING, Literal
 
-from django.db.models import Avg, Count, QuerySet, Sum
+from django.db.models import Avg, Count, Q, QuerySet, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
@@ -186,3 +186,31 @@ def daily(viewer: User | AnonymousUser, since: datetime, until: datetime) -> Dai
     for row in sums:
         groups.setdefault(row["group"] or None, [0.0] * len(days))[index[row["day"]]] = hours(row["gpu"])
     return Daily(days, groups)
+
+
+# The histogram's buckets of a task's wait before its first start, in seconds (a minute to a day).
+WAIT_BUCKETS_S = (60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 12 * 3600.0, 86400.0)
+
+
+@dataclass(frozen=True)
+class Waits:
+    """One group's first waits: how many were at most each bucket's bound (cumulative, as
+    Prometheus counts them), their sum and their count."""
+
+    within: list[int]  # one per WAIT_BUCKETS_S
+    sum_s: float
+    count: int
+
+
+def first_waits() -> dict[str | None, Waits]:
+    """Every task's wait before its first start, by the group its first attempt ended in (None:
+    no group), as a histogram over WAIT_BUCKETS_S: one aggregate query over the ledger."""
+    buckets = {f"le{n}": Count("pk", filter=Q(wait_s__lte=bound)) for n, bound in enumerate(WAIT_BUCKETS_S)}
+    rows = (
+        UsageRecord.objects.filter(wait_s__isnull=False)
+        .values("group")
+        .annotate(total=Sum("wait_s"), n=Count("pk"), **buckets)
+        .order_by("group")
+        .values_list("group", "total", "n", *buckets)
+    )
+    return {group or None: Waits(list(within), total, n) for group, total, n, *within in rows}

@@ -85,7 +85,7 @@ def test_metrics_count_preemptions_and_give_estimates_and_shares(client, setting
     make_task(bob)  # not planned: no series
     make_task(bob, state=TaskState.RUNNING, estimated_start_at=start)  # a stale estimate: no series
     values = _scrape(client)
-    assert values[("argus_preemptions_total", ())] == 1
+    assert values[("argus_preemptions_total", (("reason", "preempted"),))] == 1
     estimates = {
         key: value for key, value in values.items() if key[0] == "argus_task_estimated_start_timestamp_seconds"
     }
