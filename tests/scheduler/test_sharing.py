@@ -11,6 +11,7 @@ import pytest
 from devkit.standin import standin_spec
 from tasks.choices import FailureKind
 from tasks.models import AdmissionControl, EventKind, TaskState, Usage
+from tasks.usage.models import UsageRecord
 from tests.conftest import PPO_SPEC, grant_high_priority
 from tests.scheduler.conftest import state_of, tick_until
 from tests.scheduler.test_durable import steps_in
@@ -48,6 +49,23 @@ def test_a_high_task_preempts_a_preemptible_one_which_resumes_and_finishes(
     assert low.max_retries == 0  # a preemption is not a failure: no retry was spent on it
     metrics = client_for(alice).get("/metrics")
     assert b'argus_attempt_failures{kind="PREEMPTED"} 1.0' in metrics.content
+
+    # The usage ledger: both of alice's attempts, on 8 GPUs; the first's lost work is what it ran
+    # past the checkpoint the second resumed from (settle read that checkpoint).
+    first.refresh_from_db()
+    assert first.checkpoint_step == second.resumed_from_step
+    ledger = {row.attempt_id: row for row in UsageRecord.objects.filter(task=low)}
+    assert set(ledger) == {first.pk, second.pk}
+    for attempt in (first, second):
+        assert attempt.start_time is not None and attempt.end_time is not None
+        assert ledger[attempt.pk].gpu_seconds == 8 * (attempt.end_time - attempt.start_time).total_seconds()
+    assert 0 <= ledger[first.pk].lost_gpu_seconds < ledger[first.pk].gpu_seconds
+    assert ledger[second.pk].lost_gpu_seconds == 0
+    report = client_for(alice).get("/api/v2/usage").json()["rows"]
+    used = sum(row.gpu_seconds for row in ledger.values())
+    assert [(r["user"], r["gpu_hours"], r["lost_gpu_hours"], r["tasks"]) for r in report] == [
+        ("alice", round(used / 3600, 3), round(ledger[first.pk].lost_gpu_seconds / 3600, 3), 1)
+    ]
 
 
 def test_a_task_that_is_not_preemptible_is_never_stopped(alice, bob, submit, on_ray, datasets, settings):
