@@ -19,12 +19,12 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
-from accounts.groups.models import Membership
+from accounts.groups.rules import group_of
 from common.durations import parse_duration
 from tasks.usage.models import UsageRecord
 
 if TYPE_CHECKING:
-    from django.contrib.auth.models import AnonymousUser, User
+    from django.contrib.auth.models import User
 
 By = Literal["user", "group"]
 HOUR = 3600.0
@@ -95,20 +95,18 @@ def window(since: datetime | None, until: datetime | None, now: datetime) -> tup
     return since or back(end, DEFAULT_WINDOW_S), end
 
 
-def visible(viewer: User | AnonymousUser, by: By) -> QuerySet[UsageRecord]:
+def visible(viewer: User, by: By) -> QuerySet[UsageRecord]:
     """The ledger rows a report for ``viewer`` may sum."""
     rows = UsageRecord.objects.all()
     if viewer.is_staff:
         return rows
-    if viewer.pk is None:  # anonymous: the route refuses it first
-        return rows.none()
     if by == "user":
         return rows.filter(user_id=viewer.pk)
-    group = Membership.objects.filter(user_id=viewer.pk).values_list("group__name", flat=True).first()
-    return rows.filter(group=group or "")
+    group = group_of(viewer)
+    return rows.filter(group=group.name if group else "")
 
 
-def report(viewer: User | AnonymousUser, by: By, since: datetime, until: datetime) -> list[Row]:
+def report(viewer: User, by: By, since: datetime, until: datetime) -> list[Row]:
     """The rows of the window [since, until), in order of group then user."""
     keys = ["group", "user__username"] if by == "user" else ["group"]
     sums = (
@@ -168,7 +166,7 @@ class Daily:
     groups: dict[str | None, list[float]]  # by group (None: no group), one value per day
 
 
-def daily(viewer: User | AnonymousUser, since: datetime, until: datetime) -> Daily:
+def daily(viewer: User, since: datetime, until: datetime) -> Daily:
     """The window's GPU-hours per group per day (as ``report`` by group sees them)."""
     utc = timezone.get_fixed_timezone(0)
     sums = (

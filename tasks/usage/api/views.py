@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.users import request_user
 from common.api import error_responses, parse_query
 from tasks.usage.api.serializers import UsageQuery, UsageReportSerializer
 from tasks.usage.report import as_csv, report, window
@@ -58,7 +59,7 @@ class UsageView(APIView):
     def get(self, request: Request) -> HttpResponseBase:
         query = parse_query(UsageQuery, request)
         since, until = window(query.get("since"), query.get("until"), timezone.now())
-        rows = report(request.user, query["by"], since, until)
+        rows = report(request_user(request), query["by"], since, until)
         if query["format"] == "csv":
             return HttpResponse(as_csv(rows, query["by"]), content_type="text/csv; charset=utf-8")
         body = {"by": query["by"], "since": since, "until": until, "rows": rows}
