@@ -12,8 +12,9 @@ import io
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
+from django.contrib.auth.models import User
 from django.db.models import Avg, Count, Q, QuerySet, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
@@ -22,9 +23,6 @@ from django.utils.dateparse import parse_date, parse_datetime
 from accounts.groups.rules import group_of
 from common.durations import parse_duration
 from tasks.usage.models import UsageRecord
-
-if TYPE_CHECKING:
-    from django.contrib.auth.models import User
 
 By = Literal["user", "group"]
 HOUR = 3600.0
@@ -108,8 +106,9 @@ def visible(viewer: User, by: By) -> QuerySet[UsageRecord]:
 
 def report(viewer: User, by: By, since: datetime, until: datetime) -> list[Row]:
     """The rows of the window [since, until), in order of group then user."""
-    keys = ["group", "user__username"] if by == "user" else ["group"]
-    sums = (
+    # By the user's id, named afterwards: grouping by the name would join every row to its user.
+    keys = ["group", "user_id"] if by == "user" else ["group"]
+    sums = list(
         visible(viewer, by)
         .filter(ended_at__gte=since, ended_at__lt=until)
         .values(*keys)
@@ -123,10 +122,11 @@ def report(viewer: User, by: By, since: datetime, until: datetime) -> list[Row]:
         )
         .order_by(*keys)
     )
-    return [
+    names = dict(User.objects.filter(pk__in={row.get("user_id") for row in sums}).values_list("pk", "username"))
+    rows = [
         Row(
             group=row["group"] or None,
-            user=row.get("user__username"),
+            user=names.get(row.get("user_id")),
             gpu_hours=hours(row["gpu"]),
             in_quota_gpu_hours=hours(row["in_quota"]),
             borrowed_gpu_hours=hours(row["borrowed"]),
@@ -136,6 +136,7 @@ def report(viewer: User, by: By, since: datetime, until: datetime) -> list[Row]:
         )
         for row in sums
     ]
+    return sorted(rows, key=lambda row: (row.group or "", row.user or ""))
 
 
 def hours(seconds: float | None) -> float:
