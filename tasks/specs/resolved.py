@@ -1,7 +1,7 @@
 """The resolved spec: a valid spec as a typed, frozen value, read by attribute (SPEC §3).
 
 ResolvedSpec has one attribute per key of the one table, tasks.specs.keys.SPEC_KEYS, in its
-order and of its declared type (tests/test_spec_keys.py holds the two together: a key added to
+order and of its declared type (tests/tasks/specs/test_spec_keys.py holds the two together: a key added to
 the table without its attribute, or the reverse, fails there). A mistyped key is then an
 attribute mypy does not know, not a KeyError a user meets.
 

@@ -68,7 +68,7 @@ def test_a_command_is_left_alone_where_its_list_is_not_known_or_has_file(argumen
 
 def test_basic_specs_log_to_the_console_their_trackers_and_the_file(shared_root: Path, datasets: Path):
     from tasks.specs.parse import parse_spec
-    from tests.test_spec_secrets import basic
+    from tests.tasks.specs.test_spec_secrets import basic
 
     resolved = parse_spec(basic(trackers=["swanlab"], project="p"), username="alice").resolved
     argv = build_argv(resolved, username="alice", checkpoint_dir=shared_root / "users/alice/jobs/t/checkpoints")

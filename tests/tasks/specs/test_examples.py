@@ -9,7 +9,7 @@ import pytest
 
 from tasks.specs.parse import parse_spec
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from tasks.specs.advanced import command_trackers
 from tasks.specs.builders import build_argv
 from tasks.specs.errors import SpecError
 from tasks.specs.parse import parse_spec
-from tests.test_specs import GOOD_COMMAND, advanced, basic
+from tests.tasks.specs.test_specs import GOOD_COMMAND, advanced, basic
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("gsm8k")]
 
