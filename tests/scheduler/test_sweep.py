@@ -83,7 +83,7 @@ def test_finished_jobs_are_deleted_from_ray_after_their_retention(alice, submit,
     except AssertionError:
         # What the sweep saw, for whoever reads a failure. It failed twice in full runs before
         # the sweep knew that Ray writes a deleted job back (FAILED, no metadata) when its monitor
-        # sees the supervisor exit after the deletion (tests/tasks/test_sweep_records.py).
+        # sees the supervisor exit after the deletion (tests/tasks/scheduler/test_sweep_records.py).
         attempt = kept.attempts.get()
         job = ray.job(gone)
         raise AssertionError(

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from tasks.jobfiles import metrics_log
-from tests.tasks.test_incomplete import advanced, succeed
-from tests.tasks.test_watch import log, running
+from tests.tasks.scheduler.test_incomplete import advanced, succeed
+from tests.tasks.scheduler.test_watch import log, running
 
 pytestmark = pytest.mark.django_db
 

@@ -19,8 +19,8 @@ from tasks.scheduler.tick import tick
 from tasks.usage.ledger import fill_missing, lost_gpu_seconds, record
 from tasks.usage.models import UsageRecord
 from tests.conftest import PPO_SPEC
-from tests.tasks.test_preemption import HIGH, save_checkpoint
-from tests.tasks.test_watch import running, stopped_by_argus
+from tests.tasks.scheduler.test_preemption import HIGH, save_checkpoint
+from tests.tasks.scheduler.test_watch import running, stopped_by_argus
 
 pytestmark = pytest.mark.django_db
 GPUS = 4  # PPO_SPEC's

@@ -12,7 +12,7 @@ from tasks.models import Event, EventKind, Task, TaskDependency, TaskState
 from tasks.scheduler.tick import tick
 from tests.accounts.helpers import assert_error
 from tests.conftest import PPO_SPEC, grant_high_priority
-from tests.tasks.test_watch import running
+from tests.tasks.scheduler.test_watch import running
 
 pytestmark = pytest.mark.django_db
 S = TaskState

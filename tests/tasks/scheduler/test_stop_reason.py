@@ -11,8 +11,8 @@ from tasks.models import EventKind, TaskState
 from tasks.scheduler.rayjobs import RayUnavailable
 from tasks.scheduler.tick import tick
 from tests.conftest import PPO_SPEC
-from tests.tasks.test_preemption import HIGH, save_checkpoint
-from tests.tasks.test_watch import running
+from tests.tasks.scheduler.test_preemption import HIGH, save_checkpoint
+from tests.tasks.scheduler.test_watch import running
 
 pytestmark = pytest.mark.django_db
 S = TaskState

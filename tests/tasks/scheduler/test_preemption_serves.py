@@ -20,8 +20,8 @@ from tasks.scheduler.preempt import yielded
 from tasks.scheduler.rooms import Room
 from tasks.scheduler.tick import tick
 from tests.conftest import PPO_SPEC
-from tests.tasks.test_preemption import GRACE, HIGH, save_checkpoint
-from tests.tasks.test_watch import running
+from tests.tasks.scheduler.test_preemption import GRACE, HIGH, save_checkpoint
+from tests.tasks.scheduler.test_watch import running
 
 pytestmark = pytest.mark.django_db
 S = TaskState

@@ -19,7 +19,7 @@ from tasks.scheduler.launch import live_holdings, promised_gpus
 from tasks.scheduler.plan import Profile, Release
 from tasks.scheduler.rooms import Room
 from tasks.scheduler.tick import tick
-from tests.tasks.test_watch import log, running
+from tests.tasks.scheduler.test_watch import log, running
 
 pytestmark = pytest.mark.django_db
 S = TaskState
@@ -212,7 +212,7 @@ def test_the_api_and_the_task_page_show_where_ray_placed_it(alice, make_task, fa
     assert "(its driver ran here)" in page
 
 
-NODE_DIED_LOG = (Path(__file__).resolve().parent.parent / "standin" / "logs" / "node_died.log").read_text()
+NODE_DIED_LOG = (Path(__file__).resolve().parents[2] / "standin" / "logs" / "node_died.log").read_text()
 
 
 def ended_with_log(ray, task, attempt, clock, text: str) -> None:

@@ -8,7 +8,7 @@ import pytest
 from tasks.choices import FailureKind
 from tasks.scheduler.failures import classify, key_error_line, trim
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "verl"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "verl"
 MANIFEST = json.loads((FIXTURES / "manifest.json").read_text())
 LOG_TAIL_BYTES = 64 * 1024  # what the scheduler reads of driver.log (tasks/scheduler.py)
 

@@ -16,7 +16,7 @@ from tasks.queue.order import waiting
 from tasks.scheduler.tick import tick
 from tests.conftest import PPO_SPEC
 from tests.tasks.conftest import Clock
-from tests.tasks.test_watch import running, stopped_by_argus
+from tests.tasks.scheduler.test_watch import running, stopped_by_argus
 
 pytestmark = pytest.mark.django_db
 S = TaskState

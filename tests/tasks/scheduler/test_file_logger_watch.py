@@ -7,8 +7,8 @@ import pytest
 
 from tasks.jobfiles import metrics_log
 from tasks.scheduler.tick import tick
-from tests.tasks.test_incomplete import advanced
-from tests.tasks.test_watch import STUCK, log, running
+from tests.tasks.scheduler.test_incomplete import advanced
+from tests.tasks.scheduler.test_watch import STUCK, log, running
 
 pytestmark = pytest.mark.django_db
 

@@ -17,7 +17,7 @@ from tasks.models import TaskState
 from tasks.scheduler.progress import CONSOLE_RECORD, FILE_RECORD, Evidence
 from tasks.scheduler.tick import tick
 from tasks.specs.verl_run import RunFacts
-from tests.tasks.test_watch import log, running
+from tests.tasks.scheduler.test_watch import log, running
 
 pytestmark = pytest.mark.django_db
 S = TaskState
