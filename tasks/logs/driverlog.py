@@ -4,7 +4,7 @@
 (``tracker_url``).
 
 Pure: strings in, values out; no files, no Django. The words matched are the real ones, quoted
-in tests/tasks/test_driverlog.py with where each was seen.
+in tests/tasks/logs/test_driverlog.py with where each was seen.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """`argus logs` (whole, tail, -f: the follow `submit --follow` makes too) print a log as the server serves it:
-no piece of a secret's value, wherever the log holds it (tests/tasks/test_log_redaction.py)."""
+no piece of a secret's value, wherever the log holds it (tests/tasks/logs/test_log_redaction.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from tasks.attempts import Attempt
 from tasks.models import Role, TaskState
 from tests.cli.conftest import no_traceback
 from tests.conftest import PPO_SPEC
-from tests.tasks.test_log_redaction import PLANTED, VALUE, leaks
+from tests.tasks.logs.test_log_redaction import PLANTED, VALUE, leaks
 
 S = TaskState
 

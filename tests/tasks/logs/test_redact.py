@@ -1,6 +1,6 @@
 """common.redact, the one redaction: owners' values and well-known credential shapes, in text,
 bytes, JSON and streams cut anywhere (tasks.logs.task_redaction.served; its long lines:
-tests/tasks/test_log_redaction.py); and the job driver's use of it (raypool.driver)."""
+tests/tasks/logs/test_log_redaction.py); and the job driver's use of it (raypool.driver)."""
 
 from __future__ import annotations
 

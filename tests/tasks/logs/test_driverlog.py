@@ -12,7 +12,7 @@ import pytest
 from tasks.logs.driverlog import ResumeInfo, placement_stuck, resumed_from
 from tasks.logs.logfile import read_new
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 STANDIN_LOGS = ROOT / "tests/standin/logs"
 VERL_LOGS = sorted((ROOT / "tests/fixtures/verl").glob("*.log"))
 
@@ -50,7 +50,7 @@ def test_it_reads_no_more_than_max_bytes(tmp_path):
 
 def test_a_line_longer_than_max_bytes_does_not_stop_the_reading_and_is_never_read_in_pieces(tmp_path):
     # No piece of it is a line of its own: a secret's value cut there would escape redaction,
-    # which sees whole lines (tests/tasks/test_log_redaction.py).
+    # which sees whole lines (tests/tasks/logs/test_log_redaction.py).
     log = tmp_path / "driver.log"
     log.write_bytes(b"x" * 30 + b"\nnext\n")
     assert read_new(log, 0, 10) == ("", 10, True)
