@@ -1,5 +1,5 @@
 """The demo of `make run` through the whole path: queue, Ray on two workers, logs, curves (the
-pipeline demo runs in tests/scheduler/test_pipelines.py)."""
+pipeline demo runs in tests/scheduler/test_pipelines_on_ray.py)."""
 
 from __future__ import annotations
 

@@ -11,8 +11,8 @@ from tasks.attempts import Attempt
 from tasks.choices import FailureKind
 from tasks.models import EventKind, Task, TaskState
 from tasks.scheduler.tick import tick
+from tests.tasks.pipelines.test_pipelines import checkpoint
 from tests.tasks.scheduler.test_watch import log
-from tests.tasks.test_pipelines import checkpoint
 
 pytestmark = pytest.mark.django_db
 S = TaskState

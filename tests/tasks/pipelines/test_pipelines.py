@@ -1,5 +1,5 @@
 """Pipelines: the document's checks, the API's shapes and permissions, and steps handing on their
-outputs with a fake Ray (the real one: tests/scheduler/test_pipelines.py)."""
+outputs with a fake Ray (the real one: tests/scheduler/test_pipelines_on_ray.py)."""
 
 from __future__ import annotations
 

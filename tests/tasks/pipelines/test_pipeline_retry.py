@@ -2,7 +2,7 @@
 same checks and status codes as a submission, as things stand at the retry, nothing created when
 one fails; one set of new tasks however many retries arrive at once (two threads, on SQLite and
 on PostgreSQL); and a step that failed after a checkpoint starts its new task from it (the real
-resume, on Ray: tests/scheduler/test_pipelines.py)."""
+resume, on Ray: tests/scheduler/test_pipelines_on_ray.py)."""
 
 from __future__ import annotations
 
