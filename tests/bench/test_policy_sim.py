@@ -13,7 +13,7 @@ from pathlib import Path
 
 from bench import policy_sim
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # Two nodes of 8 GPUs. A holds node 1 until 100 s; B needs both nodes (EASY reserves them at
 # 100 s); C fits now and ends by its limit (61 s) before that: backfill starts it at once, strict

@@ -18,7 +18,7 @@ import pytest
 from devkit.ray_cluster import free_port
 from devkit.wait import wait_for
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 
 

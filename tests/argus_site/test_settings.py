@@ -12,7 +12,7 @@ import pytest
 
 from common.renamed_settings import RENAMED
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _settings(code: str, **env: str) -> subprocess.CompletedProcess[str]:
