@@ -1,6 +1,6 @@
 """Secrets and tracker settings reaching a job (tasks.scheduler.job_env, through launch and a fake
 Ray), and redaction of every surface Argus serves: logs, events, attempts, summaries, webhooks,
-the task page. The same on real Ray: tests/scheduler/test_secrets.py."""
+the task page. The same on real Ray: tests/scheduler/test_secrets_on_ray.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A tracker's key is a secret like any other (SwanLab's SWANLAB_API_KEY, as W&B's WANDB_API_KEY):
 submitted through the API, it reaches the job beside the run settings Argus sets, which no secret
-may replace. The same on real Ray: tests/scheduler/test_secrets.py."""
+may replace. The same on real Ray: tests/scheduler/test_secrets_on_ray.py."""
 
 from __future__ import annotations
 
