@@ -213,7 +213,7 @@ def test_a_researchers_day_through_the_generated_client(
     assert boss("users_update", "carol", body=models.PatchedUserLimitsUpdateRequest(group=None)).group is None
     boss("groups_delete", "nlp", expect=204)
 
-    # Who used the GPUs this month (nothing has ended yet); the CSV: tests/tasks/usage/test_api.py.
+    # Who used the GPUs this month (nothing has ended yet); the CSV: tests/tasks/usage/test_usage_api.py.
     assert day("usage_get", since="30d").rows == []
     assert boss("usage_get", by=models.UsageGetBy.GROUP).by == models.UsageGetBy.GROUP
 
