@@ -1,9 +1,11 @@
 """The tree's layering for tests and benches: the benches and the devkit they share with the
-tests import nothing from tests/, and no app imports the devkit."""
+tests import nothing from tests/, no app imports the devkit, and no two test files share a name
+(tests mirror the code: a name says what a file tests wherever it is found)."""
 
 from __future__ import annotations
 
 import ast
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,3 +46,8 @@ def test_the_scan_sees_imports_inside_functions(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text("def f():\n    from tests.x import y\n")
     assert "tests.x" in imported_modules(module)
+
+
+def test_no_two_test_files_share_a_name() -> None:
+    names = Counter(path.name for path in (ROOT / "tests").rglob("test_*.py"))
+    assert [name for name, count in names.items() if count > 1] == []
