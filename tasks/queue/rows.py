@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple, TypeVar
+from typing import NamedTuple, TypeVar
 
 from django.conf import settings
 from django.db import connection
@@ -46,8 +46,8 @@ class QueueRow(NamedTuple):
     user_id: int
     nnodes: int
     n_gpus_per_node: int
-    extra_pools: str | list[dict[str, Any]]  # Task.extra_pools as the cursor gives it (see _items)
-    cpu_actors: str | list[dict[str, Any]]  # Task.cpu_actors, likewise
+    extra_pools: str | list[dict[str, object]]  # Task.extra_pools as the cursor gives it (see _items)
+    cpu_actors: str | list[dict[str, object]]  # Task.cpu_actors, likewise
     state: str
     pending_reason: str
     submitted: float  # queued_at (when it joined the queue) in seconds since 1970, by the database
@@ -285,7 +285,7 @@ def request_for(row: QueueRow, user: str, cpus_per_gpu: float) -> Request:
 Item = TypeVar("Item")
 
 
-def _items(stored: str | list[dict[str, Any]], make: Callable[[Mapping[str, Any]], Item]) -> tuple[Item, ...]:
+def _items(stored: str | list[dict[str, object]], make: Callable[[Mapping[str, object]], Item]) -> tuple[Item, ...]:
     """A row's JSON list field, each item made by ``make``. The raw cursor gives a JSON field as its
     text (Django parses it only for model instances); most tasks have none, and their "[]" costs
     no parse."""
