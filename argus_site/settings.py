@@ -252,11 +252,11 @@ SPECTACULAR_SETTINGS = {
     ],
     # Tasks and tokens both have a `state`: name their enums instead of "State39eEnum".
     "ENUM_NAME_OVERRIDES": {
-        "TaskStateEnum": "tasks.models.TaskState",
-        "PipelineStateEnum": "tasks.models.PipelineState",
+        "TaskStateEnum": "tasks.choices.TaskState",
+        "PipelineStateEnum": "tasks.choices.PipelineState",
         "TokenStateEnum": "accounts.models.TokenState",
-        "TaskKindEnum": "tasks.models.TaskKind",
-        "EventKindEnum": "tasks.models.EventKind",
+        "TaskKindEnum": "tasks.choices.TaskKind",
+        "EventKindEnum": "tasks.choices.EventKind",
         "WebhookEventEnum": "webhooks.models.WebhookEvent",
     },
 }

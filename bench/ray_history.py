@@ -106,7 +106,8 @@ def main() -> int:
         from ray.job_submission import JobSubmissionClient
 
         from devkit.standin import standin_spec
-        from tasks.models import Task, TaskState
+        from tasks.choices import TaskState
+        from tasks.models import Task
         from tasks.scheduler.tick import tick
         from tasks.specs.parse import parse_spec
         from tasks.submit import create_task

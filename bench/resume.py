@@ -58,7 +58,7 @@ def tick_until(predicate, timeout: float, what: str):
 def one_run(user, client, save_freq: int, steps: int, stop_at: int) -> Run:
     from ray.job_submission import JobStatus
 
-    from tasks.models import TaskState
+    from tasks.choices import TaskState
     from tasks.specs.parse import parse_spec
     from tasks.submit import create_task
 

@@ -103,7 +103,8 @@ def fill_queue(length: int, users: list[Any], seed: int = 1, pools: float = 0.0,
     their own)."""
     from django.utils import timezone
 
-    from tasks.models import PRIORITY_RANK, Priority, Task
+    from tasks.choices import PRIORITY_RANK, Priority
+    from tasks.models import Task
     from tasks.specs.parse import parse_spec
 
     rng = random.Random(seed)

@@ -7,7 +7,8 @@ from django.http import HttpRequest
 
 from common.admin_save import SaveChangedFieldsOnly
 from tasks.attempts import Attempt
-from tasks.models import AdmissionControl, Event, IllegalTransition, StaleState, Task
+from tasks.models import Event, IllegalTransition, StaleState, Task
+from tasks.pause import AdmissionControl
 
 ATTEMPT_COLUMNS = ("attempt_no", "ray_submission_id", "ray_status", "failure_kind", "start_time", "end_time")
 EVENT_COLUMNS = ("created_at", "kind", "from_state", "to_state", "actor", "message")

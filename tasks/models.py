@@ -13,32 +13,32 @@ from django.utils import timezone
 from common.redact import Redactor
 
 # The choices and the lease have modules of their own, below this one (the specs read the
-# choices; the lease is what the pause and every model change ask for a tick through); the pause
-# and the lease's model are imported here so that Django finds them, and so that
-# `from tasks.models import …` works for every model and choice (`X as X`: re-exported on
-# purpose, which mypy's no_implicit_reexport asks to be said).
+# choices; the lease is what the pause and every model change ask for a tick through): import
+# them from there. The models that live in modules of their own are imported here so that Django
+# finds them.
 from tasks.attempts import Attempt  # Django finds the Attempt model here
-from tasks.choices import BEFORE_RAY_STATES as BEFORE_RAY_STATES
-from tasks.choices import MOVES as MOVES
-from tasks.choices import NOT_WHILE_CANCELING as NOT_WHILE_CANCELING
-from tasks.choices import PRIORITY_RANK as PRIORITY_RANK
-from tasks.choices import QUEUE_STATES as QUEUE_STATES
-from tasks.choices import TERMINAL_STATES as TERMINAL_STATES
-from tasks.choices import EventKind as EventKind
-from tasks.choices import PipelineState as PipelineState
-from tasks.choices import Priority as Priority
-from tasks.choices import Role as Role
-from tasks.choices import TaskKind as TaskKind
-from tasks.choices import TaskState as TaskState
-from tasks.choices import Workload as Workload
-from tasks.lease import LEASE_FENCE as LEASE_FENCE
-from tasks.lease import TICK_LEASE as TICK_LEASE
-from tasks.lease import Lease as Lease
-from tasks.lease import LeaseLost as LeaseLost
-from tasks.lease import check_fence as check_fence
-from tasks.lease import request_tick as request_tick
+from tasks.choices import (
+    BEFORE_RAY_STATES,
+    MOVES,
+    NOT_WHILE_CANCELING,
+    PRIORITY_RANK,
+    QUEUE_STATES,
+    TERMINAL_STATES,
+    EventKind,
+    PipelineState,
+    Priority,
+    Role,
+    TaskKind,
+    TaskState,
+    Workload,
+)
+from tasks.lease import (
+    Lease,  # noqa: F401  (Django finds the lease's model here)
+    check_fence,
+    request_tick,
+)
 from tasks.logs import task_redaction
-from tasks.pause import AdmissionControl as AdmissionControl
+from tasks.pause import AdmissionControl  # noqa: F401  (Django finds the pause's model here)
 from tasks.pipelines.models import Pipeline  # Django finds the pipeline models here
 from tasks.queue import reasons
 from tasks.queue.reasons import PendingReason  # Django finds the model by this import too
@@ -47,7 +47,7 @@ from tasks.specs.pools import Actor, Pool, task_pools
 from tasks.specs.pools import total_gpus as pools_gpus
 from tasks.specs.resolved import ResolvedSpec
 from tasks.specs.verl_names import TOTAL_TRAINING_STEPS
-from tasks.usage.models import UsageRecord as UsageRecord  # Django finds the usage ledger here
+from tasks.usage.models import UsageRecord  # noqa: F401  (Django finds the usage ledger here)
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

@@ -10,7 +10,7 @@ from rest_framework.response import Response
 
 from common.api import ReadOrAdmin, actor_of, error_responses
 from tasks.api.serializers import AdmissionChangeSerializer, AdmissionSerializer
-from tasks.models import AdmissionControl
+from tasks.pause import AdmissionControl
 
 
 class AdmissionView(GenericAPIView[AdmissionControl]):

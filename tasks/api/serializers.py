@@ -14,8 +14,8 @@ from common.api import JSONBooleanField, JSONStringField, QueryBooleanField, Que
 from common.durations import DURATION_MAX_CHARS
 from tasks.attempts import Attempt, AttemptNode
 from tasks.choices import QUEUE_STATES
-from tasks.models import AdmissionControl, ClusterState, Event, Task
-from tasks.pause import REASON_MAX
+from tasks.models import ClusterState, Event, Task
+from tasks.pause import REASON_MAX, AdmissionControl
 from tasks.specs.checks import ADVANCED, BASIC, COMMON, Duration, SpecKey
 from tasks.specs.keys import SPEC_KEYS
 from tasks.specs.pools import POOL_NAMES, Actor, Pool

@@ -10,9 +10,10 @@ from pathlib import Path
 from django.db import transaction
 from django.utils import timezone
 
-from tasks.choices import TRAINING_WORKLOADS, PipelineState
+from tasks.choices import TRAINING_WORKLOADS, EventKind, PipelineState, TaskState
 from tasks.jobfiles import checkpoint_dir
-from tasks.models import EventKind, Task, TaskState, request_tick
+from tasks.lease import request_tick
+from tasks.models import Task
 from tasks.pipelines.actions import step_task
 from tasks.pipelines.dag import descendants, topological
 from tasks.pipelines.macros import parse_step_spec, stored_spec

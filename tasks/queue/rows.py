@@ -29,7 +29,8 @@ from django.db import connection
 from django.db.models import Value
 from django.db.models.functions import Coalesce
 
-from tasks.models import QUEUE_STATES, Task, TaskState
+from tasks.choices import QUEUE_STATES, TaskState
+from tasks.models import Task
 from tasks.queue.fairshare import Waiting
 from tasks.queue.order import EpochSeconds
 from tasks.queue.request import Request

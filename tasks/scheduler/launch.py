@@ -22,9 +22,11 @@ from django.utils import timezone
 from accounts.limits import limits_by_user
 from raypool.config import WORKER_RESOURCE
 from tasks.attempts import Attempt
-from tasks.choices import FailureKind
+from tasks.choices import QUEUE_STATES, EventKind, FailureKind, Role, TaskState
 from tasks.jobfiles import checkpoint_dir, driver_log_path, job_root
-from tasks.models import QUEUE_STATES, AdmissionControl, Event, EventKind, Role, Task, TaskState, check_fence
+from tasks.lease import check_fence
+from tasks.models import Event, Task
+from tasks.pause import AdmissionControl
 from tasks.queue import reasons as queue_reasons
 from tasks.queue import rows as queue_rows
 from tasks.queue.order import order_waiting, usernames

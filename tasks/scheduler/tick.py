@@ -14,8 +14,8 @@ from functools import partial
 from django.conf import settings
 from django.utils import timezone
 
-from tasks.choices import ACTIVE_STATES
-from tasks.models import QUEUE_STATES, ClusterState, Task, TaskState
+from tasks.choices import ACTIVE_STATES, QUEUE_STATES, TaskState
+from tasks.models import ClusterState, Task
 from tasks.pipelines import waiting as dependencies
 from tasks.queue import reasons
 from tasks.queue.order import waiting

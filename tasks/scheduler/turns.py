@@ -16,8 +16,9 @@ from typing import TypeVar
 from django.conf import settings
 from django.db.models import F
 
-from tasks.choices import ACTIVE_STATES, FailureKind
-from tasks.models import BEFORE_RAY_STATES, EventKind, IllegalTransition, LeaseLost, Role, StaleState, Task, TaskState
+from tasks.choices import ACTIVE_STATES, BEFORE_RAY_STATES, EventKind, FailureKind, Role, TaskState
+from tasks.lease import LeaseLost
+from tasks.models import IllegalTransition, StaleState, Task
 from tasks.scheduler.rayjobs import RayUnavailable
 from tasks.scheduler.settle import ACTOR, Outcome, settle
 

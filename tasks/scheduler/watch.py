@@ -19,12 +19,12 @@ from django.utils import timezone
 
 from common.durations import format_seconds
 from tasks.attempts import Attempt
-from tasks.choices import FailureKind
+from tasks.choices import EventKind, FailureKind
 from tasks.jobfiles import attempt_log, checkpoint_dir, metrics_log
 from tasks.logs.curves import last_logged_step, parse_text
 from tasks.logs.driverlog import placement_stuck, resumed_from, tracker_url
 from tasks.logs.logfile import read_new, read_tail
-from tasks.models import EventKind, Task
+from tasks.models import Task
 from tasks.scheduler.preempt import served, withdraw
 from tasks.scheduler.rayjobs import RayClient
 from tasks.scheduler.settle import ACTOR

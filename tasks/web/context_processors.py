@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.http import HttpRequest
 from django.utils.functional import SimpleLazyObject
 
-from tasks.models import AdmissionControl
+from tasks.pause import AdmissionControl
 
 
 def admission(request: HttpRequest) -> dict[str, object]:

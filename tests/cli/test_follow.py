@@ -15,7 +15,8 @@ from django.utils import timezone
 
 from devkit.wait import wait_for
 from tasks.attempts import Attempt
-from tasks.models import Role, Task, TaskState
+from tasks.choices import Role, TaskState
+from tasks.models import Task
 from tests.cli.conftest import read_until
 from tests.conftest import PPO_SPEC
 

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from accounts.models import Secret
 from tasks.attempts import Attempt
-from tasks.models import Role, TaskState
+from tasks.choices import Role, TaskState
 from tests.cli.conftest import no_traceback
 from tests.conftest import PPO_SPEC
 from tests.tasks.logs.test_log_redaction import PLANTED, VALUE, leaks

@@ -16,7 +16,8 @@ from django.utils import timezone
 
 from devkit.wait import wait_for
 from tasks.attempts import Attempt
-from tasks.models import PipelineState, Role, Task, TaskState
+from tasks.choices import PipelineState, Role, TaskState
+from tasks.models import Task
 from tasks.pipelines.actions import submit_pipeline
 from tasks.pipelines.models import Pipeline
 from tasks.queue import reasons as queue_reasons

@@ -9,7 +9,8 @@ import pytest
 from django.utils import timezone
 
 from tasks.attempts import Attempt
-from tasks.models import ClusterState, Role, Task, TaskState
+from tasks.choices import Role, TaskState
+from tasks.models import ClusterState, Task
 from tests.cli.conftest import no_traceback
 from tests.conftest import PPO_SPEC, grant_high_priority
 

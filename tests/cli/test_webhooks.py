@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 
-from tasks.models import Role, TaskState
+from tasks.choices import Role, TaskState
 from tests.cli.conftest import no_traceback
 from webhooks.models import Delivery, Webhook
 

@@ -21,7 +21,8 @@ from devkit.ray_cluster import ROOT, STANDIN, cluster_token_file
 from devkit.standin import standin_spec
 from raypool.discovery import read_fresh_head
 from raypool.raytoken import bearer, read_token
-from tasks.models import ClusterState, Task, TaskState
+from tasks.choices import TaskState
+from tasks.models import ClusterState, Task
 from tests.scheduler.conftest import state_of, tick_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.django_db]

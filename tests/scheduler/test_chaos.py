@@ -32,9 +32,9 @@ from ray.job_submission import JobSubmissionClient
 from devkit.ray_cluster import LocalRayCluster, Node
 from devkit.standin import standin_spec
 from tasks.attempts import Attempt
-from tasks.choices import ACTIVE_STATES, FailureKind
+from tasks.choices import ACTIVE_STATES, QUEUE_STATES, TERMINAL_STATES, FailureKind, TaskState
 from tasks.logs.lines import clean_lines
-from tasks.models import QUEUE_STATES, TERMINAL_STATES, ClusterState, Task, TaskState
+from tasks.models import ClusterState, Task
 from tasks.scheduler.settle import AFTER_FAILURE
 from tests.conftest import grant_high_priority
 

@@ -15,7 +15,7 @@ from ray.job_submission import JobStatus, JobSubmissionClient
 from devkit.ray_cluster import LocalRayCluster
 from devkit.wait import wait_for
 from raypool.config import WORKER_RESOURCE
-from tasks.models import TaskState
+from tasks.choices import TaskState
 from tests.scheduler.conftest import state_of, tick_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.django_db]

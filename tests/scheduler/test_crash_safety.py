@@ -6,7 +6,7 @@ import pytest
 from ray.job_submission import JobSubmissionClient
 
 from devkit.standin import standin_spec
-from tasks.models import EventKind, TaskState
+from tasks.choices import EventKind, TaskState
 from tasks.scheduler import launch
 from tasks.scheduler.rayjobs import RayJobs
 from tasks.scheduler.tick import tick

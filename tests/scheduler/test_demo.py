@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.models import TaskState
+from tasks.choices import TaskState
 from tests.scheduler.conftest import state_of, tick_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.django_db]

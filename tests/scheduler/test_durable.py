@@ -14,10 +14,9 @@ from ray.job_submission import JobStatus, JobSubmissionClient
 from devkit.ray_cluster import LocalRayCluster, infeasible_request
 from devkit.standin import standin_spec
 from devkit.wait import wait_for
-from tasks.choices import FailureKind
+from tasks.choices import EventKind, FailureKind, TaskState
 from tasks.jobfiles import checkpoint_dir
 from tasks.logs.lines import clean_lines
-from tasks.models import EventKind, TaskState
 from tasks.scheduler.rayjobs import RayJobs
 from tests.conftest import PPO_SPEC
 from tests.scheduler.conftest import ray_status, state_of, tick_until

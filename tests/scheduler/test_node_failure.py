@@ -17,9 +17,9 @@ from ray.job_submission import JobSubmissionClient
 from devkit.ray_cluster import LocalRayCluster
 from devkit.standin import standin_spec
 from devkit.wait import wait_for
-from tasks.choices import FailureKind
+from tasks.choices import FailureKind, TaskState
 from tasks.jobfiles import checkpoint_dir
-from tasks.models import Task, TaskState
+from tasks.models import Task
 from tests.scheduler.conftest import state_of, tick_until
 from tests.scheduler.test_durable import steps_in
 

@@ -9,8 +9,8 @@ import pytest
 from ray.job_submission import JobStatus, JobSubmissionClient
 
 from devkit.standin import standin_spec
-from tasks.choices import ACTIVE_STATES, FailureKind
-from tasks.models import EventKind, Task, TaskState
+from tasks.choices import ACTIVE_STATES, EventKind, FailureKind, TaskState
+from tasks.models import Task
 from tests.scheduler.conftest import ray_status, state_of, tick_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.django_db]

@@ -16,9 +16,9 @@ from django.contrib.auth.models import User
 
 from accounts.homes import home_dir
 from devkit.standin import standin_spec
-from tasks.choices import FailureKind
+from tasks.choices import EventKind, FailureKind, PipelineState, TaskState
 from tasks.jobfiles import checkpoint_dir
-from tasks.models import Event, EventKind, PipelineState, Task, TaskState
+from tasks.models import Event, Task
 from tasks.pipelines.models import Pipeline
 from tests.scheduler.conftest import tick_until
 from tests.scheduler.test_durable import steps_in

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from devkit.standin import standin_spec
-from tasks.models import Task, TaskState
+from tasks.choices import TaskState
+from tasks.models import Task
 from tests.scheduler.conftest import state_of, tick_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.django_db]

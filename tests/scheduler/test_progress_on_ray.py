@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from devkit.standin import standin_spec
+from tasks.choices import TERMINAL_STATES, TaskState
 from tasks.jobfiles import metrics_log
 from tasks.logs.curves import parse_log
 from tasks.logs.lines import clean_lines
-from tasks.models import TERMINAL_STATES, TaskState
 from tests.scheduler.conftest import state_of, tick_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.django_db]

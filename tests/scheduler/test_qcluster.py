@@ -14,7 +14,7 @@ from ray.job_submission import JobSubmissionClient
 from devkit.standin import standin_spec
 from devkit.wait import wait_for
 from tasks.attempts import Attempt
-from tasks.models import TaskState
+from tasks.choices import TaskState
 from tests.scheduler.conftest import state_of, submission_ids
 
 pytestmark = [pytest.mark.ray, pytest.mark.django_db(transaction=True)]

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from devkit.standin import standin_spec
-from tasks.choices import FailureKind
-from tasks.models import EventKind, TaskState
+from tasks.choices import EventKind, FailureKind, TaskState
 from tasks.scheduler.tick import tick
 from tests.scheduler.conftest import state_of, tick_until
 

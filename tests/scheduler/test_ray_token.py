@@ -12,7 +12,8 @@ import pytest
 from devkit.standin import standin_spec
 from raypool.discovery import head_file_from_settings
 from raypool.raytoken import token_path_beside
-from tasks.models import ClusterState, TaskState
+from tasks.choices import TaskState
+from tasks.models import ClusterState
 from tasks.scheduler.rayjobs import RayJobs
 from tasks.scheduler.tick import tick
 from tests.scheduler.conftest import state_of, tick_until

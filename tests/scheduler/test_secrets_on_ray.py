@@ -22,9 +22,9 @@ from accounts.models import Secret
 from common.redact import REDACTED
 from devkit.ray_cluster import LocalRayCluster
 from devkit.standin import standin_spec
-from tasks.choices import FailureKind
+from tasks.choices import FailureKind, TaskState
 from tasks.jobfiles import job_root
-from tasks.models import Task, TaskState
+from tasks.models import Task
 from tests.scheduler.conftest import state_of, tick_until
 from tests.secrets_helpers import database_bytes
 

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from devkit.standin import standin_spec
-from tasks.choices import FailureKind
-from tasks.models import AdmissionControl, EventKind, TaskState, Usage
+from tasks.choices import EventKind, FailureKind, TaskState
+from tasks.models import Usage
+from tasks.pause import AdmissionControl
 from tasks.usage.models import UsageRecord
 from tests.conftest import PPO_SPEC, grant_high_priority
 from tests.scheduler.conftest import state_of, tick_until

@@ -10,7 +10,8 @@ from ray.job_submission import JobStatus, JobSubmissionClient
 
 from devkit.standin import standin_spec
 from raypool.config import WORKER_RESOURCE
-from tasks.models import ClusterState, EventKind, TaskState
+from tasks.choices import EventKind, TaskState
+from tasks.models import ClusterState
 from tasks.scheduler.rayjobs import JobNotFound, RayJobs
 from tests.scheduler.conftest import ray_status, state_of, tick_until
 

@@ -6,7 +6,8 @@ import pytest
 from django.test import Client
 
 from tasks.admin import TaskAdmin
-from tasks.models import PRIORITY_RANK, Priority, Task, TaskState
+from tasks.choices import PRIORITY_RANK, Priority, TaskState
+from tasks.models import Task
 from tests.accounts.helpers import page_form
 
 pytestmark = pytest.mark.django_db

@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from tasks.models import AdmissionControl
+from tasks.pause import AdmissionControl
 
 pytestmark = pytest.mark.django_db
 

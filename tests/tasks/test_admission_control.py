@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from tasks.models import AdmissionControl
+from tasks.pause import AdmissionControl
 
 pytestmark = pytest.mark.django_db
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import User
 
-from tasks.models import Event, Task, TaskState
+from tasks.choices import TaskState
+from tasks.models import Event, Task
 from tasks.submit import PriorityNotAllowed, submit_spec
 from tests.accounts.helpers import assert_error
 from tests.conftest import PPO_SPEC, grant_high_priority

@@ -11,7 +11,8 @@ from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 
 from accounts.models import UserLimits
-from tasks.models import Task, TaskState
+from tasks.choices import TaskState
+from tasks.models import Task
 from tasks.submit import QuotaError, submit_spec
 from tests.accounts.helpers import assert_error
 from tests.conftest import PPO_SPEC

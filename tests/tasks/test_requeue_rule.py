@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.models import REQUEUED_FROM, TaskState
+from tasks.choices import TaskState
+from tasks.models import REQUEUED_FROM
 from tests.accounts.helpers import assert_error
 
 

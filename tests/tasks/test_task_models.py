@@ -5,7 +5,8 @@ import re
 import pytest
 
 from tasks.attempts import Attempt
-from tasks.models import CancelPending, EventKind, IllegalTransition, Role, StaleState, Task, TaskState, new_task_id
+from tasks.choices import EventKind, Role, TaskState
+from tasks.models import CancelPending, IllegalTransition, StaleState, Task, new_task_id
 from tasks.queue.order import waiting
 
 pytestmark = pytest.mark.django_db

@@ -10,9 +10,9 @@ from django.utils import timezone
 
 from raypool.discovery import HeadRecord, head_file_from_settings, write_head
 from tasks.attempts import Attempt
-from tasks.choices import FailureKind
+from tasks.choices import EventKind, FailureKind, TaskState
 from tasks.jobfiles import driver_log_path
-from tasks.models import ClusterState, EventKind, Task, TaskState
+from tasks.models import ClusterState, Task
 
 NODES = [
     {

@@ -8,7 +8,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from tasks.models import AdmissionControl
+from tasks.pause import AdmissionControl
 
 pytestmark = pytest.mark.django_db
 

@@ -17,7 +17,8 @@ from django.utils import timezone
 from playwright.sync_api import Page, expect
 
 from accounts.homes import home_dir
-from tasks.models import PipelineState, Task, TaskState
+from tasks.choices import PipelineState, TaskState
+from tasks.models import Task
 from tasks.pipelines.actions import submit_pipeline
 from tasks.pipelines.models import Pipeline
 from tests.web.helpers import PageWatch, shot, sign_in

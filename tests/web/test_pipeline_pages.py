@@ -18,7 +18,8 @@ from django.utils.html import escape
 
 from accounts.homes import home_dir
 from accounts.models import UserLimits
-from tasks.models import PipelineState, Task, TaskState
+from tasks.choices import PipelineState, TaskState
+from tasks.models import Task
 from tasks.pipelines.actions import submit_pipeline
 from tasks.pipelines.document import is_pipeline_document, parse_pipeline
 from tasks.pipelines.models import Pipeline

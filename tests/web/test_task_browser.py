@@ -18,8 +18,9 @@ from django.utils import timezone
 from playwright.sync_api import Page, expect
 
 from tasks.api.cluster import ERROR_FOR_USERS
-from tasks.choices import FailureKind
-from tasks.models import AdmissionControl, EventKind, Role, Task, TaskState
+from tasks.choices import EventKind, FailureKind, Role, TaskState
+from tasks.models import Task
+from tasks.pause import AdmissionControl
 from tests.web.helpers import PageWatch, shot, sign_in
 from tests.web.task_data import ray_down, ray_up, resumed_task, run_attempt, running_task
 

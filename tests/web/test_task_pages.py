@@ -21,8 +21,8 @@ from accounts.models import UserLimits
 from common.durations import format_seconds
 from raypool.raytoken import ensure_token, token_file_from_settings
 from tasks.api.cluster import ERROR_FOR_USERS
-from tasks.choices import FailureKind
-from tasks.models import ClusterState, EventKind, Task, TaskState, Usage
+from tasks.choices import EventKind, FailureKind, TaskState
+from tasks.models import ClusterState, Task, Usage
 from tasks.queue.notes import about
 from tasks.specs.parse import parse_spec
 from tasks.web.views import SPEC_TEMPLATES, TASKS_PER_PAGE

@@ -7,7 +7,7 @@ import re
 import pytest
 from playwright.sync_api import Page, expect
 
-from tasks.models import Role, TaskState
+from tasks.choices import Role, TaskState
 from tests.web.helpers import shot
 from webhooks.models import Delivery, DeliveryStatus, Webhook
 

@@ -5,7 +5,8 @@ from collections.abc import Callable
 import pytest
 from django.contrib.auth.models import User
 
-from tasks.models import Role, Task, TaskState
+from tasks.choices import Role, TaskState
+from tasks.models import Task
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,7 @@ import pytest
 from django.urls import include, path
 from drf_spectacular.generators import SchemaGenerator
 
-from tasks.models import Role, TaskState
+from tasks.choices import Role, TaskState
 from tests.accounts.test_schema import conforms, documented
 from webhooks.models import MAX_WEBHOOKS_PER_USER, Delivery, DeliveryStatus, Webhook
 

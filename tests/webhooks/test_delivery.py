@@ -16,7 +16,7 @@ import pytest
 from django.db import connection as db_connection
 from django.db import transaction
 
-from tasks.models import EventKind, Role, TaskState
+from tasks.choices import EventKind, Role, TaskState
 from tests.webhooks.receiver import receiver
 from webhooks.delivery import deliver, send_due
 from webhooks.models import Delivery, DeliveryStatus, Webhook

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.choices import TERMINAL_STATES
-from tasks.models import Event, EventKind, TaskState
+from tasks.choices import TERMINAL_STATES, EventKind, TaskState
+from tasks.models import Event
 from webhooks.models import WebhookEvent, webhook_event_of
 
 

@@ -23,7 +23,8 @@ from django.utils import timezone
 from django_q.models import OrmQ, Schedule
 
 from devkit.wait import wait_for
-from tasks.models import Role, Task, TaskState
+from tasks.choices import Role, TaskState
+from tasks.models import Task
 from tasks.scheduler.tick import tick
 from tests.webhooks.receiver import dripping_receiver, receiver
 from webhooks import delivery

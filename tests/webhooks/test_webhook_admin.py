@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from tasks.models import Role, TaskState
+from tasks.choices import Role, TaskState
 from webhooks.models import Delivery, Webhook
 
 pytestmark = pytest.mark.django_db

@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from tasks.models import Role, TaskState
+from tasks.choices import Role, TaskState
 from webhooks.models import MAX_WEBHOOKS_PER_USER, Delivery, DeliveryStatus, Webhook
 
 pytestmark = pytest.mark.django_db

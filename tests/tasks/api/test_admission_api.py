@@ -10,7 +10,7 @@ from django.contrib.auth.models import User
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
-from tasks.models import AdmissionControl
+from tasks.pause import AdmissionControl
 from tests.accounts.helpers import assert_error
 from tests.accounts.test_schema import conforms, documented
 

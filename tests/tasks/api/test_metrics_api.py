@@ -13,7 +13,7 @@ from django.utils import timezone
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
-from tasks.models import TaskState
+from tasks.choices import TaskState
 from tests.accounts.test_schema import conforms, documented
 from tests.web.task_data import resumed_task
 

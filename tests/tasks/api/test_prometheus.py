@@ -10,8 +10,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tasks.api.metrics import ESTIMATES_SHOWN
 from tasks.attempts import Attempt
-from tasks.choices import FailureKind
-from tasks.models import ClusterState, TaskState, Usage
+from tasks.choices import FailureKind, TaskState
+from tasks.models import ClusterState, Usage
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,8 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from accounts.models import ApiToken
-from tasks.models import EventKind, Task, TaskState
+from tasks.choices import EventKind, TaskState
+from tasks.models import Task
 from tests.conftest import PPO_SPEC
 
 pytestmark = pytest.mark.django_db

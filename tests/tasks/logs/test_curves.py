@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tasks.attempts import Attempt
+from tasks.choices import TaskState
 from tasks.logs.curves import (
     TAIL,
     AttemptCurves,
@@ -17,7 +18,7 @@ from tasks.logs.curves import (
     parse_text,
     read_attempt,
 )
-from tasks.models import Task, TaskState
+from tasks.models import Task
 from tests.web.task_data import verl_log
 
 

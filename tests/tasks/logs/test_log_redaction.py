@@ -23,10 +23,11 @@ from accounts.models import Secret
 from common.redact import REDACTED, SHAPE_REACH, Redactor
 from devkit.fake_ray import FakeRay
 from tasks.attempts import Attempt
+from tasks.choices import TaskState
 from tasks.logs import logfile
 from tasks.logs.logfile import BLOCK, follow, read_tail, tail_start
 from tasks.logs.task_redaction import LINE_MAX, served
-from tasks.models import Event, Task, TaskState
+from tasks.models import Event, Task
 from tasks.scheduler.sync import LOG_TAIL_BYTES
 from tasks.scheduler.tick import tick
 from tests.conftest import PPO_SPEC

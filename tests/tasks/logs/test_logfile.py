@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
+from tasks.choices import TaskState
 from tasks.logs.logfile import follow, read_from, tail_start
-from tasks.models import TaskState
 
 pytestmark = pytest.mark.django_db
 

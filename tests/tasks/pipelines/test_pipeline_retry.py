@@ -20,8 +20,9 @@ from django.db import connection, connections
 from accounts.limits import set_limits
 from accounts.models import Secret, UserLimits
 from devkit.wait import wait_for
+from tasks.choices import EventKind, PipelineState, TaskState
 from tasks.jobfiles import checkpoint_dir
-from tasks.models import EventKind, PipelineState, Task, TaskState
+from tasks.models import Task
 from tasks.pipelines import retry as pipeline_retry
 from tasks.pipelines.models import Pipeline
 from tasks.pipelines.retry import PipelineConflict, retry_pipeline

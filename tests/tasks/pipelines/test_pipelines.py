@@ -12,8 +12,9 @@ import yaml
 
 from accounts.homes import home_dir
 from accounts.models import UserLimits
+from tasks.choices import EventKind, PipelineState, TaskState
 from tasks.jobfiles import checkpoint_dir, job_root
-from tasks.models import EventKind, PipelineState, Task, TaskState
+from tasks.models import Task
 from tasks.pipelines.document import parse_pipeline
 from tasks.pipelines.models import Pipeline
 from tasks.scheduler.tick import tick

@@ -15,7 +15,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from accounts.models import UserLimits
-from tasks.models import Task, TaskState, Usage
+from tasks.choices import TaskState
+from tasks.models import Task, Usage
 from tests.accounts.helpers import assert_error
 from tests.conftest import PPO_SPEC
 

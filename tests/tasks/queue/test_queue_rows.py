@@ -8,7 +8,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from tasks.models import Task, TaskState
+from tasks.choices import TaskState
+from tasks.models import Task
 from tasks.queue import rows as queue_rows
 from tasks.queue.fairshare import Waiting
 from tasks.queue.request import Request

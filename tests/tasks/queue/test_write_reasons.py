@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 from django.forms.models import model_to_dict
 
-from tasks.models import Event, EventKind, Task, TaskState
+from tasks.choices import EventKind, TaskState
+from tasks.models import Event, Task
 from tasks.queue import reasons as queue_reasons
 from tasks.queue import rows as queue_rows
 from tasks.queue.reasons import PendingReason

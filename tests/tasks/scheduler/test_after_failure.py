@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from tasks.choices import FailureKind
-from tasks.models import EventKind, TaskState
+from tasks.choices import EventKind, FailureKind, TaskState
 from tasks.scheduler.settle import AFTER_FAILURE, Outcome, next_move
 
 F = FailureKind

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from tasks.attempts import Attempt
-from tasks.models import EventKind, Task, TaskState
+from tasks.choices import EventKind, TaskState
+from tasks.models import Task
 from tasks.scheduler import launch
 from tasks.scheduler.rayjobs import RayUnavailable
 from tasks.scheduler.tick import tick

@@ -8,8 +8,8 @@ import pytest
 from django.conf import settings
 
 from tasks.attempts import Attempt
-from tasks.choices import FailureKind
-from tasks.models import TaskState, Usage
+from tasks.choices import FailureKind, TaskState
+from tasks.models import Usage
 from tasks.scheduler.rayjobs import RayUnavailable
 from tasks.scheduler.tick import tick
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from tasks.models import EventKind, Task, TaskState
+from tasks.choices import EventKind, TaskState
+from tasks.models import Task
 from tasks.scheduler.launch import free_room, held_actor_cpus, live_holdings, running_now
 from tasks.scheduler.rooms import Room
 from tasks.scheduler.tick import tick

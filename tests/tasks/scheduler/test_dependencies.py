@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from accounts.models import UserLimits
-from tasks.models import Event, EventKind, Task, TaskDependency, TaskState
+from tasks.choices import EventKind, TaskState
+from tasks.models import Event, Task, TaskDependency
 from tasks.scheduler.tick import tick
 from tests.accounts.helpers import assert_error
 from tests.conftest import PPO_SPEC, grant_high_priority

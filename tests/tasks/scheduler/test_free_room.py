@@ -29,7 +29,7 @@ def test_an_attempt_without_gpus_never_keeps_placed_ones_holding_their_promise_t
     """Until every live attempt with GPUs is placed, a placed one holds its promise and its real
     room (launch.held_nodes); an export (no GPU) has nothing to place and must not keep that on."""
     from tasks.attempts import Attempt
-    from tasks.models import TaskState
+    from tasks.choices import TaskState
     from tasks.scheduler.launch import live_holdings
 
     def running(task, placement, nodes, gpus):

@@ -10,10 +10,9 @@ import shlex
 
 import pytest
 
-from tasks.choices import FailureKind
+from tasks.choices import FailureKind, TaskState
 from tasks.jobfiles import checkpoint_dir, job_root, metrics_log
 from tasks.logs.curves import parse_text
-from tasks.models import TaskState
 from tasks.scheduler.progress import CONSOLE_RECORD, FILE_RECORD, Evidence
 from tasks.scheduler.tick import tick
 from tasks.specs.verl_run import RunFacts

@@ -18,10 +18,10 @@ from rest_framework.test import APIClient
 from accounts.models import Secret
 from common.redact import REDACTED
 from devkit.fake_ray import FakeRay
-from tasks.choices import FailureKind
+from tasks.choices import FailureKind, TaskState
 from tasks.jobfiles import job_root, metrics_log, tracker_dir
 from tasks.logs.driverlog import tracker_url
-from tasks.models import Event, Task, TaskState
+from tasks.models import Event, Task
 from tasks.scheduler.job_env import RUN_ID_MAX, run_id
 from tasks.scheduler.tick import tick
 from tests.conftest import PPO_SPEC

@@ -5,8 +5,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from tasks.lease import claim_lease, release_lease, tick_lease
-from tasks.models import Lease
+from tasks.lease import Lease, claim_lease, release_lease, tick_lease
 from tasks.scheduler import loop
 
 pytestmark = pytest.mark.django_db

@@ -11,8 +11,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from tasks.lease import claim_lease, tick_lease
-from tasks.models import LEASE_FENCE, LeaseLost, Role, Task, TaskState, Usage
+from tasks.choices import Role, TaskState
+from tasks.lease import LEASE_FENCE, LeaseLost, claim_lease, tick_lease
+from tasks.models import Task, Usage
 from tasks.scheduler import storage
 from tasks.scheduler.tick import tick
 from tasks.scheduler.usage import charge

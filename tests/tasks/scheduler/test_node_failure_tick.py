@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from tasks.attempts import Attempt
-from tasks.choices import FailureKind
-from tasks.models import EventKind, TaskState
+from tasks.choices import EventKind, FailureKind, TaskState
 from tasks.queue.request import Request
 from tasks.scheduler.admission import Running, decide
 from tasks.scheduler.failures import classify, node_death

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from accounts.limits import set_limits
-from tasks.models import EventKind, Task, TaskState, Usage
+from tasks.choices import EventKind, TaskState
+from tasks.models import Task, Usage
 from tasks.scheduler.tick import tick
 
 pytestmark = pytest.mark.django_db

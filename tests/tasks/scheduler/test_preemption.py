@@ -9,9 +9,9 @@ import os
 import pytest
 
 from tasks.attempts import Attempt
-from tasks.choices import FailureKind
+from tasks.choices import EventKind, FailureKind, TaskState
 from tasks.jobfiles import checkpoint_dir
-from tasks.models import EventKind, Task, TaskState
+from tasks.models import Task
 from tasks.queue.order import waiting
 from tasks.scheduler.tick import tick
 from tests.conftest import PPO_SPEC

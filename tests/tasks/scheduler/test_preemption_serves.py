@@ -12,8 +12,8 @@ import pytest
 
 from accounts.models import UserLimits
 from tasks.attempts import Attempt
-from tasks.choices import FailureKind
-from tasks.models import AdmissionControl, EventKind, TaskState
+from tasks.choices import EventKind, FailureKind, TaskState
+from tasks.pause import AdmissionControl
 from tasks.queue.request import Request
 from tasks.scheduler.admission import Caps, Running, decide, preemption_holds
 from tasks.scheduler.preempt import yielded

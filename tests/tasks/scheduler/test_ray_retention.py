@@ -9,8 +9,9 @@ import pytest
 
 from devkit.fake_ray import FakeRay
 from tasks.attempts import Attempt
+from tasks.choices import TaskState
 from tasks.jobfiles import attempt_log
-from tasks.models import ClusterState, Task, TaskState
+from tasks.models import ClusterState, Task
 from tasks.scheduler.tick import tick
 from tests.tasks.conftest import Clock
 

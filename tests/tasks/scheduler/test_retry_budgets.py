@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from tasks.attempts import Attempt
-from tasks.choices import FailureKind
-from tasks.models import EventKind, Task, TaskState
+from tasks.choices import EventKind, FailureKind, TaskState
+from tasks.models import Task
 from tasks.scheduler.tick import tick
 from tests.tasks.pipelines.test_pipelines import checkpoint
 from tests.tasks.scheduler.test_watch import log

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.choices import FailureKind
-from tasks.models import EventKind, TaskState
+from tasks.choices import EventKind, FailureKind, TaskState
 from tasks.scheduler.rayjobs import RayUnavailable
 from tasks.scheduler.tick import tick
 from tests.conftest import PPO_SPEC

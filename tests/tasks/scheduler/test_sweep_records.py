@@ -12,8 +12,8 @@ from ray.dashboard.modules.job.pydantic_models import JobDetails, JobType
 from ray.job_submission import JobStatus
 
 from tasks.attempts import Attempt
+from tasks.choices import TaskState
 from tasks.jobfiles import attempt_log
-from tasks.models import TaskState
 from tasks.scheduler.tick import tick
 
 pytestmark = pytest.mark.django_db

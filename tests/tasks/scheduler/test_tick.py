@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.models import Event, EventKind, Task, TaskState
+from tasks.choices import EventKind, TaskState
+from tasks.models import Event, Task
 from tasks.scheduler import launch
 from tasks.scheduler.rayjobs import RayJobs, RayUnavailable
 from tasks.scheduler.tick import tick

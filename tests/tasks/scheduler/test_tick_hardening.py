@@ -10,8 +10,9 @@ import pytest
 from django.db import IntegrityError
 
 from tasks.attempts import Attempt
-from tasks.choices import FailureKind
-from tasks.models import EventKind, LeaseLost, Task, TaskState
+from tasks.choices import EventKind, FailureKind, TaskState
+from tasks.lease import LeaseLost
+from tasks.models import Task
 from tasks.scheduler import launch
 from tasks.scheduler.launch import live_holdings, promised_gpus
 from tasks.scheduler.rayjobs import RayUnavailable, SubmitRejected

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from tasks.attempts import Attempt
-from tasks.choices import FailureKind
+from tasks.choices import EventKind, FailureKind, TaskState
 from tasks.jobfiles import attempt_log
-from tasks.models import EventKind, Task, TaskState
+from tasks.models import Task
 from tasks.scheduler.tick import tick
 from tests.tasks.conftest import Clock
 

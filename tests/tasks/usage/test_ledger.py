@@ -11,9 +11,9 @@ from django.core.management import call_command
 
 from accounts.groups.models import Membership
 from tasks.attempts import Attempt
-from tasks.choices import FailureKind, Quota
+from tasks.choices import FailureKind, Quota, TaskState
 from tasks.jobfiles import checkpoint_dir
-from tasks.models import Task, TaskState
+from tasks.models import Task
 from tasks.scheduler.settle import Outcome, settle
 from tasks.scheduler.tick import tick
 from tasks.usage.ledger import fill_missing, lost_gpu_seconds, record
