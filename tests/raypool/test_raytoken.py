@@ -7,12 +7,12 @@ from __future__ import annotations
 import http.server
 import os
 import stat
-import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
+from devkit.serving import serving
 from raypool import raytoken
 from raypool.config import ConfigError, NodeConfig
 from raypool.discovery import HeadRecord, head_path
@@ -230,11 +230,8 @@ class Dashboard(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def dashboard() -> Iterator[str]:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Dashboard)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serving(server):
+        yield f"http://127.0.0.1:{server.server_address[1]}"
 
 
 def test_the_heads_probe_sends_the_token(dashboard: str) -> None:

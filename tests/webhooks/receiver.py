@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from devkit.serving import serving
+
 
 @dataclass
 class Received:
@@ -51,13 +53,8 @@ def receiver(*codes: int, tls: tuple[Path, Path] | None = None, host: str = "127
         server.socket = context.wrap_socket(server.socket, server_side=True)
     scheme = "https" if tls else "http"
     state.url = f"{scheme}://{host}:{server.server_address[1]}/hook"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(server):
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @dataclass
@@ -97,11 +94,8 @@ def dripping_receiver(every: float = 0.5) -> Iterator[Dripping]:
     server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     state.url = f"http://127.0.0.1:{server.server_address[1]}/hook"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield state
-    finally:
-        stop.set()
-        server.shutdown()
-        server.server_close()
+    with serving(server):
+        try:
+            yield state
+        finally:
+            stop.set()  # the handlers dripping bytes stop before the server does

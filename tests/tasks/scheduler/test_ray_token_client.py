@@ -6,13 +6,13 @@ tests/scheduler/test_ray_token.py and tests/raypool/test_pool_auth.py."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from devkit.serving import serving
 from raypool.raytoken import token_file_from_settings
 from tasks.scheduler.rayjobs import RayAddress, RayJobs, RayUnavailable
 
@@ -68,11 +68,8 @@ class Handler(BaseHTTPRequestHandler):
 def dashboard() -> Iterator[Dashboard]:
     server = Dashboard(("127.0.0.1", 0), Handler)
     server.seen = []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with serving(server):
+        yield server
 
 
 def url_of(server: Dashboard) -> str:

@@ -5,12 +5,12 @@ final; a busy Ray (408, 429, 5xx) is a condition to wait out."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from devkit.serving import serving
 from tasks.scheduler.rayjobs import JobExists, JobNotFound, RayAddress, RayJobs, RayUnavailable, SubmitRejected
 
 
@@ -49,11 +49,8 @@ class Handler(BaseHTTPRequestHandler):
 def job_server() -> Iterator[JobServer]:
     server = JobServer(("127.0.0.1", 0), Handler)
     server.posted = []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with serving(server):
+        yield server
 
 
 @pytest.fixture
