@@ -226,6 +226,15 @@ def decide(
         # Only a task that yielded asks whether the task it yielded to is in the queue.
         queued={request.key for request in pending} if yielded else set(),
     )
+    _walk(state, pending, shortest_first=shortest_first)
+    if estimate:
+        profile = state.profile or Profile(now, state.free, state.releases, totals)
+        _estimate(state.decision, pending, profile, estimate, strict=policy == STRICT_FIFO)
+    return state.decision
+
+
+def _walk(state: _Pass, pending: list[Request], *, shortest_first: bool) -> None:
+    """decide's pass over the queue: each task admitted, or given its reason to wait."""
     index = 0
     while index < len(pending):
         if state.blocked:
@@ -255,10 +264,6 @@ def decide(
             rest = pending[index:]
             timed = sorted((r for r in rest if r.run_s is not None), key=attrgetter("run_s"))
             pending[index:] = timed + [r for r in rest if r.run_s is None]
-    if estimate:
-        profile = state.profile or Profile(now, state.free, state.releases, totals)
-        _estimate(state.decision, pending, profile, estimate, strict=policy == STRICT_FIFO)
-    return state.decision
 
 
 @dataclass
