@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from statistics import median
 
-from django.db.models import Count, F, Min
+from django.db.models import Count, F, Min, Sum
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from prometheus_client import CollectorRegistry, generate_latest
@@ -17,9 +17,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.utils import floatToGoString
 
+from accounts.groups.models import QuotaGroup
 from tasks.api.cluster import worker_totals
 from tasks.attempts import Attempt
-from tasks.choices import QUEUE_STATES, FailureKind, TaskState
+from tasks.choices import QUEUE_STATES, FailureKind, Quota, TaskState
 from tasks.models import ClusterState, Task
 from tasks.queue.shares import shares
 from tasks.usage.report import WAIT_BUCKETS_S, first_waits
@@ -89,6 +90,7 @@ class ArgusCollector:
         )
         yield GaugeMetricFamily("argus_worker_nodes", "Live worker nodes.", value=workers["workers"])
         yield from _sharing()
+        yield from _groups()
         yield _first_waits()
 
 
@@ -139,6 +141,41 @@ def _sharing() -> Iterator[Metric]:
         usage.add_metric([share.user], share.gpu_hours)
     yield factor
     yield usage
+
+
+def _groups() -> Iterator[Metric]:
+    """Each group's quota and the GPUs its members' live attempts hold (Attempt.live: on Ray or on
+    their way), in quota and borrowed (Attempt.quota): two queries. Users in no group are not a
+    group here: they have no quota to show."""
+    held = (
+        Attempt.objects.live()
+        .exclude(task__user__group_membership=None)
+        .values_list("task__user__group_membership__group__name", "quota")
+        .annotate(gpus=Sum("gpus"))
+        .order_by()
+    )
+    in_use: dict[str, int] = {}
+    borrowed: dict[str, int] = {}
+    for name, quota, gpus in held:
+        in_use[name] = in_use.get(name, 0) + (gpus or 0)
+        if quota == Quota.BORROWED:
+            borrowed[name] = borrowed.get(name, 0) + (gpus or 0)
+    nominal = GaugeMetricFamily("argus_group_nominal_gpus", "Each group's own share of GPUs.", labels=["group"])
+    using = GaugeMetricFamily(
+        "argus_group_gpus_in_use",
+        "GPUs the group's members' tasks hold on Ray, borrowed ones included.",
+        labels=["group"],
+    )
+    lent = GaugeMetricFamily(
+        "argus_group_gpus_borrowed", "GPUs the group's tasks hold of other groups' idle quota.", labels=["group"]
+    )
+    for name, gpus in QuotaGroup.objects.order_by("name").values_list("name", "nominal_gpus"):
+        nominal.add_metric([name], gpus)
+        using.add_metric([name], in_use.get(name, 0))
+        lent.add_metric([name], borrowed.get(name, 0))
+    yield nominal
+    yield using
+    yield lent
 
 
 def _waiting(by_state: dict[str, int]) -> int:
