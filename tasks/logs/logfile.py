@@ -163,6 +163,8 @@ def end_lines(path: Path, size: int) -> tuple[list[bytes], bool] | None:
         return None
     with handle:
         start = max(0, os.fstat(handle.fileno()).st_size - size)
-        handle.seek(start)
+        # From the byte before, as read_tail: the first piece is then the cut part of a line, or
+        # empty when the window starts a line, and a whole line is never dropped.
+        handle.seek(max(0, start - 1))
         found = handle.read().split(b"\n")
     return (found[1:] if start > 0 else found), start > 0

@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from tasks.choices import TaskState
-from tasks.logs.logfile import follow, read_from, tail_start
+from tasks.logs.logfile import end_lines, follow, read_from, tail_start
 
 pytestmark = pytest.mark.django_db
 
@@ -76,3 +76,20 @@ def test_an_unknown_attempt_is_404(alice, client_for, make_task, tmp_path):
     task = _task_with_log(make_task, alice, tmp_path, "")
     assert client_for(alice).get(f"/api/v2/tasks/{task.task_id}/logs?attempt=7").status_code == 404
     assert client_for(alice).get(f"/api/v2/tasks/{task.task_id}/metrics?attempt=7").status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("size", "lines", "cut"),
+    [
+        (4, [b"ccc", b""], True),  # the window starts a line: that whole line is kept
+        (5, [b"ccc", b""], True),  # it starts on the line feed before it
+        (6, [b"ccc", b""], True),  # it starts inside "bbb": the cut part is left out
+        (3, [b""], True),  # it starts inside "ccc"
+        (100, [b"aaa", b"bbb", b"ccc", b""], False),
+    ],
+)
+def test_end_lines_leaves_out_only_a_line_the_window_cuts(tmp_path: Path, size: int, lines: list[bytes], cut: bool):
+    log = tmp_path / "driver.log"
+    log.write_bytes(b"aaa\nbbb\nccc\n")
+    assert end_lines(log, size) == (lines, cut)
+    assert end_lines(tmp_path / "missing.log", size) is None
