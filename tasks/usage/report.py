@@ -167,6 +167,10 @@ class Daily:
     groups: dict[str | None, list[float]]  # by group (None: no group), one value per day
 
 
+# The longest window the chart shows day by day whether or not the ledger has rows that far back.
+CHART_DAYS = 366
+
+
 def daily(viewer: User, since: datetime, until: datetime) -> Daily:
     """The window's GPU-hours per group per day (as ``report`` by group sees them)."""
     utc = timezone.get_fixed_timezone(0)
@@ -178,11 +182,16 @@ def daily(viewer: User, since: datetime, until: datetime) -> Daily:
         .annotate(gpu=Sum("gpu_seconds"))
         .order_by("group", "day")
     )
+    rows = list(sums)
     first, last = since.astimezone(utc).date(), until.astimezone(utc).date()
+    # A window of years (since=0001-01-01 is a valid date) would be a day each back to it: past a
+    # year, the chart starts at the first day the ledger has a row for.
+    if (last - first).days > CHART_DAYS:
+        first = max(first, min((row["day"] for row in rows), default=last))
     days = [first + timedelta(days=n) for n in range((last - first).days + 1)]
     index = {day: n for n, day in enumerate(days)}
     groups: dict[str | None, list[float]] = {}
-    for row in sums:
+    for row in rows:
         groups.setdefault(row["group"] or None, [0.0] * len(days))[index[row["day"]]] = hours(row["gpu"])
     return Daily(days, groups)
 

@@ -4,7 +4,6 @@ writes its row once, in its group, with its quota's split and the work its task 
 from __future__ import annotations
 
 import io
-from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
@@ -182,7 +181,6 @@ def test_fill_missing_records_attempts_that_ended_before_the_ledger(alice, make_
     assert sorted(UsageRecord.objects.values_list("attempt_id", flat=True)) == sorted(a.pk for a in attempts)
     assert {row.gpu_seconds for row in UsageRecord.objects.all()} == {GPUS * 10.0}
     assert fill_missing() == 0
-    assert clock.now - attempts[0].end_time == timedelta(seconds=20)
 
 
 def test_the_backfill_command_says_how_many_it_recorded(alice, make_task, fake_ray, clock):
