@@ -81,7 +81,7 @@ def verdicts() -> dict[int, Waiting]:
     reasons: dict[str, list[int]] = {}
     for pk, verdict in found.items():
         if verdict.held:
-            reason = reason_for(verdict.unmet)[:500]
+            reason = reason_for(verdict.unmet)[: queue_reasons.MAX_LENGTH]
             if reason != verdict.pending_reason:
                 reasons.setdefault(reason, []).append(pk)
     queue_reasons.write({pk: reason for reason, pks in reasons.items() for pk in pks}, state=TaskState.WAITING)

@@ -31,6 +31,7 @@ from django.db.models.functions import Coalesce
 
 from tasks.choices import QUEUE_STATES, TaskState
 from tasks.models import Task
+from tasks.queue import reasons as queue_reasons
 from tasks.queue.fairshare import Waiting
 from tasks.queue.order import EpochSeconds
 from tasks.queue.request import Request
@@ -249,7 +250,7 @@ def note_reasons(reasons: dict[int, str]) -> None:
     for pk, reason in reasons.items():
         row = rows.get(pk)
         if row is not None:
-            rows[pk] = make(QueueRow, (*row[:at], reason[:500], *row[at + 1 :]))
+            rows[pk] = make(QueueRow, (*row[:at], reason[: queue_reasons.MAX_LENGTH], *row[at + 1 :]))
             changed = True
     if changed:
         _copy.version += 1

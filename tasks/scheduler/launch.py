@@ -179,7 +179,7 @@ def _changed(reasons: dict[int, str], stored: dict[int, str]) -> dict[int, str]:
     is one comparison of two dicts, not a pass over 10,000 tasks in Python (bench/tick.py)."""
     if reasons == stored:
         return {}
-    return {pk: reason for pk, reason in reasons.items() if stored[pk] != reason[:500]}
+    return {pk: reason for pk, reason in reasons.items() if stored[pk] != reason[: queue_reasons.MAX_LENGTH]}
 
 
 def _hold_while_paused(due: queue_rows.Due, why: str, live: list[Attempt]) -> None:

@@ -357,5 +357,5 @@ def _retry(
         message,
         kind=EventKind.RETRY_SCHEDULED,
         data={} if delay is None else {"retry_in_s": delay},
-        changes={"pending_reason": reason[:500], "next_run_at": next_run_at},
+        changes={"pending_reason": reason, "next_run_at": next_run_at},
     )
