@@ -52,7 +52,7 @@ class Row:
     borrowed_gpu_hours: float
     lost_gpu_hours: float
     tasks: int
-    mean_wait_s: float | None  # None: no task of the row first started in the window
+    mean_wait_s: float | None  # None: no task of the row had its first attempt end in the window
 
 
 # The earliest moment a window can start: a duration further back than that starts there.

@@ -59,7 +59,9 @@ class UsageRowSerializer(serializers.Serializer[Row]):
     )
     tasks = serializers.IntegerField()
     mean_wait_s = serializers.FloatField(
-        allow_null=True, help_text="Mean wait before a task's first start, over those first started in the window."
+        allow_null=True,
+        help_text="Mean wait before a task's first start, over the tasks whose first attempt ended in the "
+        "window (the ledger writes a row when an attempt ends).",
     )
 
 
