@@ -333,8 +333,11 @@ ARGUS_FAIR_SHARE_WINDOW_S = envseconds("ARGUS_FAIR_SHARE_WINDOW_S", "2h")
 # this long to finish a checkpoint save before its Ray job is stopped.
 ARGUS_PREEMPTION = envbool("ARGUS_PREEMPTION", True)
 ARGUS_PREEMPT_GRACE_S = envint("ARGUS_PREEMPT_GRACE_S", 120)
-# A task that resumed after a preemption is not chosen again before it has run this long.
+# A task that resumed after a preemption or a reclaim is not chosen again before it has run this long.
 ARGUS_PREEMPT_MIN_RUN_S = envint("ARGUS_PREEMPT_MIN_RUN_S", 600)
+# A borrowed task chosen to give its room back runs on until its next checkpoint when that is
+# due within this long (from the time between its last two), else it stops at once.
+ARGUS_RECLAIM_GRACE_S = envint("ARGUS_RECLAIM_GRACE_S", 300)
 # Estimated starts are planned for this many waiting tasks at the head of the queue each tick.
 ARGUS_ESTIMATE_DEPTH = envint("ARGUS_ESTIMATE_DEPTH", 200)
 ARGUS_MAX_TASK_GPUS = envint("ARGUS_MAX_TASK_GPUS", 0)

@@ -111,6 +111,18 @@ class Attempt(models.Model):
     # Whose quota its GPUs count against (tasks.choices.Quota): the one field admission by quota
     # sets when it admits the attempt, and the usage ledger splits its GPU-seconds by.
     quota = models.CharField(max_length=16, choices=Quota.choices, default=Quota.IN_QUOTA)
+    # The group whose quota it was admitted in (its owner's then; None: no group): its GPUs count
+    # against that group until it ends, whatever group its owner moves to meanwhile.
+    group = models.ForeignKey(
+        "accounts.QuotaGroup", models.SET_NULL, null=True, blank=True, related_name="attempts", editable=False
+    )
+    # A preemption (preempted_at) that gives borrowed room back to its owner group: failure kind
+    # RECLAIMED, stopped at its next checkpoint only when due within ARGUS_RECLAIM_GRACE_S.
+    reclaim = models.BooleanField(default=False)
+    # When verl last completed a checkpoint in this attempt (its tracker file's time, read by
+    # the watch), and the time between its last two: what a reclaim loses and when the next is due.
+    checkpoint_at = models.DateTimeField(null=True, blank=True)
+    checkpoint_every_s = models.FloatField(null=True, blank=True)
     # Fair share: GPU-seconds are charged up to here (tasks.scheduler.usage); usage_open until the
     # attempt's end has been charged.
     charged_until = models.DateTimeField(null=True, blank=True)

@@ -181,6 +181,9 @@ class FailureKind(models.TextChoices):
     # Stopped by Argus to make room for a task of higher priority: back to the queue in its
     # place, resumed from its checkpoint (not counted against max_retries).
     PREEMPTED = "PREEMPTED"
+    # Stopped by Argus to give a group back the quota this task borrowed (issue 27 item 4): back
+    # to the queue in its place, resumed from its checkpoint (not counted against max_retries).
+    RECLAIMED = "RECLAIMED"
     # A node it ran on died (Ray's error_type, a node-died exception, a node Ray marks dead): back
     # to the queue in its place, resumed from its checkpoint; bounded by ARGUS_NODE_FAILURE_RETRIES,
     # not by max_retries.
@@ -204,6 +207,9 @@ class EventKind(models.TextChoices):
     ORPHAN_STOPPED = "ORPHAN_STOPPED"
     # This preemptible task will be stopped (after its grace) to make room for another.
     PREEMPTED = "PREEMPTED"
+    # This borrowed task will be stopped (at its next checkpoint, when due within
+    # ARGUS_RECLAIM_GRACE_S, else at once) to give its quota back to the group that owns it.
+    RECLAIMED = "RECLAIMED"
     # An `after` dependency of this WAITING task ended FAILED or CANCELED: it is canceled, unrun.
     DEPENDENCY_FAILED = "DEPENDENCY_FAILED"
     # The pipeline this task is a step of ended (written on the step whose end ended it).

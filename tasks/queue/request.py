@@ -52,6 +52,8 @@ class Request(NamedTuple):
     more: tuple[Pool, ...] = ()
     # verl's actors that hold CPUs of their own, each on one node (see the module).
     actors: tuple[Actor, ...] = ()
+    # The quota group it is admitted in (its owner's; "": none, the group of users without one).
+    group: str = ""
 
     @property
     def gpus(self) -> int:

@@ -280,6 +280,7 @@ def request_for(row: QueueRow, user: str, cpus_per_gpu: float) -> Request:
             # Most tasks have neither: their "[]" costs no call (a first tick makes 10,000 of these).
             () if row.extra_pools == "[]" else _items(row.extra_pools, Pool.from_dict),
             () if row.cpu_actors == "[]" else _items(row.cpu_actors, Actor.from_dict),
+            "",  # its group: filled in by admission by quota (issue 27 item 2)
         ),
     )
 

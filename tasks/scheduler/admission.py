@@ -52,6 +52,15 @@ class Running:
     preemptible: bool = False
     started_at: float = 0.0
     stopping: bool = False  # being stopped: its room comes back at ends_at
+    group: str = ""  # the quota group it was admitted in ("": none)
+    borrowed: bool = False  # admitted beyond its group's nominal quota (Attempt.quota)
+    # Its last checkpoint's time (None: none yet in this attempt, its work runs from started_at)
+    # and the time between its last two: what stopping it loses, when its next one is due.
+    checkpoint_at: float | None = None
+    checkpoint_every_s: float | None = None
+    # It resumed after a preemption or a reclaim less than ARGUS_PREEMPT_MIN_RUN_S ago: neither
+    # chooses it again yet.
+    settling_in: bool = False
 
     @property
     def gpus(self) -> int:
@@ -76,6 +85,8 @@ class Decision:
     # The blocked tasks' reservations: key -> (planned start, {node: gpus}).
     reservations: dict[int, tuple[float, dict[str, int]]] = field(default_factory=dict)
     preempt: dict[int, int] = field(default_factory=dict)  # running key -> the waiting key it makes room for
+    reclaim: dict[int, int] = field(default_factory=dict)  # borrowed running key -> the in-quota waiting key
+    borrowing: set[int] = field(default_factory=set)  # keys of the admitted that run on borrowed quota
     estimates: dict[int, float | None] = field(default_factory=dict)  # waiting key -> planned start
 
 

@@ -243,6 +243,16 @@ AFTER_FAILURE: dict[str, AfterFailure] = {
         message="Attempt {number} was preempted ({line}); back in the queue in its place.",
         reason="preempted for a task of higher priority; it resumes from its checkpoint when room frees",
     ),
+    # Its group's borrowing was taken back by the group that owns the room: not its fault, and
+    # not counted; it goes back in its place and resumes from its checkpoint.
+    FailureKind.RECLAIMED: AfterFailure(
+        TaskState.QUEUED,
+        message="Attempt {number} was reclaimed ({line}); back in the queue in its place.",
+        reason=(
+            "its borrowed GPUs were reclaimed by the group that owns them; it resumes from its "
+            "checkpoint when room frees"
+        ),
+    ),
     # In its place, at once: the task did nothing wrong, and the dead node is out of the plan
     # already (Ray lists it dead; a rejoining node comes back as a new one). The cluster's faults
     # are bounded so that a task that keeps losing its nodes (or its jobs) without training stops,

@@ -199,5 +199,5 @@ def test_a_due_task_is_made_with_every_field_the_order_and_admission_read(alice,
     queued = queue_rows.due(timezone.now(), names, 3.0).by_pk[task.pk]
     assert queued == Queued(queued.row, *queued[1:])
     assert queued.waiting == Waiting(task.pk, "alice", task.priority_rank, queued.row.submitted)
-    assert queued.request == Request(task.pk, 1, 4, 12.0, "alice", None, task.priority_rank, (), ())
+    assert queued.request == Request(task.pk, 1, 4, 12.0, "alice", None, task.priority_rank, (), (), "")
     assert len(queued.request) == len(Request._fields)
