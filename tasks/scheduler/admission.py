@@ -29,7 +29,7 @@ from operator import attrgetter
 
 from tasks.queue.request import Cpus, Request, Shape, shape_gangs
 from tasks.scheduler.plan import NEVER, Profile, Release
-from tasks.scheduler.rooms import Room, can_ever_fit, cpus_at, place, plural, shortfall
+from tasks.scheduler.rooms import Room, can_ever_fit, cpus_at, enough, given_back, place, plural, shortfall
 
 STRICT_FIFO = "strict_fifo"
 BEST_EFFORT_FIFO = "best_effort_fifo"
@@ -100,19 +100,6 @@ def _fits(placement: Mapping[str, int], cpus: Cpus, free: Mapping[str, Room]) ->
     return all(node in free and free[node].holds(gpus, cpus_at(cpus, node)) for node, gpus in placement.items())
 
 
-def _add(free: Mapping[str, Room], holders: Iterable[Running]) -> dict[str, Room]:
-    """``free`` with the holders' room given back, on the nodes ``free`` has (a dead node's
-    room comes back nowhere)."""
-    more = dict(free)
-    for holder in holders:
-        for node, gpus in holder.placement.items():
-            if node not in more:
-                continue
-            room = more[node]
-            more[node] = Room(room.gpus + gpus, room.cpus + cpus_at(holder.cpus_per_node, node))
-    return more
-
-
 def _over_cap(request: Request, in_use: Mapping[str, tuple[int, int]], caps: Mapping[str, Caps]) -> str | None:
     cap = caps.get(request.user)
     if cap is None:
@@ -138,23 +125,14 @@ def choose_victims(request: Request, free: Mapping[str, Room], candidates: Seque
     """The fewest of ``candidates`` (ordered most recently started first) whose room lets
     ``request`` fit; among equally few, the most recently started. None when all of them
     together are not enough."""
-    if place(request, _add(free, candidates)) is None:
+    if place(request, given_back(free, candidates)) is None:
         return None
     for size in range(1, min(EXHAUSTIVE_VICTIMS, len(candidates)) + 1):
         for group in itertools.combinations(candidates, size):
-            if place(request, _add(free, group)) is not None:
+            if place(request, given_back(free, group)) is not None:
                 return list(group)
-    chosen: list[Running] = []
-    for candidate in candidates:
-        chosen.append(candidate)
-        if place(request, _add(free, chosen)) is not None:
-            break
-    # Drop the ones the others make unnecessary, the longest-running first.
-    for candidate in sorted(chosen, key=lambda c: c.started_at):
-        rest = [c for c in chosen if c is not candidate]
-        if place(request, _add(free, rest)) is not None:
-            chosen = rest
-    return chosen
+    # Dropping the ones the others make unnecessary, the longest-running first.
+    return enough(request, free, candidates, attrgetter("started_at"))
 
 
 def _preempt(
@@ -171,7 +149,7 @@ def _preempt(
     The victims' room is planned free at ``release_at`` (now + their grace): the reservation
     ``request`` gets next is made on it, so backfill never takes it meanwhile."""
     stopping = [r for r in running if r.stopping]
-    after_stops = _add(free, stopping)
+    after_stops = given_back(free, stopping)
     if stopping and place(request, after_stops) is not None:
         return f"waiting for {plural(len(stopping), 'preempted task')} to stop"
     candidates = sorted(
@@ -485,7 +463,7 @@ def preemption_holds(
     over = _over_cap(request, in_use, caps or {})
     if over is not None:
         return f"the task it made room for {over}"
-    if place(request, _add(free, gone)) is None:
+    if place(request, given_back(free, gone)) is None:
         return "the task it made room for would not fit once it is gone (the cluster changed)"
     return ""
 

@@ -24,8 +24,8 @@ and charges the actors' CPUs there (``Placement``) until Ray counts them itself.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping
-from typing import NamedTuple
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import NamedTuple, Protocol, TypeVar
 
 from tasks.queue.request import Cpus, Gang, Placement, Request
 from tasks.specs.pools import Actor, describe_actors
@@ -67,6 +67,50 @@ def effective_free(
         used_cpus = max(total.cpus - ray.cpus, promise.cpus)
         free[node] = Room(max(0.0, total.gpus - used_gpus), max(0.0, total.cpus - used_cpus))
     return free
+
+
+class Holder(Protocol):
+    """What holds room on nodes (tasks.scheduler.admission.Running)."""
+
+    @property
+    def placement(self) -> Mapping[str, int]: ...  # {node: gpus}
+
+    @property
+    def cpus_per_node(self) -> Cpus: ...
+
+
+H = TypeVar("H", bound=Holder)
+
+
+def given_back(free: Mapping[str, Room], holders: Iterable[Holder]) -> dict[str, Room]:
+    """``free`` with the holders' room given back, on the nodes ``free`` has (a dead node's
+    room comes back nowhere)."""
+    more = dict(free)
+    for holder in holders:
+        for node, gpus in holder.placement.items():
+            if node not in more:
+                continue
+            room = more[node]
+            more[node] = Room(room.gpus + gpus, room.cpus + cpus_at(holder.cpus_per_node, node))
+    return more
+
+
+def enough(
+    request: Request, free: Mapping[str, Room], ordered: Sequence[H], drop_first: Callable[[H], float]
+) -> list[H]:
+    """The first of ``ordered`` whose room, given back, lets ``request`` fit, less those the
+    others make unnecessary (tried smallest ``drop_first`` first): a greedy victim set. The
+    caller knows that all of ``ordered`` together are enough."""
+    chosen: list[H] = []
+    for holder in ordered:
+        chosen.append(holder)
+        if place(request, given_back(free, chosen)) is not None:
+            break
+    for holder in sorted(chosen, key=drop_first):
+        rest = [h for h in chosen if h is not holder]
+        if place(request, given_back(free, rest)) is not None:
+            chosen = rest
+    return chosen
 
 
 def place(request: Request, free: Mapping[str, Room]) -> dict[str, int] | None:

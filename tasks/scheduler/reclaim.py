@@ -1,0 +1,60 @@
+"""Reclaim: a group below its nominal quota takes back the room other groups' borrowed tasks
+hold, stopping those that lose the least work (issue 27 item 4).
+
+Pure functions over plain numbers, as admission's: admission asks ``choose`` for victims when an
+in-quota task lacks room, and the watch asks ``stops_at`` when a chosen victim must stop.
+
+What a victim loses is the work since its last checkpoint, in GPU-seconds: it resumes from that
+checkpoint. A victim whose next checkpoint is due within ARGUS_RECLAIM_GRACE_S runs on until it
+has saved it (nothing is lost); the others stop at once (waiting would hold the owner group's
+room longer than the work it saves is worth).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from tasks.queue.request import Request
+from tasks.scheduler.rooms import Room, enough, given_back, place
+
+if TYPE_CHECKING:  # admission calls choose: its module imports this one
+    from tasks.scheduler.admission import Running
+
+
+def lost_work(victim: Running, now: float) -> float:
+    """GPU-seconds since ``victim``'s last checkpoint (since its start when it has none):
+    what stopping it now throws away."""
+    since = victim.checkpoint_at if victim.checkpoint_at is not None else victim.started_at
+    return victim.gpus * max(0.0, now - since)
+
+
+def choose(
+    request: Request, free: Mapping[str, Room], candidates: Sequence[Running], now: float
+) -> list[Running] | None:
+    """Of ``candidates`` (borrowed tasks of other groups, none stopping or settling in), a set
+    whose room lets ``request`` fit and that loses as little work as it can: taken greedily
+    losing the least first (then the lowest priority, then the newest), then those the others
+    make unnecessary dropped, the one that would lose the most first. None when all of them
+    together are not enough."""
+    if not candidates or place(request, given_back(free, candidates)) is None:
+        return None
+    ordered = sorted(candidates, key=lambda c: (lost_work(c, now), c.priority, -c.started_at))
+    rank = {id(candidate): index for index, candidate in enumerate(ordered)}
+    # The last in that order (the most lost work) is dropped first when the others suffice.
+    return enough(request, free, ordered, lambda c: -rank[id(c)])
+
+
+def next_checkpoint(checkpoint_at: float | None, every_s: float | None, now: float, grace_s: float) -> float:
+    """When a victim chosen at ``now`` stops: at its next checkpoint (the last one plus the time
+    between its last two) when that is due within ``grace_s``, else ``now``. A checkpoint
+    already late is not waited for: when it will come is no longer known."""
+    if checkpoint_at is None or not every_s:
+        return now
+    due = checkpoint_at + every_s
+    return due if now <= due <= now + grace_s else now
+
+
+def stops_at(victim: Running, now: float, grace_s: float) -> float:
+    """When ``victim``, chosen at ``now``, stops (``next_checkpoint`` of its checkpoints)."""
+    return next_checkpoint(victim.checkpoint_at, victim.checkpoint_every_s, now, grace_s)
