@@ -17,7 +17,8 @@ Policies:
   large tasks can starve.
 
 Under all three, a task that can never fit the cluster as it stands does not block the others
-(it waits for nodes to join), and a task over its user's running limit waits without blocking.
+(it waits for nodes to join), and a task over its user's running limit, or beyond what its
+group's quota lets it use (tasks.scheduler.quotas), waits without blocking.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from operator import attrgetter
 
 from tasks.queue.request import Cpus, Request, Shape, shape_gangs
 from tasks.scheduler.plan import NEVER, Profile, Release
+from tasks.scheduler.quotas import GroupQuota, Ledger, with_ungrouped
 from tasks.scheduler.rooms import Room, can_ever_fit, cpus_at, enough, given_back, place, plural, shortfall
 
 STRICT_FIFO = "strict_fifo"
@@ -181,6 +183,7 @@ def decide(
     estimate: int = 0,
     grace: float = 0.0,
     yielded: Mapping[int, int] | None = None,
+    groups: Mapping[str, GroupQuota] | None = None,
 ) -> Decision:
     """Walk the queue in order and admit what the policy lets start; plan the first
     ``estimate`` waiting tasks' starts.
@@ -195,6 +198,9 @@ def decide(
     ``grace``: how long a preempted task may run on before it is stopped. ``yielded``: waiting
     tasks preempted for another that still waits, {victim: beneficiary}: a victim does not take
     back the room it freed until the task it freed it for has started.
+    ``groups``: the quota groups ({name: quota}; None or {}: no quotas): a task starts within its
+    group's nominal quota, or beyond it by borrowing (Decision.borrowing), as
+    tasks.scheduler.quotas allows; the users without a group are the group "" (quotas.UNGROUPED).
 
     Each task is asked, in turn: is it held back whatever the room (``_Pass.held_back``), where
     would it start now (``_Pass.placement``), and when it cannot, why and whether preemption
@@ -214,12 +220,20 @@ def decide(
         yielded=yielded or {},
         # Only a task that yielded asks whether the task it yielded to is in the queue.
         queued={request.key for request in pending} if yielded else set(),
+        ledger=_ledger(groups, totals, running) if groups else None,
     )
     _walk(state, pending, shortest_first=shortest_first)
     if estimate:
         profile = state.profile or Profile(now, state.free, state.releases, totals)
         _estimate(state.decision, pending, profile, estimate, strict=policy == STRICT_FIFO)
     return state.decision
+
+
+def _ledger(groups: Mapping[str, GroupQuota], totals: Mapping[str, Room], running: Sequence[Running]) -> Ledger:
+    """The groups' use as the pass starts: each running task counts against the group it was
+    admitted in."""
+    total = int(sum(room.gpus for room in totals.values()))
+    return Ledger.of(with_ungrouped(groups, total), ((holder.group, holder.gpus) for holder in running))
 
 
 def _walk(state: _Pass, pending: list[Request], *, shortest_first: bool) -> None:
@@ -270,6 +284,7 @@ class _Pass:
     grace: float
     yielded: Mapping[int, int]
     queued: set[int]
+    ledger: Ledger | None = None  # the groups' use (None: no quotas)
     decision: Decision = field(default_factory=lambda: Decision(admitted=[], waiting={}, short=set()))
     started: set[int] = field(default_factory=set)
     releases: list[Release] = field(default_factory=list)
@@ -310,13 +325,17 @@ class _Pass:
 
     def held_back(self, request: Request) -> str | None:
         """Why ``request`` waits whatever the room: the task it yielded to, its user's limits,
-        the cluster's limit of running tasks."""
+        its group's quota, the cluster's limit of running tasks."""
         waits_for = self.yielded.get(request.key)
         if waits_for is not None and waits_for in self.queued and waits_for not in self.started:
             return "it made room for a task of higher priority that has not started yet; it resumes after"
         over = _over_cap(request, self.in_use, self.caps) if self.caps else None
         if over is not None:
             return over
+        if self.ledger is not None:
+            refused = self.ledger.refusal(request.group, request.gpus)
+            if refused is not None:
+                return refused
         if self.max_new is not None and len(self.decision.admitted) >= self.max_new:
             return "the limit of running tasks is reached (ARGUS_MAX_RUNNING_TASKS)"
         return None
@@ -368,6 +387,10 @@ class _Pass:
         self.decision.admitted.append((request, placement))
         self.started.add(request.key)
         self._count(request.user, request.gpus)
+        if self.ledger is not None:
+            if self.ledger.borrows(request.group, request.gpus):
+                self.decision.borrowing.add(request.key)
+            self.ledger.take(request.group, request.gpus)
         if self.profile is not None:
             self.profile.take(self.now, request.run_s, placement, cpus)
         if request.run_s is not None:
