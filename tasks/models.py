@@ -74,6 +74,12 @@ class TaskQuerySet(models.QuerySet["Task"]):
     def visible_to(self, user: User) -> TaskQuerySet:
         return self if user.is_staff else self.filter(user=user)
 
+    def with_quota(self) -> TaskQuerySet:
+        """Each task with ``quota``: its latest attempt's Attempt.quota (the live one's while it
+        runs), None when it never ran; one subquery, not a query per task."""
+        latest = Attempt.objects.filter(task=models.OuterRef("pk")).order_by("-attempt_no").values("quota")[:1]
+        return self.annotate(quota=models.Subquery(latest))
+
 
 # Fields that may quote Ray or the log: redacted as written (Task.transition; Attempt.save its own).
 REDACTED_FIELDS = frozenset({"error_summary", "pending_reason"})

@@ -13,7 +13,7 @@ from accounts.secrets import NAME_MAX, NAME_PATTERN
 from common.api import JSONBooleanField, JSONStringField, QueryBooleanField, QueryIntegerField
 from common.durations import DURATION_MAX_CHARS
 from tasks.attempts import Attempt, AttemptNode
-from tasks.choices import QUEUE_STATES
+from tasks.choices import QUEUE_STATES, Quota
 from tasks.models import ClusterState, Event, Task
 from tasks.pause import REASON_MAX, AdmissionControl
 from tasks.specs.checks import ADVANCED, BASIC, COMMON, Duration, SpecKey
@@ -48,6 +48,12 @@ class AttemptSerializer(serializers.ModelSerializer[Attempt]):
         help_text="Where Ray ran it, read back from Ray: each node of its placement groups with its GPUs, and "
         "its driver's node (driver: true). Empty until Ray has placed it."
     )
+    group = serializers.CharField(
+        source="group.name",
+        read_only=True,
+        allow_null=True,
+        help_text="The group whose quota it was admitted in (its owner's then); null: no group.",
+    )
 
     class Meta:
         model = Attempt
@@ -65,7 +71,15 @@ class AttemptSerializer(serializers.ModelSerializer[Attempt]):
             "resumed_from_step",
             "summary",
             "nodes",
+            "quota",
+            "group",
         ]
+        extra_kwargs = {
+            "quota": {
+                "help_text": "Whose quota its GPUs count against: its group's own (in_quota), or other groups' "
+                "idle quota it borrows (borrowed), as admission decided when it started."
+            }
+        }
 
     def get_summary(self, attempt: Attempt) -> str:
         return attempt.resume_summary
@@ -119,6 +133,13 @@ class TaskSerializer(serializers.ModelSerializer[Task]):
         "trainers'), each on one worker node: it starts only where each fits beside its pools. Empty for others.",
     )
     cancel_requested = serializers.SerializerMethodField()
+    quota = serializers.ChoiceField(
+        choices=Quota.choices,
+        read_only=True,
+        allow_null=True,
+        help_text="Its live or latest attempt's quota: in_quota (its group's own) or borrowed (other groups' idle "
+        "quota); null: it never ran.",
+    )
     tracker_url = serializers.SerializerMethodField(
         help_text="The experiment tracker's run (W&B, SwanLab) the task logs to, one across all its attempts, as "
         'the tracker printed it in the log ("View run at https://…"); null until then.'
@@ -172,6 +193,7 @@ class TaskSerializer(serializers.ModelSerializer[Task]):
             "step",
             "queued_at",
             "tracker_url",
+            "quota",
         ]
         read_only_fields = fields
         extra_kwargs = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Prefetch, QuerySet
 from django.http import HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from drf_spectacular.types import OpenApiTypes
@@ -65,6 +65,7 @@ def _just_made(task: Task) -> None:
     attempts = task.attempts.none()
     attempts._result_cache = []  # read, and empty: as a prefetch leaves it
     task._prefetched_objects_cache = {"attempts": attempts}  # type: ignore[attr-defined]  # Django's
+    task.quota = None  # type: ignore[attr-defined]  # Task.objects.with_quota's: it never ran
 
 
 class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet[Task]):
@@ -76,9 +77,13 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
     def get_queryset(self) -> QuerySet[Task]:
         if getattr(self, "swagger_fake_view", False):  # schema generation has no user
             return Task.objects.none()
-        queryset = Task.objects.visible_to(request_user(self.request)).select_related("user", "pipeline", "pending")
+        queryset = (
+            Task.objects.visible_to(request_user(self.request))
+            .with_quota()
+            .select_related("user", "pipeline", "pending")
+        )
         if self.action == "retrieve":
-            queryset = queryset.prefetch_related("attempts")
+            queryset = queryset.prefetch_related(Prefetch("attempts", Attempt.objects.select_related("group")))
         return queryset
 
     def get_serializer_class(self) -> type[TaskSerializer]:
