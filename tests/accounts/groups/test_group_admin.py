@@ -10,6 +10,7 @@ from django.test import Client
 from accounts.groups.models import Membership, QuotaGroup
 from tasks.choices import TaskState
 from tests.accounts.helpers import page_form
+from tests.tasks.attempt_data import attempt_of
 
 pytestmark = pytest.mark.django_db
 
@@ -80,7 +81,7 @@ def test_an_empty_group_is_deleted(site, make_group):
 
 def test_a_group_with_members_or_live_tasks_is_not_deleted_and_the_page_says_why(site, make_group, alice, make_task):
     group = make_group("nlp", alice)
-    make_task(alice, state=TaskState.RUNNING)
+    attempt_of(make_task(alice, state=TaskState.RUNNING), 4, group=group)  # admitted in nlp
     url = f"/admin/accounts/quotagroup/{group.pk}/delete/"
     response = site.post(url, {"post": "yes"})
     assert response.status_code == 200
