@@ -91,8 +91,9 @@ def fair_tree(
 ) -> Tree:
     """Each of ``users``' (and every user with usage) factor in (0, 1], groups first (see the
     module)."""
-    users = set(users) | set(usage)
-    groups = {user: (group_of or {}).get(user, "") for user in users}
+    given = list(users)
+    everyone = set(given) | set(usage)
+    groups = {user: (group_of or {}).get(user, "") for user in everyone}
     members: dict[str, list[str]] = {}
     for user, group in groups.items():
         members.setdefault(group, []).append(user)
@@ -108,9 +109,10 @@ def fair_tree(
     levels = max(1, len(heaviest_first))
     factor: dict[str, float] = {}
     for group, names in members.items():
-        # One group (no groups at all): today's very call, so today's factors float for float.
+        # One group (no groups at all): today's very call, so today's factors float for float
+        # (a sum's last bit depends on the order the users come in).
         mine = usage if len(members) == 1 else {user: usage[user] for user in names if user in usage}
-        for user, within in factors(mine, weights, users if len(members) == 1 else names).items():
+        for user, within in factors(mine, weights, given if len(members) == 1 else names).items():
             factor[user] = (rank[group] + within) / levels
     return Tree(factor, groups, used, factors(used, gweight, members), rank, levels)
 

@@ -18,7 +18,7 @@ from accounts.limits import Limits
 from tasks.choices import QUEUE_STATES
 from tasks.models import Task
 from tasks.queue.fairshare import Waiting, order
-from tasks.queue.shares import Share, shares
+from tasks.queue.shares import Groups, Share, shares
 
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
@@ -39,21 +39,31 @@ def waiting(tasks: QuerySet[Task] | None = None) -> QuerySet[Task]:
 
 
 def order_waiting(
-    waiting: Sequence[W], users: Mapping[int, str], now: datetime, limits: Mapping[int, Limits] | None = None
+    waiting: Sequence[W],
+    users: Mapping[int, str],
+    now: datetime,
+    limits: Mapping[int, Limits] | None = None,
+    *,
+    groups: Groups | None = None,
+    shown: Mapping[int, str] | None = None,
 ) -> tuple[list[W], dict[str, Share]]:
     """``waiting`` in scheduling order, and every user's share (``users``: {id: name} of theirs;
-    ``limits``: their limits_by_user, if already read)."""
-    share = shares(now, dict(users), limits)
+    ``limits``: their limits_by_user, ``groups``: read_groups(), if already read; ``shown``:
+    users to give a share too, not counted: tasks.queue.shares.shares)."""
+    share = shares(now, dict(users), limits, groups, shown)
     window = float(settings.ARGUS_FAIR_SHARE_WINDOW_S or 0)
     factor = {name: s.factor for name, s in share.items()} if window else {}
     return order(waiting, factor, window), share
 
 
-def in_order(tasks: Sequence[T], now: datetime) -> tuple[list[T], dict[str, Share]]:
-    """``tasks`` (waiting, with their users loaded) in scheduling order, and every user's share."""
+def in_order(
+    tasks: Sequence[T], now: datetime, shown: Mapping[int, str] | None = None
+) -> tuple[list[T], dict[str, Share]]:
+    """``tasks`` (waiting, with their users loaded) in scheduling order, and every user's share
+    (``shown``: users to give a share too, not counted: tasks.queue.shares.shares)."""
     by_pk = {task.pk: task for task in tasks}
     items = [Waiting(t.pk, t.user.username, t.priority_rank, (t.queued_at or t.created_at).timestamp()) for t in tasks]
-    ordered, share = order_waiting(items, {task.user_id: task.user.username for task in tasks}, now)
+    ordered, share = order_waiting(items, {task.user_id: task.user.username for task in tasks}, now, shown=shown)
     return [by_pk[item.key] for item in ordered], share
 
 

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, TypedDict
 
 from django.utils import timezone
 
-from accounts.limits import limits_by_user
 from tasks.choices import ACTIVE_STATES, QUEUE_STATES
 from tasks.models import Task
 from tasks.queue.notes import Placed, note
@@ -77,13 +76,10 @@ def current_queue(now: datetime | None = None) -> Queue:
         .order_by(*BY_PRIORITY_THEN_ARRIVAL)
     )
     on_ray = [task for task in tasks if task.state in ACTIVE_STATES]
-    waiting, shares = in_order([task for task in tasks if task.state in QUEUE_STATES], now)
-    missing = {task.user_id: task.user.username for task in on_ray if task.user.username not in shares}
-    if missing:
-        # Only tasks on Ray and nothing charged yet: no usage, so a factor of 1 whatever the
-        # others' (tasks.queue.fairshare.factors); only the weight is to be looked up.
-        for user_id, limits in limits_by_user(missing).items():
-            shares[missing[user_id]] = Share(missing[user_id], 0.0, limits.weight, 1.0)
+    # Owners of tasks on Ray only, shown but not counted: they have no usage yet (or they would
+    # be counted), and counting them would change the others' factors from the scheduler's.
+    shown = {task.user_id: task.user.username for task in on_ray}
+    waiting, shares = in_order([task for task in tasks if task.state in QUEUE_STATES], now, shown)
     return Queue([*on_ray, *waiting], len(on_ray), shares, now)
 
 
