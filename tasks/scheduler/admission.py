@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 
 from tasks.queue.request import Cpus, Request, Shape, shape_gangs
+from tasks.scheduler import reclaim
 from tasks.scheduler.plan import NEVER, Profile, Release
-from tasks.scheduler.quotas import GroupQuota, Ledger, with_ungrouped
+from tasks.scheduler.quotas import GroupQuota, Ledger, label, with_ungrouped
 from tasks.scheduler.rooms import Room, can_ever_fit, cpus_at, enough, given_back, place, plural, shortfall
 
 STRICT_FIFO = "strict_fifo"
@@ -184,6 +185,7 @@ def decide(
     grace: float = 0.0,
     yielded: Mapping[int, int] | None = None,
     groups: Mapping[str, GroupQuota] | None = None,
+    reclaim_grace: float = 0.0,
 ) -> Decision:
     """Walk the queue in order and admit what the policy lets start; plan the first
     ``estimate`` waiting tasks' starts.
@@ -201,6 +203,9 @@ def decide(
     ``groups``: the quota groups ({name: quota}; None or {}: no quotas): a task starts within its
     group's nominal quota, or beyond it by borrowing (Decision.borrowing), as
     tasks.scheduler.quotas allows; the users without a group are the group "" (quotas.UNGROUPED).
+    A task within its group's nominal that lacks room takes it back from other groups' borrowed
+    tasks (``_Pass.take_back``, Decision.reclaim), whatever their priority or ``preemptible``;
+    ``reclaim_grace``: how long such a victim may run on to its next checkpoint.
 
     Each task is asked, in turn: is it held back whatever the room (``_Pass.held_back``), where
     would it start now (``_Pass.placement``), and when it cannot, why and whether preemption
@@ -221,6 +226,7 @@ def decide(
         # Only a task that yielded asks whether the task it yielded to is in the queue.
         queued={request.key for request in pending} if yielded else set(),
         ledger=_ledger(groups, totals, running) if groups else None,
+        reclaim_grace=reclaim_grace,
     )
     _walk(state, pending, shortest_first=shortest_first)
     if estimate:
@@ -250,7 +256,7 @@ def _walk(state: _Pass, pending: list[Request], *, shortest_first: bool) -> None
         if reason:
             state.decision.waiting[request.key] = reason
             continue
-        known = state.settled.get((request.shape, request.priority))
+        known = state.settled.get((request.shape, request.priority, request.group))
         if known is not None:
             # As the last task of its shape and priority (cannot_start's outcome, without its steps).
             state.decision.short.add(request.key)
@@ -285,6 +291,12 @@ class _Pass:
     yielded: Mapping[int, int]
     queued: set[int]
     ledger: Ledger | None = None  # the groups' use (None: no quotas)
+    reclaim_grace: float = 0.0
+    # Reclaims made in this pass: the victims chosen, the room promised to the tasks they serve
+    # (placement, CPUs), and the GPUs so promised per group (within its nominal, with its use).
+    reclaimed: list[Running] = field(default_factory=list)
+    promised: list[tuple[dict[str, int], Cpus]] = field(default_factory=list)
+    reclaiming: dict[str, int] = field(default_factory=dict)
     decision: Decision = field(default_factory=lambda: Decision(admitted=[], waiting={}, short=set()))
     started: set[int] = field(default_factory=set)
     releases: list[Release] = field(default_factory=list)
@@ -305,7 +317,8 @@ class _Pass:
     # shape's reason and whether it could ever fit. Room only shrinks in a pass, so the shape
     # stays doomed; preemption was tried for it or cannot serve it. 10,000 tasks behind a
     # reservation each take one step, not the three of placement and cannot_start.
-    settled: dict[tuple[Shape, int], tuple[str, bool]] = field(default_factory=dict)
+    # Per group too: a reclaim serves a group's tasks, not another's.
+    settled: dict[tuple[Shape, int, str], tuple[str, bool]] = field(default_factory=dict)
     # Whether a running task has a lower priority than this one, per priority: the running tasks
     # do not change during a pass, and a long queue has few priorities.
     lower_running: dict[int, bool] = field(default_factory=dict)
@@ -414,6 +427,11 @@ class _Pass:
         self.decision.short.add(request.key)
         if shape not in self.fits:  # per shape: a long queue has few shapes and many tasks
             self.fits[shape] = can_ever_fit(request, self.totals)
+        taking_back = self.take_back(request) if self.ledger is not None and self.fits[shape] else None
+        if taking_back is not None:
+            # Not settled: the next task like it may be served by other victims.
+            self.decision.waiting[request.key] = f"{reason}; {taking_back}"
+            return True
         if (
             self.fits[shape]
             and not self.preempt_tried
@@ -430,8 +448,52 @@ class _Pass:
                 self.no_victims.add((shape, request.priority))
         self.decision.waiting[request.key] = reason
         # The next task like it: no preemption (one round a pass, tried or of no help here).
-        self.settled[(shape, request.priority)] = (self.reasons[shape], self.fits[shape])
+        self.settled[(shape, request.priority, request.group)] = (self.reasons[shape], self.fits[shape])
         return self.fits[shape]
+
+    def take_back(self, request: Request) -> str | None:
+        """Reclaim (issue 27 item 4): ``request`` is within its group's nominal quota (with what
+        earlier reclaims of this pass promised its group) but lacks room: it takes that room
+        from the stopping tasks' (as far as no earlier task of this pass was promised it), else
+        from borrowed tasks of other groups that are neither stopping nor settling in, chosen
+        by reclaim.choose. The victims' room is planned free when they stop (reclaim.stops_at),
+        so backfill never takes it. What it waits for, in words; None when reclaim cannot help."""
+        assert self.ledger is not None
+        group = request.group
+        if not self.ledger.within_nominal(group, request.gpus, self.reclaiming.get(group, 0)):
+            return None
+        stopping = [holder for holder in self.running if holder.stopping]
+        room = given_back(self.free, stopping + self.reclaimed)
+        for promised, cpus in self.promised:
+            _subtract(room, promised, cpus)
+        placement = place(request, room)
+        if placement is not None:
+            words = f"waiting for {plural(len(stopping) + len(self.reclaimed), 'task')} being stopped"
+        else:
+            taken = self.decision.reclaim
+            candidates = [
+                holder
+                for holder in self.running
+                if holder.borrowed
+                and holder.group != group
+                and not holder.stopping
+                and not holder.settling_in
+                and holder.key not in taken
+            ]
+            victims = reclaim.choose(request, room, candidates, self.now) if candidates else None
+            if not victims:
+                return None
+            for victim in victims:
+                taken[victim.key] = request.key
+                if self.profile is not None:
+                    stops = reclaim.stops_at(victim, self.now, self.reclaim_grace)
+                    self.profile.release_early(stops, victim.ends_at, victim.placement, victim.cpus_per_node)
+            self.reclaimed.extend(victims)
+            placement = place(request, given_back(room, victims)) or {}  # choose's victims make room
+            words = f"reclaiming {plural(len(victims), 'borrowed task')} of other groups to make room"
+        self.promised.append((placement, request.cpus_on(placement)))
+        self.reclaiming[group] = self.reclaiming.get(group, 0) + request.gpus
+        return words
 
     def _lower_running(self, priority: int) -> bool:
         lower = self.lower_running.get(priority)
@@ -468,9 +530,16 @@ def preemption_holds(
     free: Mapping[str, Room],
     running: Sequence[Running],
     caps: Mapping[str, Caps] | None = None,
+    groups: Mapping[str, GroupQuota] | None = None,
+    totals: Mapping[str, Room] | None = None,
+    *,
+    reclaim: bool = False,
 ) -> str:
     """Whether ``request`` would start once ``victims`` are gone: "" when it would, else why not,
-    in words (its user's limits; the room is not there any more, say a node died).
+    in words (its user's limits, its group's quota; the room is not there any more, say a node
+    died). A reclaim (``reclaim``) holds only while ``request`` is within its group's nominal
+    quota: a task that would borrow takes no borrowed room back. ``groups`` and ``totals``: as
+    decide's.
 
     "Once they are gone" is when the last of them stops (its ``ends_at``): a task backfilled
     meanwhile that ends by then gives its room and its place under the user's limits back too,
@@ -486,6 +555,17 @@ def preemption_holds(
     over = _over_cap(request, in_use, caps or {})
     if over is not None:
         return f"the task it made room for {over}"
+    if groups:
+        ledger = _ledger(groups, totals or {}, [holder for holder in running if holder not in gone])
+        refused = ledger.refusal(request.group, request.gpus)
+        if refused is not None:
+            return f"its group's quota holds the task it made room for back ({refused})"
+        if reclaim and ledger.borrows(request.group, request.gpus):
+            return (
+                f"the task it made room for would run beyond its group's nominal quota "
+                f"({label(request.group)}: {ledger.used(request.group)} of {ledger.quota(request.group).nominal} "
+                f"GPUs in use, it needs {request.gpus})"
+            )
     if place(request, given_back(free, gone)) is None:
         return "the task it made room for would not fit once it is gone (the cluster changed)"
     return ""

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from tasks.queue.request import Request
-from tasks.scheduler.admission import BACKFILL, STRICT_FIFO, Caps, Running, decide
+from tasks.scheduler.admission import BACKFILL, BEST_EFFORT_FIFO, STRICT_FIFO, Caps, Running, decide, preemption_holds
 from tasks.scheduler.quotas import GroupQuota, Ledger, borrowed, gpus_in_use, lendable, with_ungrouped
 from tasks.scheduler.rooms import Room
 
@@ -199,3 +199,149 @@ def test_a_high_task_beyond_its_quota_still_waits_for_it():
     decision = decide(queue, nodes(b=8, c=8, d=8), TOTALS, running=running, groups=groups, policy=BACKFILL)
     assert [r.key for r, _ in decision.admitted] == [2]
     assert decision.waiting[1].startswith("group vision: 8 of 8 GPUs in use, borrowing limited to 0")
+
+
+# --- reclaim (issue 27 item 4): an in-quota task takes back room other groups borrow ----------
+
+TWO_NODES = nodes(a=4, b=4)
+QUOTAS = {"vision": GroupQuota(4), "nlp": GroupQuota(4)}
+FULL = nodes(a=0, b=0)  # every GPU held
+
+
+def borrower(
+    key: int,
+    node: str,
+    *,
+    started: float = 0.0,
+    checkpoint: float | None = None,
+    every: float | None = None,
+    ends: float | None = None,
+    stopping: bool = False,
+    settling_in: bool = False,
+) -> Running:
+    """A task of nlp that runs on 4 borrowed GPUs of ``node``."""
+    return Running(
+        key,
+        {node: 4},
+        0.0,
+        ends,
+        "nia",
+        started_at=started,
+        stopping=stopping,
+        group="nlp",
+        borrowed=True,
+        checkpoint_at=checkpoint,
+        checkpoint_every_s=every,
+        settling_in=settling_in,
+    )
+
+
+def test_an_in_quota_task_reclaims_a_borrowed_task_whatever_its_priority():
+    # nlp borrows node b (vision's idle quota); vision now submits a task within its nominal.
+    running = [run(10, "a", 4, "nlp"), Running(11, {"b": 4}, 0.0, None, "nia", priority=2, group="nlp", borrowed=True)]
+    decision = decide([req(1, 4, group="vision")], FULL, TWO_NODES, running=running, groups=QUOTAS, now=100.0)
+    assert decision.reclaim == {11: 1}
+    assert decision.preempt == {}  # not a priority preemption, and not preemptible
+    assert decision.admitted == []
+    assert decision.waiting[1].endswith("; reclaiming 1 borrowed task of other groups to make room")
+
+
+def test_the_victim_losing_the_least_work_is_chosen():
+    quotas = {"vision": GroupQuota(4), "nlp": GroupQuota(0)}
+    running = [borrower(10, "a", started=0.0, checkpoint=90.0), borrower(11, "b", started=50.0)]
+    decision = decide([req(1, 4, group="vision")], FULL, TWO_NODES, running=running, groups=quotas, now=100.0)
+    assert decision.reclaim == {10: 1}  # 10 s of work since its checkpoint, against 50 s
+
+
+def test_no_reclaim_beyond_nominal_nor_from_its_own_group_nor_the_settling_or_stopping():
+    running = [run(10, "a", 4, "nlp"), borrower(11, "b")]
+    # vision's nominal is 4: a task of 8 would borrow, and borrowing takes nothing back.
+    beyond = decide([req(1, 4, nnodes=2, group="vision")], FULL, TWO_NODES, running=running, groups=QUOTAS)
+    assert beyond.reclaim == {}
+    # nlp's own task within its quota does not reclaim from nlp.
+    own = decide([req(1, 4, group="nlp")], FULL, TWO_NODES, running=running, groups={"nlp": GroupQuota(8)})
+    assert own.reclaim == {}
+    for held in (borrower(11, "b", settling_in=True), borrower(11, "b", stopping=True)):
+        decision = decide([req(1, 4, group="vision")], FULL, TWO_NODES, running=[running[0], held], groups=QUOTAS)
+        assert decision.reclaim == {}
+    # In quota (tasks admitted without quotas) is never a victim.
+    decision = decide(
+        [req(1, 4, group="vision")],
+        {},
+        TWO_NODES,
+        running=[run(10, "a", 4, "nlp"), run(11, "b", 4, "nlp")],
+        groups=QUOTAS,
+    )
+    assert decision.reclaim == {}
+    assert not decide([req(1, 4, group="vision")], FULL, TWO_NODES, running=running).reclaim  # no groups
+
+
+def test_a_stopping_victims_room_serves_one_task_and_the_next_reclaims_more():
+    quotas = {"vision": GroupQuota(8), "nlp": GroupQuota(0)}
+    queue = [req(1, 4, group="vision"), req(2, 4, group="vision")]
+    # One pass: two tasks of vision, two victims.
+    decision = decide(
+        queue, FULL, TWO_NODES, running=[borrower(10, "a"), borrower(11, "b")], groups=quotas, policy=BACKFILL
+    )
+    assert decision.reclaim == {10: 1, 11: 2}
+    # The next pass: 10 is stopping; the first task waits for it, the second reclaims 11.
+    running = [borrower(10, "a", stopping=True, ends=30.0), borrower(11, "b")]
+    decision = decide(queue, FULL, TWO_NODES, running=running, groups=quotas, policy=BACKFILL)
+    assert decision.waiting[1].endswith("; waiting for 1 task being stopped")
+    assert decision.reclaim == {11: 2}
+    # What the group was promised counts: its nominal 4 is taken by the first.
+    decision = decide(
+        queue, FULL, TWO_NODES, running=running, groups={**quotas, "vision": GroupQuota(4)}, policy=BACKFILL
+    )
+    assert decision.reclaim == {}
+
+
+def test_backfill_keeps_the_reclaimed_room_for_the_task_it_serves():
+    running = [run(10, "a", 4, "nlp"), borrower(11, "b", checkpoint=60.0, every=100.0)]
+    queue = [req(1, 4, group="vision"), Request(2, 1, 4, 0.0, "nia", 50.0, 0, group="nlp")]
+    decision = decide(
+        queue, FULL, TWO_NODES, running=running, groups=QUOTAS, policy=BACKFILL, now=100.0, reclaim_grace=300.0
+    )
+    assert decision.reclaim == {11: 1}
+    # Its next checkpoint, at 160, is due within the grace: the room comes back then, for task 1.
+    assert decision.reservations[1] == (160.0, {"b": 4})
+    assert 2 not in {r.key for r, _ in decision.admitted}
+
+
+def test_priority_preemption_is_as_it_was_beside_quotas():
+    groups = {"vision": GroupQuota(8)}
+    running = [Running(10, {"a": 4}, 0.0, None, "x", 0, True, group="vision")]
+    queue = [req(1, 4, group="vision", priority=2)]
+    decision = decide(queue, FULL, TWO_NODES, running=running, groups=groups, preemption=True)
+    assert decision.preempt == {10: 1}
+    assert decision.reclaim == {}
+
+
+def test_a_reclaim_holds_only_while_the_task_it_serves_would_start_in_quota():
+    victim = borrower(11, "b")
+    running = [run(10, "a", 4, "nlp"), victim]
+    request = req(1, 4, group="vision")
+    assert preemption_holds(request, [victim], FULL, running, None, QUOTAS, TWO_NODES, reclaim=True) == ""
+    # Its group started another task meanwhile: it would borrow now.
+    grown = [*running, run(12, "c", 4, "vision")]
+    totals = nodes(a=4, b=4, c=4)
+    assert preemption_holds(request, [victim], FULL, grown, None, QUOTAS, totals, reclaim=True) == (
+        "the task it made room for would run beyond its group's nominal quota (group vision: 4 of 4 GPUs "
+        "in use, it needs 4)"
+    )
+    # Its group may not borrow at all: the quota holds it back.
+    strict = {**QUOTAS, "vision": GroupQuota(4, borrow_limit=0)}
+    assert preemption_holds(request, [victim], FULL, grown, None, strict, totals, reclaim=True) == (
+        "its group's quota holds the task it made room for back (group vision: 4 of 4 GPUs in use, "
+        "borrowing limited to 0 (this task needs 4))"
+    )
+
+
+def test_a_task_reclaim_cannot_serve_does_not_stop_another_groups_task_of_its_shape():
+    quotas = {"nlp": GroupQuota(8), "vision": GroupQuota(8)}
+    running = [borrower(10, "a"), run(11, "b", 4, "nlp")]
+    # nlp's task would borrow (12 of 8): no reclaim for it; vision's, of the same shape, reclaims.
+    queue = [req(1, 4, group="nlp"), req(2, 4, group="vision")]
+    decision = decide(queue, FULL, TWO_NODES, running=running, groups=quotas, policy=BEST_EFFORT_FIFO)
+    assert decision.reclaim == {10: 2}
+    assert "reclaiming" not in decision.waiting[1]
