@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from statistics import median
 
-from django.db.models import Count, F, Min, Sum
+from django.db.models import Count, F, Min
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from prometheus_client import CollectorRegistry, generate_latest
@@ -17,11 +17,11 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.utils import floatToGoString
 
-from accounts.groups.models import QuotaGroup
 from tasks.api.cluster import worker_totals
 from tasks.attempts import Attempt
-from tasks.choices import QUEUE_STATES, FailureKind, Quota, TaskState
+from tasks.choices import QUEUE_STATES, FailureKind, TaskState
 from tasks.models import ClusterState, Task
+from tasks.queue.group_use import group_use
 from tasks.queue.shares import shares
 from tasks.usage.report import WAIT_BUCKETS_S, first_waits
 
@@ -90,23 +90,27 @@ class ArgusCollector:
         )
         yield GaugeMetricFamily("argus_worker_nodes", "Live worker nodes.", value=workers["workers"])
         yield from _sharing()
-        yield from _groups()
+        yield from _groups(workers["gpus_total"])
         yield _first_waits()
 
 
 def _sharing() -> Iterator[Metric]:
     """Preemptions, estimated starts and fair share (issue 11): five queries."""
-    # An attempt is marked once (a conditional update) and the mark writes its PREEMPTED event:
-    # counted on attempts, not on the events, a table many times larger with no index on kind.
-    # By reason: "preempted" for a task of higher priority; reclaim (issue 27 item 4) adds
-    # "reclaimed" when it exists.
+    # An attempt is marked once (a conditional update) and the mark writes its PREEMPTED or
+    # RECLAIMED event (tasks.scheduler.preempt.mark): counted on attempts, not on the events, a
+    # table many times larger with no index on kind; one query for both reasons.
+    marked = dict(
+        Attempt.objects.filter(preempted_at__isnull=False).values_list("reclaim").annotate(n=Count("id")).order_by()
+    )
     preemptions = CounterMetricFamily(
         "argus_preemptions",
         "Running tasks chosen to be stopped to make room for another, by reason (preempted: for a task of "
-        "higher priority; their PREEMPTED events).",
+        "higher priority, their PREEMPTED events; reclaimed: borrowed quota taken back by its group, their "
+        "RECLAIMED events).",
         labels=["reason"],
     )
-    preemptions.add_metric(["preempted"], Attempt.objects.filter(preempted_at__isnull=False).count())
+    preemptions.add_metric(["preempted"], marked.get(False, 0))
+    preemptions.add_metric(["reclaimed"], marked.get(True, 0))
     yield preemptions
     starts = GaugeMetricFamily(
         "argus_task_estimated_start_timestamp_seconds",
@@ -143,36 +147,22 @@ def _sharing() -> Iterator[Metric]:
     yield usage
 
 
-def _groups() -> Iterator[Metric]:
-    """Each group's quota and the GPUs its members' live attempts hold (Attempt.live: on Ray or on
-    their way), in quota and borrowed (Attempt.quota): two queries. Users in no group are not a
-    group here: they have no quota to show."""
-    held = (
-        Attempt.objects.live()
-        .exclude(task__user__group_membership=None)
-        .values_list("task__user__group_membership__group__name", "quota")
-        .annotate(gpus=Sum("gpus"))
-        .order_by()
-    )
-    in_use: dict[str, int] = {}
-    borrowed: dict[str, int] = {}
-    for name, quota, gpus in held:
-        in_use[name] = in_use.get(name, 0) + (gpus or 0)
-        if quota == Quota.BORROWED:
-            borrowed[name] = borrowed.get(name, 0) + (gpus or 0)
+def _groups(total_gpus: float) -> Iterator[Metric]:
+    """Each group's quota and the GPUs its live attempts hold, borrowed ones apart
+    (tasks.queue.group_use: the group "" of users without one while it holds GPUs)."""
     nominal = GaugeMetricFamily("argus_group_nominal_gpus", "Each group's own share of GPUs.", labels=["group"])
     using = GaugeMetricFamily(
         "argus_group_gpus_in_use",
-        "GPUs the group's members' tasks hold on Ray, borrowed ones included.",
+        "GPUs the live attempts admitted in the group's quota hold on Ray, borrowed ones included.",
         labels=["group"],
     )
     lent = GaugeMetricFamily(
         "argus_group_gpus_borrowed", "GPUs the group's tasks hold of other groups' idle quota.", labels=["group"]
     )
-    for name, gpus in QuotaGroup.objects.order_by("name").values_list("name", "nominal_gpus"):
-        nominal.add_metric([name], gpus)
-        using.add_metric([name], in_use.get(name, 0))
-        lent.add_metric([name], borrowed.get(name, 0))
+    for use in group_use(total_gpus):
+        nominal.add_metric([use.group], use.nominal_gpus)
+        using.add_metric([use.group], use.gpus_in_use)
+        lent.add_metric([use.group], use.gpus_borrowed)
     yield nominal
     yield using
     yield lent

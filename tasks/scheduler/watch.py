@@ -25,7 +25,7 @@ from tasks.logs.curves import last_logged_step, parse_text
 from tasks.logs.driverlog import placement_stuck, resumed_from, tracker_url
 from tasks.logs.logfile import read_new, read_tail
 from tasks.models import Task
-from tasks.scheduler.preempt import served, withdraw
+from tasks.scheduler.preempt import reclaim_stops_at, reclaimer, served, withdraw
 from tasks.scheduler.rayjobs import RayClient
 from tasks.scheduler.settle import ACTOR
 from tasks.scheduler.stops import request_stop, resend_due, send_stop
@@ -50,6 +50,7 @@ def watch(ray: RayClient, task: Task, attempt: Attempt, now: datetime | None = N
         if resend_due(attempt, now):
             send_stop(ray, task, attempt)
         return
+    _note_checkpoint(task, attempt)
     why = (
         _read_log(task, attempt, now)
         or _preempt_due(task, attempt, now)
@@ -130,28 +131,78 @@ def _note(task: Task, attempt: Attempt, text: str, offset: int, now: datetime) -
     attempt.save(update_fields=changed)
 
 
+def _note_checkpoint(task: Task, attempt: Attempt) -> None:
+    """Record a checkpoint verl completed in this attempt since the last look (its tracker file's
+    time: one bounded stat a tick), and the time between the last two: what a reclaim would lose
+    and when the next is due. A tracker older than the attempt is an earlier attempt's."""
+    tracker = checkpoint_dir(task.user.username, task.task_id) / TRACKER
+    try:
+        saved = datetime.fromtimestamp(bounded(os.stat, tracker).st_mtime, tz=UTC)
+    except OSError:
+        return  # none yet, or storage is unwell this tick: the next look sees it
+    last = attempt.checkpoint_at
+    if attempt.start_time is None or saved < attempt.start_time or (last is not None and saved <= last):
+        return
+    changed = ["checkpoint_at"]
+    if last is not None:
+        attempt.checkpoint_every_s = (saved - last).total_seconds()
+        changed.append("checkpoint_every_s")
+    attempt.checkpoint_at = saved
+    attempt.save(update_fields=changed)
+
+
 def _preempt_due(task: Task, attempt: Attempt, now: datetime) -> tuple[str, str] | None:
     """A preempted attempt stops as soon as verl has saved a checkpoint since it was chosen
-    (nothing is lost), or when its grace has passed; admission withdraws it when the task it
-    makes room for would not start (tasks.scheduler.preempt), and so does this look when that
-    task no longer waits at all."""
-    if attempt.preempted_at is None:
+    (nothing is lost), or when its grace has passed; a reclaimed one (Attempt.reclaim) as soon
+    as it saved one too, else when the checkpoint it was left to finish is overdue, or at once
+    when none was due within ARGUS_RECLAIM_GRACE_S (_reclaim_due). Admission withdraws either
+    when the task it makes room for would not start (tasks.scheduler.preempt), and so does
+    this look when that task no longer waits at all."""
+    chosen = attempt.preempted_at
+    if chosen is None:
         return None
     why_not = served(attempt)
     if why_not:
         withdraw(task, attempt, why_not)
         return None
-    tracker = checkpoint_dir(task.user.username, task.task_id) / TRACKER
-    try:
-        saved = datetime.fromtimestamp(bounded(os.stat, tracker).st_mtime, tz=UTC) >= attempt.preempted_at
-    except OSError:
-        saved = False
+    saved = attempt.checkpoint_at is not None and attempt.checkpoint_at >= chosen
+    if attempt.reclaim:
+        return _reclaim_due(attempt, chosen, saved, now)
     grace = settings.ARGUS_PREEMPT_GRACE_S
     if saved:
         return FailureKind.PREEMPTED, "preempted for a task of higher priority, after it saved a checkpoint"
-    if now - attempt.preempted_at >= timedelta(seconds=grace):
+    if now - chosen >= timedelta(seconds=grace):
         return FailureKind.PREEMPTED, f"preempted for a task of higher priority; its grace of {grace} s passed"
     return None
+
+
+def reclaim_margin(every_s: float) -> float:
+    """How long past its due time a reclaimed attempt's checkpoint is waited for: verl saves
+    every save_freq steps, and steps vary in length (rollouts of different lengths), so the
+    time between saves does too, by a few per cent; a tenth of it covers that, and the tick's
+    own period. At most a minute: the owner group waits meanwhile."""
+    return min(0.1 * every_s, 60.0)
+
+
+def _reclaim_due(attempt: Attempt, chosen: datetime, saved: bool, now: datetime) -> tuple[str, str] | None:
+    by = reclaimer(attempt)
+    if saved:
+        return FailureKind.RECLAIMED, f"reclaimed by {by}, whose quota it borrowed, after it saved a checkpoint"
+    due = reclaim_stops_at(attempt, chosen)
+    grace = settings.ARGUS_RECLAIM_GRACE_S
+    if due <= chosen:
+        return FailureKind.RECLAIMED, (
+            f"reclaimed by {by}, whose quota it borrowed; no checkpoint of its was due within "
+            f"ARGUS_RECLAIM_GRACE_S ({grace} s), so it stopped at once"
+        )
+    margin = reclaim_margin(attempt.checkpoint_every_s or 0.0)
+    if now < due + timedelta(seconds=margin):
+        return None
+    after = format_seconds((due - chosen).total_seconds())
+    return FailureKind.RECLAIMED, (
+        f"reclaimed by {by}, whose quota it borrowed; the checkpoint due {after} after it was chosen "
+        f"did not come within {format_seconds(margin)} of its time"
+    )
 
 
 def _over_time(task: Task, attempt: Attempt, now: datetime) -> tuple[str, str] | None:

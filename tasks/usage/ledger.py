@@ -27,9 +27,9 @@ from tasks.attempts import Attempt
 from tasks.choices import FailureKind, Quota
 from tasks.usage.models import UsageRecord
 
-# The ends after which the cluster, not the program, makes the task redo work (RECLAIMED joins
-# them with issue 27 item 4).
-REDOES_WORK = frozenset({FailureKind.PREEMPTED, FailureKind.NODE_FAILURE})
+# The ends after which the cluster, not the program, makes the task redo work: a preemption, a
+# reclaim of borrowed quota, a node failure.
+REDOES_WORK = frozenset({FailureKind.PREEMPTED, FailureKind.RECLAIMED, FailureKind.NODE_FAILURE})
 
 
 def run_gpu_seconds(attempt: Attempt) -> float:
