@@ -58,3 +58,11 @@ def next_checkpoint(checkpoint_at: float | None, every_s: float | None, now: flo
 def stops_at(victim: Running, now: float, grace_s: float) -> float:
     """When ``victim``, chosen at ``now``, stops (``next_checkpoint`` of its checkpoints)."""
     return next_checkpoint(victim.checkpoint_at, victim.checkpoint_every_s, now, grace_s)
+
+
+def late_margin(every_s: float) -> float:
+    """How long past its due time a victim's checkpoint is waited for: verl saves every
+    save_freq steps, and steps vary in length (rollouts of different lengths), so the time
+    between saves does too, by a few per cent; a tenth of it covers that, and the scheduler's
+    tick. At most a minute: the owner group waits meanwhile."""
+    return min(0.1 * every_s, 60.0)

@@ -27,6 +27,7 @@ from tasks.logs.logfile import read_new, read_tail
 from tasks.models import Task
 from tasks.scheduler.preempt import reclaim_stops_at, reclaimer, served, withdraw
 from tasks.scheduler.rayjobs import RayClient
+from tasks.scheduler.reclaim import late_margin
 from tasks.scheduler.settle import ACTOR
 from tasks.scheduler.stops import request_stop, resend_due, send_stop
 from tasks.scheduler.storage import bounded
@@ -176,14 +177,6 @@ def _preempt_due(task: Task, attempt: Attempt, now: datetime) -> tuple[str, str]
     return None
 
 
-def reclaim_margin(every_s: float) -> float:
-    """How long past its due time a reclaimed attempt's checkpoint is waited for: verl saves
-    every save_freq steps, and steps vary in length (rollouts of different lengths), so the
-    time between saves does too, by a few per cent; a tenth of it covers that, and the tick's
-    own period. At most a minute: the owner group waits meanwhile."""
-    return min(0.1 * every_s, 60.0)
-
-
 def _reclaim_due(attempt: Attempt, chosen: datetime, saved: bool, now: datetime) -> tuple[str, str] | None:
     by = reclaimer(attempt)
     if saved:
@@ -195,7 +188,7 @@ def _reclaim_due(attempt: Attempt, chosen: datetime, saved: bool, now: datetime)
             f"reclaimed by {by}, whose quota it borrowed; no checkpoint of its was due within "
             f"ARGUS_RECLAIM_GRACE_S ({grace} s), so it stopped at once"
         )
-    margin = reclaim_margin(attempt.checkpoint_every_s or 0.0)
+    margin = late_margin(attempt.checkpoint_every_s or 0.0)
     if now < due + timedelta(seconds=margin):
         return None
     after = format_seconds((due - chosen).total_seconds())

@@ -16,8 +16,8 @@ from tasks.choices import EventKind, FailureKind, TaskState
 from tasks.jobfiles import checkpoint_dir
 from tasks.models import Task
 from tasks.scheduler import preempt
+from tasks.scheduler.reclaim import late_margin
 from tasks.scheduler.tick import tick
-from tasks.scheduler.watch import reclaim_margin
 from tasks.usage.models import UsageRecord
 from tests.accounts.groups.conftest import make_group as make_group  # the groups' own fixture
 from tests.tasks.conftest import Clock
@@ -130,7 +130,7 @@ def test_a_due_checkpoint_that_does_not_come_is_waited_for_its_margin_only(
 ):
     ray, victim, attempt, owner = scene(alice, bob, make_task, fake_ray, clock, make_group, ran_s=500, ages=(400, 100))
     reclaim(victim, owner, clock)
-    margin = reclaim_margin(300)
+    margin = late_margin(300)
     assert margin == 30
     clock.advance(200 + margin - 1)
     tick()
