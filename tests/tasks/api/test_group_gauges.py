@@ -1,4 +1,5 @@
-"""/metrics' group gauges: each group's quota, and the GPUs its members' live attempts hold."""
+"""/metrics' group gauges: each group's quota, and the GPUs the live attempts admitted in it hold
+(tasks.queue.group_use)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,17 @@ from django.contrib.auth.models import User
 from prometheus_client.parser import text_string_to_metric_families
 
 from accounts.groups.models import Membership, QuotaGroup
-from tasks.attempts import Attempt
 from tasks.choices import Quota, TaskState
-from tasks.models import Task
+from tasks.models import ClusterState
+from tests.tasks.attempt_data import attempt_of
 
 pytestmark = pytest.mark.django_db
+
+
+def worker(node: str, gpus: int) -> dict[str, object]:
+    return {"node_id": node, "alive": True, "is_worker": True, "gpus_total": gpus, "gpus_free": 0}
+
+
 GAUGES = ("argus_group_nominal_gpus", "argus_group_gpus_in_use", "argus_group_gpus_borrowed")
 
 
@@ -26,34 +33,26 @@ def gauges(client) -> dict[str, dict[str, float]]:
     return found
 
 
-def holding(task: Task, gpus: int, quota: Quota = Quota.IN_QUOTA, **fields: object) -> Attempt:
-    number = task.attempts.count() + 1
-    return Attempt.objects.create(
-        task=task,
-        attempt_no=number,
-        ray_submission_id=Attempt.submission_id_for(task.task_id, number),
-        gpus=gpus,
-        quota=quota,
-        **fields,
-    )
-
-
-def test_each_group_shows_its_quota_and_what_its_members_hold(client, alice: User, bob: User, make_task) -> None:
+def test_each_group_shows_its_quota_and_what_its_attempts_hold(client, alice: User, bob: User, make_task) -> None:
     vision = QuotaGroup.objects.create(name="vision", nominal_gpus=8)
     QuotaGroup.objects.create(name="nlp", nominal_gpus=4)
     Membership.objects.create(user=alice, group=vision)
-    holding(make_task(alice, state=TaskState.RUNNING), 8)
-    holding(make_task(alice, state=TaskState.SUBMITTED), 4, Quota.BORROWED)
-    # Not held: an ended attempt of a running task, a task no longer on Ray, a user in no group.
+    ClusterState.objects.create(name="default", nodes=[worker("w1", 8), worker("w2", 8)])
+    attempt_of(make_task(alice, state=TaskState.RUNNING), 8, group=vision)
+    attempt_of(make_task(alice, state=TaskState.SUBMITTED), 4, Quota.BORROWED, vision)
+    # Admitted in vision: it counts there until it ends, though bob has no group now.
+    attempt_of(make_task(bob, state=TaskState.RUNNING), 2, group=vision)
+    # Not held: an ended attempt of a running task, a task no longer on Ray.
     retried = make_task(alice, state=TaskState.RUNNING)
-    holding(retried, 2, ray_status="FAILED")
-    holding(retried, 1)
-    holding(make_task(alice, state=TaskState.SUCCEEDED), 16)
-    holding(make_task(bob, state=TaskState.RUNNING), 2)
+    attempt_of(retried, 2, group=vision, ray_status="FAILED")
+    attempt_of(retried, 1, group=vision)
+    attempt_of(make_task(alice, state=TaskState.SUCCEEDED), 16, group=vision)
+    # Admitted in no group: the group "" of users without one, whose quota is what no group's covers.
+    attempt_of(make_task(bob, state=TaskState.RUNNING), 3)
     assert gauges(client) == {
-        "argus_group_nominal_gpus": {"nlp": 4, "vision": 8},
-        "argus_group_gpus_in_use": {"nlp": 0, "vision": 8 + 4 + 1},
-        "argus_group_gpus_borrowed": {"nlp": 0, "vision": 4},
+        "argus_group_nominal_gpus": {"nlp": 4, "vision": 8, "": 16 - 12},
+        "argus_group_gpus_in_use": {"nlp": 0, "vision": 8 + 4 + 2 + 1, "": 3},
+        "argus_group_gpus_borrowed": {"nlp": 0, "vision": 4, "": 0},
     }
 
 
