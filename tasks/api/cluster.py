@@ -57,7 +57,7 @@ class SharesView(APIView):
         responses={200: ShareSerializer(many=True), **error_responses()},
     )
     def get(self, request: Request) -> Response:
-        rows = share_rows(current_queue())
+        rows = share_rows(current_queue(), request.user)
         return Response(ShareSerializer(rows, many=True).data)  # type: ignore[arg-type]  # as in QueueView
 
 

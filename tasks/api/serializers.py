@@ -433,10 +433,30 @@ class ShareSerializer(serializers.Serializer[Record]):
     weight = serializers.FloatField(help_text="The share an admin gave the user (fair_share_weight; default 1).")
     share = serializers.FloatField(
         help_text="The fair-share factor, in (0, 1]: 1 has used nothing, 1/2 used exactly its share, near 0 heavy. "
-        "Among waiting tasks of the same priority, a higher factor goes first."
+        "Among waiting tasks of the same priority, a higher factor goes first. With groups, each group has a band "
+        "of (0, 1], a lighter group's above a heavier one's, and the user's factor among its members places it "
+        "in its group's band."
     )
     running_gpus = serializers.IntegerField(help_text="GPUs of the user's tasks on Ray.")
     waiting_tasks = serializers.IntegerField()
+    group = serializers.CharField(
+        allow_null=True,
+        allow_blank=True,
+        help_text='The user\'s group ("": none; those users are a group of their own). Fair share orders groups '
+        "first, by usage over weight: every user of a lighter group has a higher share than every user of a "
+        "heavier one. null: another group's member (an admin sees every user's group).",
+    )
+    group_gpu_hours = serializers.FloatField(
+        allow_null=True, help_text="The group's GPU-hours: its members', decayed. null as for group."
+    )
+    group_weight = serializers.FloatField(
+        allow_null=True, help_text="The group's fair_share_weight (1 for users in no group). null as for group."
+    )
+    group_share = serializers.FloatField(
+        allow_null=True,
+        help_text="The group's fair-share factor among the groups, in (0, 1]: 1 has used nothing, 1/2 used exactly "
+        "its share, near 0 heavy. null as for group.",
+    )
 
 
 class NodeSerializer(serializers.Serializer[Record]):

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, TypedDict
 
 from django.utils import timezone
 
+from accounts.groups.rules import group_of
 from tasks.choices import ACTIVE_STATES, QUEUE_STATES
 from tasks.models import Task
 from tasks.queue.notes import Placed, note
@@ -105,7 +106,8 @@ class QueueEntry(TypedDict):
 
 
 class ShareRow(TypedDict):
-    """A user's row of the fair-share table."""
+    """A user's row of the fair-share table; its group's part as for /api/v2/groups: admins see
+    every user's, a user those of their own group's members (None for the others)."""
 
     user: str
     gpu_hours: float
@@ -113,6 +115,10 @@ class ShareRow(TypedDict):
     share: float
     running_gpus: int
     waiting_tasks: int
+    group: str | None  # "": in no group (those users are a group of their own)
+    group_gpu_hours: float | None
+    group_weight: float | None
+    group_share: float | None
 
 
 def queue_entries(
@@ -149,9 +155,11 @@ def queue_entries(
     return rows
 
 
-def share_rows(queue: Queue) -> list[ShareRow]:
+def share_rows(queue: Queue, viewer: User | AnonymousUser) -> list[ShareRow]:
     """The fair-share table: every user with usage or a task in the queue, in the order fair
-    share favours them (the lightest first)."""
+    share favours them (the lightest first; groups first, tasks.queue.fairshare.fair_tree)."""
+    everyone = viewer.is_staff
+    mine = None if everyone else _group_name(viewer)
     running: dict[str, int] = {}
     waiting: dict[str, int] = {}
     for task in queue.tasks[: queue.on_ray]:
@@ -166,10 +174,37 @@ def share_rows(queue: Queue) -> list[ShareRow]:
             "share": round(share.factor, 3),
             "running_gpus": running.get(share.user, 0),
             "waiting_tasks": waiting.get(share.user, 0),
+            **_group_part(share, shown=everyone or share.group == mine),
         }
         for share in queue.shares.values()
     ]
     return sorted(rows, key=lambda row: (-row["share"], row["user"]))
+
+
+class _GroupPart(TypedDict):
+    group: str | None
+    group_gpu_hours: float | None
+    group_weight: float | None
+    group_share: float | None
+
+
+def _group_part(share: Share, *, shown: bool) -> _GroupPart:
+    if not shown:
+        return {"group": None, "group_gpu_hours": None, "group_weight": None, "group_share": None}
+    return {
+        "group": share.group,
+        "group_gpu_hours": round(share.group_gpu_hours, 3),
+        "group_weight": share.group_weight,
+        "group_share": round(share.group_factor, 3),
+    }
+
+
+def _group_name(viewer: User | AnonymousUser) -> str | None:
+    """The viewer's group's name ("": none); None for an anonymous viewer, who sees no group."""
+    if not viewer.is_authenticated:
+        return None
+    group = group_of(viewer)
+    return group.name if group else ""
 
 
 def _placed(task: Task) -> Placed:

@@ -266,7 +266,7 @@ def queue_view(request: HttpRequest) -> HttpResponse:
         "rows": queue_entries(queue, page.object_list, request.user, offset=max(page.start_index() - 1, 0)),
         "waiting": len(queue.waiting),
         "on_ray": queue.on_ray,
-        "shares": share_rows(queue),
+        "shares": share_rows(queue, request.user),
         "fair_share": {
             "window": format_seconds(settings.ARGUS_FAIR_SHARE_WINDOW_S) if settings.ARGUS_FAIR_SHARE_WINDOW_S else "",
             "half_life": format_seconds(settings.ARGUS_FAIR_SHARE_HALF_LIFE_S),

@@ -3,11 +3,13 @@ memberships and group weights from the database, one query for all of them."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import pytest
 from django.contrib.auth.models import User
 from django.db import connection
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -171,3 +173,52 @@ def test_the_share_of_a_user_with_a_task_on_ray_only_is_the_top_of_its_groups_ba
     assert (share["cat"].group, share["cat"].group_gpu_hours) == ("vision", pytest.approx(30.0))
     # The scheduler's order, where cat is not counted, is unchanged by showing cat.
     assert share["ann"].factor == shares(timezone.now(), {ann.pk: "ann", bob.pk: "bob"})["ann"].factor
+
+
+def test_the_share_table_shows_the_viewers_groups_part_and_an_admin_every_groups(
+    users: dict[str, User], make_user, make_task: MakeTask, client_for
+) -> None:
+    ann, bob, cat, dan = users.values()
+    used(ann, 30.0)
+    used(bob, 10.0)
+    used(cat, 5.0)
+    join(ann, "vision")
+    join(bob, "nlp", weight=2.0)
+    join(cat, "nlp")
+    make_task(dan)  # in no group
+    rows = {row["user"]: row for row in client_for(bob).get("/api/v2/queue/shares").json()}
+    # nlp (15 h over weight 2) is lighter than vision (30 h) and heavier than "" (0): the middle band.
+    assert list(rows) == ["dan", "cat", "bob", "ann"]  # within nlp, cat (5 h) before bob (10 h)
+    assert {key: rows["bob"][key] for key in ("group", "group_gpu_hours", "group_weight")} == {
+        "group": "nlp",
+        "group_gpu_hours": 15.0,
+        "group_weight": 2.0,
+    }
+    assert rows["cat"]["group"] == "nlp" and rows["cat"]["group_share"] == rows["bob"]["group_share"]
+    # Another group's part is an admin's to see (as /api/v2/groups), the rest of the row anyone's.
+    hidden = {"group": None, "group_gpu_hours": None, "group_weight": None, "group_share": None}
+    assert rows["ann"] | hidden == rows["ann"] and rows["dan"] | hidden == rows["dan"]
+    assert rows["ann"]["gpu_hours"] == pytest.approx(30.0)
+    # Slurm's classic factor among the groups: nlp used 15 of 45 with 2 of 4 of the weight.
+    assert rows["bob"]["group_share"] == pytest.approx(2 ** -((15 / 45) / (2 / 4)), abs=1e-3)
+    every = {row["user"]: row for row in client_for(make_user("root", admin=True)).get("/api/v2/queue/shares").json()}
+    assert [every[name]["group"] for name in ("ann", "bob", "cat", "dan")] == ["vision", "nlp", "nlp", ""]
+    assert every["ann"]["group_share"] < every["bob"]["group_share"] < every["dan"]["group_share"] == 1.0
+    # dan, in no group, sees the group "" (the users in none) and no other.
+    mine = {row["user"]: row["group"] for row in client_for(dan).get("/api/v2/queue/shares").json()}
+    assert mine == {"dan": "", "bob": None, "cat": None, "ann": None}
+
+
+def test_the_queue_page_shows_the_group_column(users: dict[str, User], make_task: MakeTask) -> None:
+    ann, bob, _, _ = users.values()
+    used(ann, 30.0)
+    join(ann, "vision")
+    join(bob, "nlp")
+    make_task(bob)
+    browser = Client()
+    browser.force_login(bob)
+    page = browser.get("/queue/").content.decode()
+    table = page[page.index('<table class="shares">') :]
+    assert re.findall(r'<tr data-user="([^"]+)"', table) == ["bob", "ann"]
+    assert '<td data-group="nlp">nlp</td><td class="num">1.000</td>' in table
+    assert '<td class="muted">another group</td>' in table and 'data-group="vision"' not in table

@@ -166,6 +166,11 @@ def test_the_share_table_lists_usage_weight_share_and_what_each_user_has(
         "share": rows["alice"]["share"],
         "running_gpus": 4,
         "waiting_tasks": 2,
+        # No groups: everyone is in the group "", which used all there is (1/2: exactly its share).
+        "group": "",
+        "group_gpu_hours": 40.0,
+        "group_weight": 1.0,
+        "group_share": 0.5,
     }
     assert rows["bob"] == {
         "user": "bob",
@@ -174,6 +179,10 @@ def test_the_share_table_lists_usage_weight_share_and_what_each_user_has(
         "share": 1.0,
         "running_gpus": 0,
         "waiting_tasks": 1,
+        "group": "",
+        "group_gpu_hours": 40.0,
+        "group_weight": 1.0,
+        "group_share": 0.5,
     }
     assert (rows["carol"]["share"], rows["carol"]["running_gpus"], rows["carol"]["waiting_tasks"]) == (1.0, 4, 0)
     assert rows["alice"]["share"] < rows["dave"]["share"] < 1.0
