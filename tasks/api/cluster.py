@@ -3,8 +3,9 @@ scheduler records what it sees (ClusterState) and these views read the database.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import datetime
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from django.conf import settings
 from drf_spectacular.utils import extend_schema
@@ -14,19 +15,52 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from common.api import error_responses
+from common.api import Pagination, error_responses
 from raypool.discovery import head_file_from_settings, read_head
 from raypool.raytoken import TokenError, read_token, token_file_from_settings
 from tasks.api.serializers import ClusterSerializer, QueueEntrySerializer, ShareSerializer
 from tasks.models import ClusterState, Task
+from tasks.queue.group_use import group_use, visible_group_use
 from tasks.queue.read import current_queue, queue_entries, share_rows
+
+# The numbers of a group's row in the queue's ``groups``, as tasks.queue.group_use.GroupUse has them.
+GROUP_USE_FIELDS = {
+    "nominal_gpus": "The group's own GPUs (the group \"\": what no group's quota covers of the cluster's).",
+    "gpus_in_use": "GPUs of the live attempts admitted in its quota, borrowed ones included.",
+    "gpus_borrowed": "Of those, the GPUs of attempts running on other groups' idle quota (quota: borrowed).",
+}
+
+
+class QueuePagination(Pagination):
+    """The queue's pages: beside each page's tasks, ``groups``: each group's quota and what it
+    holds now (tasks.queue.group_use), as the caller may see them."""
+
+    def get_paginated_response_schema(self, schema: dict[str, Any]) -> dict[str, Any]:
+        paged = super().get_paginated_response_schema(schema)
+        paged["properties"]["groups"] = {
+            "type": "array",
+            "description": "Each group's quota and the GPUs its live attempts hold: every group for admins, the "
+            'caller\'s own for others; the group "" (users without a group) while it holds GPUs.',
+            "items": {
+                "type": "object",
+                "required": ["group", *GROUP_USE_FIELDS],
+                "properties": {
+                    "group": {"type": "string", "description": 'Its name; "": users without a group.'},
+                    **{name: {"type": "integer", "description": words} for name, words in GROUP_USE_FIELDS.items()},
+                },
+            },
+        }
+        paged["required"] = [*paged["required"], "groups"]
+        return paged
 
 
 class QueueView(GenericAPIView[Task]):
     """Waiting and running tasks in scheduling order (tasks on Ray first, then the queue): pages of
-    tasks, each shown as the caller may see it (QueueEntrySerializer)."""
+    tasks, each shown as the caller may see it (QueueEntrySerializer), and the groups' use of their
+    quotas."""
 
     filter_backends: list[type] = []  # no filters: the queue is the queue
+    pagination_class = QueuePagination
 
     @extend_schema(
         summary="The queue: each task's position and why it waits",
@@ -44,7 +78,11 @@ class QueueView(GenericAPIView[Task]):
             offset = paginator.page.start_index() - 1
         rows = queue_entries(queue, page or [], request.user, offset=offset)
         # DRF's stub: many=True takes a list of instances, the stub one instance only.
-        return self.get_paginated_response(QueueEntrySerializer(rows, many=True).data)  # type: ignore[arg-type]
+        response = self.get_paginated_response(QueueEntrySerializer(rows, many=True).data)  # type: ignore[arg-type]
+        state = ClusterState.objects.filter(name="default").first()
+        uses = visible_group_use(group_use(worker_totals(state)["gpus_total"]), request.user)
+        response.data["groups"] = [asdict(use) for use in uses]
+        return response
 
 
 class SharesView(APIView):
