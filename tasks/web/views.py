@@ -37,6 +37,7 @@ from tasks.models import ClusterState, IllegalTransition, StaleState, Task
 from tasks.pipelines.actions import submit_pipeline
 from tasks.pipelines.document import is_pipeline_document
 from tasks.pipelines.models import Pipeline
+from tasks.queue.group_use import group_use, visible_group_use
 from tasks.queue.read import current_queue, queue_entries, share_rows, waiting_reason
 from tasks.specs.errors import SpecError
 from tasks.specs.keys import SPEC_KEYS
@@ -261,6 +262,7 @@ def task_cancel_view(request: HttpRequest, task_id: str) -> HttpResponse:
 def queue_view(request: HttpRequest) -> HttpResponse:
     queue = current_queue()
     page = Paginator(queue.tasks, QUEUE_PER_PAGE).get_page(request.GET.get("page"))
+    ray = _ray(request)
     context = {
         "page": page,
         "rows": queue_entries(queue, page.object_list, request.user, offset=max(page.start_index() - 1, 0)),
@@ -271,7 +273,8 @@ def queue_view(request: HttpRequest) -> HttpResponse:
             "window": format_seconds(settings.ARGUS_FAIR_SHARE_WINDOW_S) if settings.ARGUS_FAIR_SHARE_WINDOW_S else "",
             "half_life": format_seconds(settings.ARGUS_FAIR_SHARE_HALF_LIFE_S),
         },
-        "ray": _ray(request),
+        "groups": visible_group_use(group_use(ray["gpus_total"]), request.user),
+        "ray": ray,
     }
     return page_or_part(request, "tasks/queue.html", "tasks/_queue_live.html", context)
 
