@@ -97,12 +97,12 @@ class _Copy:
     seen_at: datetime | None = None  # when the last read started
     full_read_at: float = 0.0  # time.monotonic() of the last whole read
     version: int = 0  # moves on with every change to the rows
-    # What admission sees of each row, made once per row (the user's name and the CPUs per GPU
-    # it was made with, and the row: any change makes it again).
-    made: dict[int, tuple[QueueRow, str, float, Queued]] = field(default_factory=dict)
+    # What admission sees of each row, made once per row (the user's name and group and the
+    # CPUs per GPU it was made with, and the row: any change makes it again).
+    made: dict[int, tuple[QueueRow, str, str, float, Queued]] = field(default_factory=dict)
     # The last tick's due tasks: the same while nothing changed and no backoff ended;
-    # (version, names, CPUs per GPU, valid until, the tasks).
-    last_due: tuple[int, dict[int, str], float, float, Due] | None = None
+    # (version, names, groups, CPUs per GPU, valid until, the tasks).
+    last_due: tuple[int, dict[int, str], dict[int, str], float, float, Due] | None = None
     user_ids: tuple[int, set[int]] | None = None  # (version, ids)
 
 
@@ -178,18 +178,24 @@ def user_ids() -> set[int]:
     return _copy.user_ids[1]
 
 
-def due(now: datetime, usernames: dict[int, str], cpus_per_gpu: float) -> Due:
+def due(now: datetime, usernames: dict[int, str], cpus_per_gpu: float, groups: Mapping[int, str] | None = None) -> Due:
     """Of the rows read, the tasks to consider now (not in a retry's backoff, no cancel
     pending), each with what the order and admission read, in the last tick's order;
-    ``usernames``: {user id: name} of every user with a task in the queue."""
+    ``usernames``: {user id: name} of every user with a task in the queue; ``groups``: {user
+    id: group name} of those in a group (Request.group; the others' is "")."""
     if _copy is None:
         return Due([], [], {}, {}, set())
+    groups = groups or {}
     stamp = now.timestamp()
     last = _copy.last_due
-    if last is not None and (last[0], last[1], last[2]) == (_copy.version, usernames, cpus_per_gpu) and stamp < last[3]:
-        return last[4]
+    if (
+        last is not None
+        and (last[0], last[1], last[2], last[3]) == (_copy.version, usernames, groups, cpus_per_gpu)
+        and stamp < last[4]
+    ):
+        return last[5]
     if last is not None:
-        _copy.rows = _in_order(_copy.rows, last[4].waiting)
+        _copy.rows = _in_order(_copy.rows, last[5].waiting)
     made = _copy.made
     # One pass makes every list admission reads (a first tick: 10,000 rows; attribute reads of
     # named tuples in five passes after it cost a quarter of this function).
@@ -207,13 +213,14 @@ def due(now: datetime, usernames: dict[int, str], cpus_per_gpu: float) -> Due:
                 valid_until = min(valid_until, row.due)
             continue
         user = usernames[row.user_id]
+        group = groups.get(row.user_id, "") if groups else ""
         known = made.get(pk)
-        if known is None or known[0] is not row or known[1] != user or known[2] != cpus_per_gpu:
+        if known is None or known[0] is not row or known[1] != user or known[2] != group or known[3] != cpus_per_gpu:
             waits = make(Waiting, (pk, user, row.priority_rank, row.submitted))
-            queued = make(Queued, (row, waits, request_for(row, user, cpus_per_gpu)))
-            made[pk] = (row, user, cpus_per_gpu, queued)
+            queued = make(Queued, (row, waits, request_for(row, user, cpus_per_gpu, group)))
+            made[pk] = (row, user, group, cpus_per_gpu, queued)
         else:
-            queued = known[3]
+            queued = known[4]
         waiting.append(queued.waiting)
         requests.append(queued.request)
         by_pk[pk] = queued
@@ -223,7 +230,7 @@ def due(now: datetime, usernames: dict[int, str], cpus_per_gpu: float) -> Due:
     if len(made) > 2 * len(_copy.rows):  # rows that left the queue
         _copy.made = {pk: value for pk, value in made.items() if pk in _copy.rows}
     result = Due(waiting, requests, by_pk, reasons, still_queued)
-    _copy.last_due = (_copy.version, dict(usernames), cpus_per_gpu, valid_until, result)
+    _copy.last_due = (_copy.version, dict(usernames), dict(groups), cpus_per_gpu, valid_until, result)
     return result
 
 
@@ -262,9 +269,10 @@ def planned_run_s(time_limit_s: int | None) -> float | None:
     return float(time_limit_s) if time_limit_s else None
 
 
-def request_for(row: QueueRow, user: str, cpus_per_gpu: float) -> Request:
+def request_for(row: QueueRow, user: str, cpus_per_gpu: float, group: str = "") -> Request:
     """A waiting task's row as admission sees it (``cpus_per_gpu``: see launch.cpus_for;
-    read once per tick, settings are slow to read 10,000 times)."""
+    read once per tick, settings are slow to read 10,000 times; ``group``: its owner's quota
+    group, "" for none)."""
     # tuple.__new__ with every field, in order: Request's own __new__ is a Python call.
     return tuple.__new__(
         Request,
@@ -280,7 +288,7 @@ def request_for(row: QueueRow, user: str, cpus_per_gpu: float) -> Request:
             # Most tasks have neither: their "[]" costs no call (a first tick makes 10,000 of these).
             () if row.extra_pools == "[]" else _items(row.extra_pools, Pool.from_dict),
             () if row.cpu_actors == "[]" else _items(row.cpu_actors, Actor.from_dict),
-            "",  # its group: filled in by admission by quota (issue 27 item 2)
+            group,
         ),
     )
 

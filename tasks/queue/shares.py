@@ -19,6 +19,7 @@ from accounts.groups.models import QuotaGroup
 from accounts.limits import Limits, limits_by_user
 from tasks.models import Usage
 from tasks.queue.fairshare import HOUR, decayed, fair_tree
+from tasks.scheduler.quotas import GroupQuota
 
 
 def half_life_s() -> float:
@@ -40,23 +41,27 @@ class Share:
 
 
 class Groups(NamedTuple):
-    """Who belongs to which group, and each group's fair-share weight."""
+    """Who belongs to which group, each group's fair-share weight, and its quota (admission by
+    quota reads the same rows: tasks.scheduler.launch)."""
 
     of: dict[int, str]  # user id -> group name (absent: in none)
     weight: dict[str, float]  # group name -> QuotaGroup.fair_share_weight
+    quota: dict[str, GroupQuota] | None = None  # group name -> its quota (None: not read)
 
 
 def read_groups() -> Groups:
     """Every group and its members: one query (a group without members is a row of its own)."""
     of: dict[int, str] = {}
     weight: dict[str, float] = {}
-    for name, group_weight, user_id in QuotaGroup.objects.values_list(
-        "name", "fair_share_weight", "memberships__user_id"
+    quota: dict[str, GroupQuota] = {}
+    for name, group_weight, nominal, borrow, lend, user_id in QuotaGroup.objects.values_list(
+        "name", "fair_share_weight", "nominal_gpus", "borrow_limit_gpus", "lend_limit_gpus", "memberships__user_id"
     ):
         weight[name] = group_weight
+        quota[name] = GroupQuota(nominal, borrow, lend, group_weight)
         if user_id is not None:
             of[user_id] = name
-    return Groups(of, weight)
+    return Groups(of, weight, quota)
 
 
 def shares(

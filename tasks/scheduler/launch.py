@@ -14,15 +14,17 @@ import shlex
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from functools import partial
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
+from accounts.groups.models import QuotaGroup
 from accounts.limits import limits_by_user
 from raypool.config import WORKER_RESOURCE
 from tasks.attempts import Attempt
-from tasks.choices import QUEUE_STATES, EventKind, FailureKind, Role, TaskState
+from tasks.choices import QUEUE_STATES, EventKind, FailureKind, Quota, Role, TaskState
 from tasks.jobfiles import checkpoint_dir, driver_log_path, job_root
 from tasks.lease import check_fence
 from tasks.models import Event, Task
@@ -31,7 +33,9 @@ from tasks.queue import reasons as queue_reasons
 from tasks.queue import rows as queue_rows
 from tasks.queue.order import order_waiting, usernames
 from tasks.queue.request import Cpus, Request, actor_cpus
+from tasks.queue.shares import read_groups
 from tasks.scheduler import admission, job_env, preempt
+from tasks.scheduler.quotas import UNGROUPED, GroupQuota, label
 from tasks.scheduler.rayjobs import (
     ClusterView,
     JobExists,
@@ -76,7 +80,7 @@ Holdings = list[tuple[Attempt, dict[str, int]]]
 def live_holdings() -> Holdings:
     """Each live attempt with the room it holds (held_nodes), in one query. A tick reads them
     once, after sync and the cancels: free room, admission and preemption all plan with it."""
-    attempts = list(Attempt.objects.live().select_related("task__user"))
+    attempts = list(Attempt.objects.live().select_related("task__user", "group"))
     settling = any(a.awaits_placement for a in attempts)
     return [(attempt, held_nodes(attempt, settling)) for attempt in attempts]
 
@@ -141,7 +145,9 @@ def admit(
     now = timezone.now()
     queue_rows.read(now)
     users = usernames(queue_rows.user_ids())
-    due = queue_rows.due(now, users, settings.ARGUS_CPUS_PER_GPU)
+    # Read once: the groups' members and weights order the queue, their quotas admit it.
+    groups = read_groups()
+    due = queue_rows.due(now, users, settings.ARGUS_CPUS_PER_GPU, groups.of)
     if not due.by_pk:
         return
     live = [attempt for attempt, _ in holdings]
@@ -151,7 +157,7 @@ def admit(
         return
     totals, free = room
     limits = limits_by_user(users)  # read once: the fair-share weights and the running limits
-    ordered, _ = order_waiting(due.waiting, users, now, limits)
+    ordered, _ = order_waiting(due.waiting, users, now, limits, groups=groups)
     requests = due.keep_order(ordered)
     holders = running_now(now, holdings)
     caps = {
@@ -159,17 +165,21 @@ def admit(
         for user_id, own in limits.items()
         if own.max_running_gpus or own.max_running_tasks
     }
-    decision = _decide(requests, free, totals, holders, caps, now)
+    quotas = groups.quota or {}  # no group: no quotas, admission as without them
+    decision = _decide(requests, free, totals, holders, caps, now, quotas)
     _write_reasons(_changed(decision.waiting, due.reasons), decision.short & due.queued)
     _write_estimates(due.by_pk, decision.estimates)
-    _withdraw_unserved(due.by_pk, free, holders, caps, now, preempt.pending(live))
+    _withdraw_unserved(due.by_pk, room, holders, caps, now, preempt.pending(live), quotas)
     for victim, beneficiary in decision.preempt.items():
         preempt.mark(victim, beneficiary, now)
+    for victim, beneficiary in decision.reclaim.items():
+        preempt.mark(victim, beneficiary, now, reclaim=True)
     for request, placement in decision.admitted:
         if budget.spent():
             return
         task = Task.objects.select_related("user").get(pk=request.key)
-        if guarded(task, partial(start_attempt, ray, task, placement)):
+        quota = Quota.BORROWED if request.key in decision.borrowing else Quota.IN_QUOTA
+        if guarded(task, partial(start_attempt, ray, task, placement, Admitted(request.group, quota))):
             submitted.append(task.task_id)
 
 
@@ -197,8 +207,9 @@ def _decide(
     holders: list[admission.Running],
     caps: dict[str, admission.Caps],
     now: datetime,
+    quotas: Mapping[str, GroupQuota],
 ) -> admission.Decision:
-    """The pure core's decision, under the site's policy and limits."""
+    """The pure core's decision, under the site's policy, limits and the groups' quotas."""
     max_new = None
     if settings.ARGUS_MAX_RUNNING_TASKS > 0:
         max_new = max(0, settings.ARGUS_MAX_RUNNING_TASKS - len(holders))
@@ -216,20 +227,26 @@ def _decide(
         estimate=settings.ARGUS_ESTIMATE_DEPTH,
         grace=settings.ARGUS_PREEMPT_GRACE_S,
         yielded=preempt.yielded(),
+        groups=quotas,
+        reclaim_grace=settings.ARGUS_RECLAIM_GRACE_S,
     )
 
 
 def _withdraw_unserved(
     due: Mapping[int, queue_rows.Queued],
-    free: Mapping[str, Room],
+    room: tuple[dict[str, Room], dict[str, Room]],
     holders: list[admission.Running],
     caps: Mapping[str, admission.Caps],
     now: datetime,
     pending: list[Attempt],
+    quotas: Mapping[str, GroupQuota],
 ) -> None:
-    """A preemption stands only while the task it serves would start once its victims are gone:
-    it fits then, is within its user's limits, is due (not in a retry's backoff) and not
-    canceled. Otherwise the victims run on. ``pending``: preempt.pending, the victims in their grace."""
+    """A preemption or a reclaim stands only while the task it serves would start once its
+    victims are gone: it fits then, is within its user's limits and its group's quota (a
+    reclaim: within its nominal), is due (not in a retry's backoff) and not canceled. Otherwise
+    the victims run on. ``pending``: preempt.pending, the victims in their grace; ``room``:
+    (totals, free)."""
+    totals, free = room
     by_beneficiary: dict[int | None, list[Attempt]] = {}
     for attempt in pending:
         by_beneficiary.setdefault(attempt.preempted_for_id, []).append(attempt)
@@ -240,20 +257,25 @@ def _withdraw_unserved(
             why = preempt.served(attempts[0], now) or "the task it made room for cannot start now"
         else:
             victims = [running[a.task_id] for a in attempts if a.task_id in running]
-            why = admission.preemption_holds(item.request, victims, free, holders, caps)
+            reclaim = any(attempt.reclaim for attempt in attempts)
+            why = admission.preemption_holds(
+                item.request, victims, free, holders, caps, quotas, totals, reclaim=reclaim
+            )
         if why:
             for attempt in attempts:
                 preempt.withdraw(attempt.task, attempt, why)
 
 
 def running_now(now: datetime, holdings: Holdings) -> list[admission.Running]:
-    """Live attempts as admission sees them: their room, planned end, owner, and whether they
-    are stopping (canceled, over time, preempted)."""
+    """Live attempts as admission sees them: their room, planned end, owner, whether they are
+    stopping (canceled, over time, preempted, reclaimed), the group they were admitted in, and
+    what a reclaim would cost them (their checkpoints)."""
     grace = settings.ARGUS_PREEMPT_GRACE_S
     min_run = settings.ARGUS_PREEMPT_MIN_RUN_S
-    # Only a preemptible task asks whether it resumed after a preemption: no query while none runs.
-    preemptible = any(attempt.task.preemptible for attempt, _ in holdings)
-    resumed = preempt.resumed_after_preemption() if preemptible else set()
+    # Only a task that may be chosen (preemptible, or borrowed: a reclaim's) asks whether it
+    # resumed after a preemption or a reclaim: no query while none runs.
+    choosable = any(attempt.task.preemptible or attempt.quota == Quota.BORROWED for attempt, _ in holdings)
+    resumed = preempt.resumed_after_preemption() if choosable else set()
     holders = []
     for attempt, held in holdings:
         task = attempt.task
@@ -261,7 +283,9 @@ def running_now(now: datetime, holdings: Holdings) -> list[admission.Running]:
         run_s = queue_rows.planned_run_s(task.time_limit_s)
         ends = started.timestamp() + run_s if run_s is not None else None
         stopping = attempt.stop_requested_at is not None or attempt.preempted_at is not None
-        if attempt.preempted_at is not None:
+        if attempt.preempted_at is not None and attempt.reclaim:
+            ends = preempt.reclaim_stops_at(attempt, attempt.preempted_at).timestamp()
+        elif attempt.preempted_at is not None:
             ends = attempt.preempted_at.timestamp() + grace
         elif stopping:
             ends = now.timestamp()
@@ -273,8 +297,8 @@ def running_now(now: datetime, holdings: Holdings) -> list[admission.Running]:
             held = {**dict.fromkeys(actors, 0), **held}
         if task.extra_pools or actors:
             cpus = {node: cpus_for(gpus) + actors.get(node, 0.0) for node, gpus in held.items()}
-        # A task that resumed after a preemption runs ARGUS_PREEMPT_MIN_RUN_S before it can be
-        # chosen again: no two tasks trade places for ever.
+        # A task that resumed after a preemption or a reclaim runs ARGUS_PREEMPT_MIN_RUN_S before
+        # it can be chosen again: no two tasks trade places for ever.
         settling_in = (task.pk, attempt.attempt_no) in resumed and now.timestamp() - started.timestamp() < min_run
         holders.append(
             admission.Running(
@@ -292,6 +316,11 @@ def running_now(now: datetime, holdings: Holdings) -> list[admission.Running]:
                 and not settling_in,
                 started.timestamp(),
                 stopping,
+                attempt.group.name if attempt.group is not None else UNGROUPED,
+                attempt.quota == Quota.BORROWED,
+                attempt.checkpoint_at.timestamp() if attempt.checkpoint_at is not None else None,
+                attempt.checkpoint_every_s,
+                settling_in,
             )
         )
     return holders
@@ -384,10 +413,26 @@ def _insert_events(prototype: Event, messages: list[tuple[int, str]]) -> None:
         cursor.executemany(sql, rows)
 
 
-def start_attempt(ray: RayClient, task: Task, placement: dict[str, int]) -> bool:
+class Admitted(NamedTuple):
+    """Whose quota an admitted task's GPUs count against (admission by quota, issue 27 item 2)."""
+
+    group: str = UNGROUPED  # its owner's group when admitted ("": none)
+    quota: str = Quota.IN_QUOTA  # Quota.BORROWED: beyond its group's nominal
+
+
+IN_NO_GROUP = Admitted()
+
+
+def _quota_words(admitted: Admitted) -> str:
+    if admitted.quota == Quota.BORROWED:
+        return f"; borrowed: beyond the quota of {label(admitted.group)}"
+    return f"; in the quota of {label(admitted.group)}" if admitted.group else ""
+
+
+def start_attempt(ray: RayClient, task: Task, placement: dict[str, int], admitted: Admitted = IN_NO_GROUP) -> bool:
     """A new attempt for a waiting task: the row first (SUBMITTING), then Ray. True when Ray
     has it; False when the task moved meanwhile (canceled, or taken by another scheduler) or
-    the attempt ended before reaching Ray."""
+    the attempt ended before reaching Ray. ``admitted``: the group and quota it runs in."""
     last = task.attempts.aggregate(n=models.Max("attempt_no"))["n"] or 0
     number = last + 1
     submission_id = Attempt.submission_id_for(task.task_id, number)
@@ -397,6 +442,10 @@ def start_attempt(ray: RayClient, task: Task, placement: dict[str, int]) -> bool
     data: dict[str, object] = {"placement": gpus, "pools": [pool.as_dict() for pool in task.pools]}
     if actors:
         data.update(actor_cpus=actors, cpu_actors=task.cpu_actors)
+    if admitted.group or admitted.quota == Quota.BORROWED:
+        data.update(group=admitted.group, quota=admitted.quota)
+    # A group deleted since the tick read it: the attempt counts as the users' without one.
+    group = QuotaGroup.objects.filter(name=admitted.group).first() if admitted.group else None
     try:
         with transaction.atomic():
             attempt = Attempt.objects.create(
@@ -407,13 +456,18 @@ def start_attempt(ray: RayClient, task: Task, placement: dict[str, int]) -> bool
                 placement=gpus,
                 actor_cpus=actors,
                 log_path=str(driver_log_path(task.user.username, submission_id)),
+                group=group,
+                quota=admitted.quota,
             )
             task.transition(
                 TaskState.SUBMITTING,
                 role=Role.SCHEDULER,
                 actor=ACTOR,
                 attempt=attempt,
-                message=f"Admitted: {task.total_gpus} GPUs on {len(gpus)} node(s){_pools_words(task)}.",
+                message=(
+                    f"Admitted: {task.total_gpus} GPUs on {len(gpus)} node(s){_pools_words(task)}"
+                    f"{_quota_words(admitted)}."
+                ),
                 data=data,
                 pending_reason="",
                 next_run_at=None,

@@ -123,10 +123,10 @@ def test_a_cancel_landing_between_admission_and_submission_sends_nothing(alice, 
     task = make_task(alice)
     original = launch.start_attempt
 
-    def cancel_first(ray, admitted, placement):
+    def cancel_first(ray, admitted, placement, *quota):
         # The queue was read and the task admitted; the cancel commits before the move.
         Task.objects.get(pk=admitted.pk).cancel(actor="api:alice")
-        return original(ray, admitted, placement)
+        return original(ray, admitted, placement, *quota)
 
     monkeypatch.setattr(launch, "start_attempt", cancel_first)
     tick()
