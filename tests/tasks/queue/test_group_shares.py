@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
@@ -21,6 +22,7 @@ from tasks.queue.fairshare import Waiting, factors, order
 from tasks.queue.order import order_waiting
 from tasks.queue.read import current_queue
 from tasks.queue.shares import read_groups, shares
+from tasks.scheduler.tick import tick
 
 pytestmark = pytest.mark.django_db
 
@@ -222,3 +224,27 @@ def test_the_queue_page_shows_the_group_column(users: dict[str, User], make_task
     assert re.findall(r'<tr data-user="([^"]+)"', table) == ["bob", "ann"]
     assert '<td data-group="nlp">nlp</td><td class="num">1.000</td>' in table
     assert '<td class="muted">another group</td>' in table and 'data-group="vision"' not in table
+
+
+@pytest.mark.parametrize("grouped", [True, False])
+def test_the_tick_starts_the_light_groups_task_first(
+    users: dict[str, User], make_task: MakeTask, fake_ray, grouped: bool
+) -> None:
+    ann, bob, _, dan = users.values()
+    used(ann, 5.0)
+    used(dan, 40.0)  # nothing queued, but vision's usage
+    used(bob, 10.0)
+    if grouped:
+        join(ann, "vision")
+        join(dan, "vision")
+        join(bob, "nlp")
+    fake_ray([4])  # room for one of the two
+    now = timezone.now()
+    anns = make_task(ann, created_at=now - timedelta(minutes=30))
+    bobs = make_task(bob, created_at=now - timedelta(minutes=10))
+    # Groups: vision (45 h) is heavier than nlp (10 h), so bob's later task goes first. Without
+    # them ann (5 h) is the lighter user, and her earlier task keeps its place.
+    first, second = (bobs, anns) if grouped else (anns, bobs)
+    assert tick().submitted == [first.task_id]
+    second.refresh_from_db()
+    assert second.state in {TaskState.QUEUED, TaskState.PENDING_RESOURCES}
