@@ -60,9 +60,12 @@ def checkpoints(victim: Task, clock: Clock, *ages: float) -> None:
 
 
 def reclaim(victim: Task, owner: Task, clock: Clock) -> Attempt:
-    tick()  # bob's task finds no room
-    preempt.mark(victim.pk, owner.pk, clock.now, reclaim=True)
-    return Attempt.objects.get(task=victim, attempt_no=1)
+    """The tick in which bob's task, within its group's quota, finds its room borrowed: admission
+    chooses alice's task (tasks.scheduler.reclaim.choose) and launch marks it."""
+    tick()
+    attempt = Attempt.objects.get(task=victim, attempt_no=1)
+    assert attempt.reclaim and (attempt.preempted_at, attempt.preempted_for_id) == (clock.now, owner.pk)
+    return attempt
 
 
 def test_the_watch_notes_each_checkpoint_of_the_attempt_and_the_time_between(alice, make_task, fake_ray, clock):
@@ -94,7 +97,6 @@ def test_a_victim_due_to_save_runs_on_until_it_saved_then_goes_back_in_its_place
         alice, bob, make_task, fake_ray, clock, make_group, ran_s=500, ages=(400, 100), max_retries=0
     )  # every 300 s: the next is due in 200 s
     attempt = reclaim(victim, owner, clock)
-    assert attempt.reclaim and attempt.preempted_at == clock.now
     event = victim.events.get(kind=EventKind.RECLAIMED)
     assert event.message == (
         "Reclaimed by group vision, whose quota it borrowed, for a task within that quota: stops at its next "
@@ -239,3 +241,28 @@ def test_metrics_count_reclaims_and_reclaimed_attempts(client, alice, bob, make_
     assert values[("argus_preemptions_total", (("reason", "reclaimed"),))] == 1
     assert values[("argus_preemptions_total", (("reason", "preempted"),))] == 0
     assert values[("argus_attempt_failures", (("kind", "RECLAIMED"),))] == 1
+
+
+def test_a_resumed_task_is_not_reclaimed_again_before_its_minimum_run(
+    alice, bob, make_task, fake_ray, clock, make_group, settings
+):
+    settings.ARGUS_PREEMPT_MIN_RUN_S = 600
+    ray, victim, first, owner = scene(alice, bob, make_task, fake_ray, clock, make_group)
+    tick()  # reclaimed: no checkpoint is due, it stops at once
+    tick()
+    stopped_by_argus(ray, victim, first)
+    assert Attempt.objects.get(pk=first.pk).failure_kind == FailureKind.RECLAIMED
+    ray.set_status(owner.attempts.get().ray_submission_id, "SUCCEEDED")
+    tick()  # bob's task ends; alice's resumes, on borrowed quota again
+    resumed = victim.attempts.get(attempt_no=2)
+    ray.set_status(resumed.ray_submission_id, "RUNNING", start_time=int(clock.now.timestamp() * 1000))
+    tick()
+    make_task(bob)  # vision wants its quota back at once
+    clock.advance(60)
+    tick()
+    resumed.refresh_from_db()
+    assert resumed.preempted_at is None  # it has run 60 s of its 600
+    clock.advance(541)
+    tick()
+    resumed.refresh_from_db()
+    assert resumed.preempted_at is not None and resumed.reclaim
