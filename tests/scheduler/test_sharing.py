@@ -1,6 +1,6 @@
 """Sharing a contended cluster on a real Ray cluster (a head and two 4-GPU workers), through the
-scheduler's tick: preemption that resumes, per-user running limits, fair-share order, and the
-admission pause."""
+scheduler's tick: preemption that resumes, a group reclaiming its quota, per-user running limits,
+fair-share order, and the admission pause."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from tasks.choices import EventKind, FailureKind, TaskState
 from tasks.models import Usage
 from tasks.pause import AdmissionControl
 from tasks.usage.models import UsageRecord
+from tests.accounts.groups.conftest import make_group as make_group  # the groups' own fixture
 from tests.conftest import PPO_SPEC, grant_high_priority
 from tests.scheduler.conftest import state_of, tick_until
 from tests.scheduler.test_durable import steps_in
@@ -66,6 +67,56 @@ def test_a_high_task_preempts_a_preemptible_one_which_resumes_and_finishes(
     used = sum(row.gpu_seconds for row in ledger.values())
     assert [(r["user"], r["gpu_hours"], r["lost_gpu_hours"], r["tasks"]) for r in report] == [
         ("alice", round(used / 3600, 3), round(ledger[first.pk].lost_gpu_seconds / 3600, 3), 1)
+    ]
+
+
+def test_a_group_reclaims_its_quota_from_the_borrowed_task_that_loses_the_least(
+    alice, bob, admin, submit, client_for, on_ray, datasets, settings, make_group
+):
+    """nlp has no quota and borrows both nodes; vision owns the cluster and submits. Of nlp's
+    two tasks, the one that saves every step loses the least: it gives its node back at its
+    next checkpoint, vision's task runs, and it resumes from its checkpoint. The other, with no
+    checkpoint (all its work lost if stopped), runs on."""
+    settings.ARGUS_RECLAIM_GRACE_S = 60
+    make_group("nlp", alice, nominal_gpus=0)
+    make_group("vision", bob, nominal_gpus=8)
+    saving = submit(alice, PPO_SPEC + "total_training_steps: 60\nsave_freq: 1\n")
+    unsaved = submit(alice, PPO_SPEC + "total_training_steps: 60\nsave_freq: -1\n")
+    tick_until(lambda: state_of(saving) == S.RUNNING and state_of(unsaved) == S.RUNNING)
+    first = saving.attempts.get()
+    # 3 s in: the unsaved task would lose 12 GPU-seconds, the saving one under one tick's worth.
+    tick_until(lambda: len(steps_in(Path(first.log_path))) >= 15, timeout=60)
+
+    owner = submit(bob, standin_spec(gpus=4, steps=3))
+    tick_until(lambda: state_of(owner) == S.SUCCEEDED, timeout=120)
+    first.refresh_from_db()
+    assert first.failure_kind == FailureKind.RECLAIMED
+    assert first.stop_line == "reclaimed by group vision, whose quota it borrowed, after it saved a checkpoint"
+    assert saving.events.get(kind=EventKind.RECLAIMED).data["group"] == "vision"
+    assert owner.attempts.get().created_at > first.end_time  # never more GPUs than the cluster has
+    assert not unsaved.events.filter(kind=EventKind.RECLAIMED).exists()
+
+    tick_until(lambda: state_of(saving) == S.SUCCEEDED and state_of(unsaved) == S.SUCCEEDED, timeout=120)
+    second = saving.attempts.get(attempt_no=2)
+    assert second.resumed_from_step is not None and second.resumed_from_step >= 10
+    assert steps_in(Path(second.log_path))[0] == second.resumed_from_step + 1
+    assert unsaved.attempts.get().failure_kind == ""
+
+    # The usage report by group: nlp borrowed all it ran and lost what its reclaimed attempt ran
+    # past its checkpoint; vision ran in its quota.
+    ledger = {row.attempt_id: row for row in UsageRecord.objects.all()}
+    assert len(ledger) == 4
+    nlp = [row for row in ledger.values() if row.group == "nlp"]
+    assert {row.task_id for row in nlp} == {saving.pk, unsaved.pk}
+    lost = ledger[first.pk].lost_gpu_seconds
+    assert 0 <= lost < ledger[first.pk].gpu_seconds
+    used = sum(row.gpu_seconds for row in nlp)
+    vision = ledger[owner.attempts.get().pk].gpu_seconds
+    report = client_for(admin).get("/api/v2/usage?by=group").json()["rows"]
+    columns = ("group", "gpu_hours", "in_quota_gpu_hours", "borrowed_gpu_hours", "lost_gpu_hours", "tasks")
+    assert [tuple(row[column] for column in columns) for row in report] == [
+        ("nlp", round(used / 3600, 3), 0, round(used / 3600, 3), round(lost / 3600, 3), 2),
+        ("vision", round(vision / 3600, 3), round(vision / 3600, 3), 0, 0, 1),
     ]
 
 
