@@ -438,7 +438,10 @@ class _Pass:
             and (shape, request.priority) not in self.no_victims
             and self._lower_running(request.priority)
         ):
-            making_room = _preempt(request, self.free, self.running, self.decision, self.profile, self.now + self.grace)
+            # A task this pass reclaims is not preempted too: its room is promised already.
+            reclaimed = self.decision.reclaim
+            running = [r for r in self.running if r.key not in reclaimed] if reclaimed else self.running
+            making_room = _preempt(request, self.free, running, self.decision, self.profile, self.now + self.grace)
             if making_room is not None:
                 # One round of victims a pass; a task preemption cannot help does not keep the
                 # next high task from its try (free room only shrinks: nor can it help its shape).

@@ -345,3 +345,16 @@ def test_a_task_reclaim_cannot_serve_does_not_stop_another_groups_task_of_its_sh
     decision = decide(queue, FULL, TWO_NODES, running=running, groups=quotas, policy=BEST_EFFORT_FIFO)
     assert decision.reclaim == {10: 2}
     assert "reclaiming" not in decision.waiting[1]
+
+
+def test_a_task_reclaimed_in_a_pass_is_not_preempted_in_it_too():
+    quotas = {"vision": GroupQuota(8), "nlp": GroupQuota(0)}
+    victim = Running(10, {"a": 4}, 0.0, None, "nia", 0, True, group="nlp", borrowed=True)
+    # The second is within vision's nominal too, but reclaim has nothing more for it; the
+    # victim is preemptible and of lower priority, and already promised to the first.
+    queue = [req(1, 4, group="vision"), req(2, 4, group="vision", priority=2)]
+    decision = decide(
+        queue, nodes(a=0), nodes(a=4), running=[victim], groups=quotas, preemption=True, policy=BEST_EFFORT_FIFO
+    )
+    assert decision.reclaim == {10: 1}
+    assert decision.preempt == {}
