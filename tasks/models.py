@@ -200,7 +200,7 @@ class Task(models.Model):
             kwargs["update_fields"] = {*update_fields, *extra}
         super().save(*args, **kwargs)
         if self._reason_unsaved:
-            reasons.write({self.pk: self.pending_reason})
+            reasons.write({self.pk: self.pending_reason}, states=None)
             self._reason_unsaved = False
 
     # Set by the pending_reason setter (a task made with a reason): save() writes it.
@@ -393,7 +393,7 @@ class Task(models.Model):
             for name, value in changes.items():
                 setattr(self, name, value)
             if reason is not None:
-                reasons.write({self.pk: reason})
+                reasons.write({self.pk: reason}, states=None)
                 self.pending = PendingReason(task=self, text=reason[: reasons.MAX_LENGTH])
             event = self.record(
                 kind,

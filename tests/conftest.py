@@ -248,7 +248,7 @@ def make_task(datasets: Path) -> Callable[..., Task]:
         if "created_at" in changes and task.queued_at is not None:
             changes.setdefault("queued_at", changes["created_at"])  # created and queued then
         if "pending_reason" in changes:  # a row of its own
-            reasons.write({task.pk: str(changes.pop("pending_reason"))})
+            reasons.write({task.pk: str(changes.pop("pending_reason"))}, states=None)  # whatever its state
             task.refresh_from_db()
         if changes:
             Task.objects.filter(pk=task.pk).update(**changes)

@@ -84,7 +84,7 @@ def verdicts() -> dict[int, Waiting]:
             reason = reason_for(verdict.unmet)[: queue_reasons.MAX_LENGTH]
             if reason != verdict.pending_reason:
                 reasons.setdefault(reason, []).append(pk)
-    queue_reasons.write({pk: reason for reason, pks in reasons.items() for pk in pks}, state=TaskState.WAITING)
+    queue_reasons.write({pk: reason for reason, pks in reasons.items() for pk in pks}, states=(TaskState.WAITING,))
     return found
 
 

@@ -2,7 +2,8 @@
 it, and which of them passed it by fair share.
 
 "about 14:20 UTC, behind 2 tasks of bob's and 1 of yours; 1 task of a lighter user (carol) goes
-first (fair share)"
+first (fair share)"; with groups, a task of another group passes as "of a user of a lighter group"
+(groups come first in fair share, tasks.queue.fairshare.fair_tree).
 
 Pure functions over the waiting tasks in scheduling order (tasks.queue.order.in_order), so that
 the queue API and the queue page say the same thing and tests need no database.
@@ -26,6 +27,7 @@ class Placed:
     priority: int  # Task.priority_rank: higher goes first
     submitted: datetime
     estimated_start_at: datetime | None = None
+    group: str = ""  # its owner's group ("": none)
 
 
 def about(when: datetime, now: datetime) -> str:
@@ -50,7 +52,7 @@ def note(ordered: Sequence[Placed], index: int, viewer: str, now: datetime) -> s
     # fairshare.order): a task submitted later yet ahead of it is one that fair share moved up.
     passed = [t for t in ahead if t.priority == task.priority and t.submitted > task.submitted]
     if passed:
-        words += f"; {_passed_by(passed, viewer)}"
+        words += f"; {_passed_by(passed, viewer, task.group)}"
     return words
 
 
@@ -76,13 +78,20 @@ def _behind(ahead: Sequence[Placed], viewer: str) -> str:
     return "behind " + _listed(groups)
 
 
-def _passed_by(passed: Sequence[Placed], viewer: str) -> str:
-    """``3 tasks of lighter users (bob, carol) go first (fair share)``."""
+def _passed_by(passed: Sequence[Placed], viewer: str, group: str) -> str:
+    """``3 tasks of lighter users (bob, carol) go first (fair share)``; ``group``: the passed
+    task's owner's, as a passer of another group is not lighter as a user but as a group."""
     users = list(dict.fromkeys(task.owner for task in passed))
     names = ["you" if user == viewer else user for user in users[:NAMED_OWNERS]]
     if len(users) > NAMED_OWNERS:
         names.append(f"{len(users) - NAMED_OWNERS} more")
-    who = "a lighter user" if len(users) == 1 else "lighter users"
+    others = {task.group for task in passed} != {group}
+    if len(users) == 1:
+        who = "a user of a lighter group" if others else "a lighter user"
+    elif all(task.group != group for task in passed):
+        who = "users of lighter groups"
+    else:
+        who = "lighter users and groups" if others else "lighter users"
     verb = "goes" if len(passed) == 1 else "go"
     return f"{len(passed)} {_tasks(len(passed))} of {who} ({', '.join(names)}) {verb} first (fair share)"
 

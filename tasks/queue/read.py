@@ -126,7 +126,7 @@ def queue_entries(
 ) -> list[QueueEntry]:
     """Rows of ``page`` (``queue.tasks[offset:]`` onwards) as ``viewer`` may see them: another
     user's task keeps its place, size and note but not its id nor its owner."""
-    placed = [_placed(task) for task in queue.waiting]
+    placed = [_placed(task, queue.shares) for task in queue.waiting]
     rows: list[QueueEntry] = []
     for index, task in enumerate(page, start=offset):
         mine = viewer.is_staff or task.user_id == viewer.pk
@@ -207,5 +207,11 @@ def _group_name(viewer: User | AnonymousUser) -> str | None:
     return group.name if group else ""
 
 
-def _placed(task: Task) -> Placed:
-    return Placed(task.user.username, task.priority_rank, task.queued_at or task.created_at, task.estimated_start_at)
+def _placed(task: Task, shares: dict[str, Share]) -> Placed:
+    return Placed(
+        task.user.username,
+        task.priority_rank,
+        task.queued_at or task.created_at,
+        task.estimated_start_at,
+        shares[task.user.username].group,
+    )

@@ -150,7 +150,7 @@ def test_show_gives_each_steps_task_state_and_reason(alice, argus_as, datasets):
     pipeline = submit_pipeline(alice, DOCUMENT, actor="api:alice")
     steps = steps_of(pipeline)
     reason = f"waits for {steps['sft'].task_id}, QUEUED"
-    queue_reasons.write({steps["sft-export"].pk: reason})
+    queue_reasons.write({steps["sft-export"].pk: reason}, states=[S.WAITING])
     result = argus_as(alice).run("pipeline", "show", pipeline.pipeline_id)
     assert result.returncode == 0, result.stderr
     assert f"pipeline  {pipeline.pipeline_id}" in result.stdout and "state     RUNNING" in result.stdout

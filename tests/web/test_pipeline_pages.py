@@ -180,7 +180,7 @@ def test_the_page_draws_each_step_joined_to_those_it_runs_after(as_alice: Client
 
 def test_the_page_says_why_a_step_waits_and_how_one_ended(as_alice: Client, pipeline: Pipeline) -> None:
     steps = steps_of(pipeline)
-    queue_reasons.write({steps["sft-export"].pk: f"waits for {steps['sft'].task_id}, QUEUED"})
+    queue_reasons.write({steps["sft-export"].pk: f"waits for {steps['sft'].task_id}, QUEUED"}, states=[S.WAITING])
     Task.objects.filter(pk=steps["sft"].pk).update(state=S.FAILED, error_summary="CUDA out of memory")
     page = text_of(as_alice.get(f"/pipelines/{pipeline.pipeline_id}/"))
     assert f"waits for {steps['sft'].task_id}, QUEUED" in page

@@ -248,3 +248,22 @@ def test_the_tick_starts_the_light_groups_task_first(
     assert tick().submitted == [first.task_id]
     second.refresh_from_db()
     assert second.state in {TaskState.QUEUED, TaskState.PENDING_RESOURCES}
+
+
+def test_the_queue_note_says_a_lighter_group_passed(users: dict[str, User], make_task: MakeTask, client_for) -> None:
+    ann, bob, _, dan = users.values()
+    used(ann, 5.0)
+    used(dan, 40.0)
+    used(bob, 10.0)  # heavier than ann as a user, in the lighter group
+    join(ann, "vision")
+    join(dan, "vision")
+    join(bob, "nlp")
+    now = timezone.now()
+    make_task(ann, created_at=now - timedelta(minutes=30))
+    make_task(bob, created_at=now - timedelta(minutes=10))
+    response = client_for(ann).get("/api/v2/queue")
+    rows = response.json()["results"]
+    assert [row["user"] for row in rows] == [None, "ann"]
+    assert rows[1]["note"] == (
+        "behind 1 task of bob's; 1 task of a user of a lighter group (bob) goes first (fair share)"
+    )

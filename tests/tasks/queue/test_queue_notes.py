@@ -83,3 +83,23 @@ def test_an_estimate_reads_in_utc_with_the_day_when_it_is_not_today() -> None:
     assert about(NOW + timedelta(minutes=90), NOW) == "about 13:30 UTC"
     assert about(NOW + timedelta(days=1, hours=2), NOW) == "about Mar 5, 14:00 UTC"
     assert about(NOW - timedelta(minutes=1), NOW) == "about now"
+
+
+def test_a_task_of_a_lighter_group_passes_as_such() -> None:
+    ordered = [
+        Placed("bob", 0, at(5), group="nlp"),  # a lighter group's user, however heavy himself
+        Placed("carol", 0, at(4), group="vision"),  # alice's group's lighter user
+        Placed("dan", 0, at(3), group="nlp"),
+        Placed("alice", 0, at(30), group="vision"),
+    ]
+    assert note(ordered[:1] + ordered[3:], 1, "alice", NOW) == (
+        "behind 1 task of bob's; 1 task of a user of a lighter group (bob) goes first (fair share)"
+    )
+    others = [ordered[0], ordered[2], ordered[3]]
+    assert note(others, 2, "alice", NOW).endswith("2 tasks of users of lighter groups (bob, dan) go first (fair share)")
+    assert note(ordered, 3, "alice", NOW).endswith(
+        "3 tasks of lighter users and groups (bob, carol, dan) go first (fair share)"
+    )
+    assert note(ordered[1:2] + ordered[3:], 1, "alice", NOW).endswith(
+        "1 task of a lighter user (carol) goes first (fair share)"
+    )

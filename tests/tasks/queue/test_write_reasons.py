@@ -40,7 +40,7 @@ def test_reasons_and_moves_are_stored_as_the_orm_stores_them(alice, make_task, m
         tasks[2].pk: quoted,
         tasks[3].pk: "x" * 500,
         tasks[4].pk: "kept from before",
-        done.pk: "x" * 500,
+        done.pk: None,  # it left the queue since the reasons were computed: none is written
     }
     states = dict(Task.objects.filter(pk__in=[t.pk for t in tasks]).values_list("pk", "state"))
     assert states == {
@@ -81,10 +81,32 @@ def test_a_reason_is_written_only_for_a_task_that_still_exists(alice, make_task)
     assert dict(PendingReason.objects.values_list("task_id", "text")) == {kept.pk: "behind 1 task"}
 
 
+@pytest.mark.parametrize("left", [S.SUBMITTING, S.RUNNING, S.CANCELED, S.FAILED, S.WAITING])
+def test_a_reason_is_written_only_for_a_task_still_in_the_queue(alice, make_task, left):
+    queued, pending, gone = make_task(alice), make_task(alice, state=S.PENDING_RESOURCES), make_task(alice)
+    Task.objects.filter(pk=gone.pk).update(state=left)  # it left the queue after the reasons were computed
+    queue_reasons.write({queued.pk: "behind 1 task", pending.pk: "needs 4 GPUs", gone.pk: "behind 2 tasks"})
+    assert dict(PendingReason.objects.values_list("task_id", "text")) == {
+        queued.pk: "behind 1 task",
+        pending.pk: "needs 4 GPUs",
+    }
+    # A move writes (or clears) its own task's reason, whatever the state it moves to.
+    queue_reasons.write({gone.pk: ""}, states=None)
+    assert Task.objects.get(pk=gone.pk).pending_reason == ""
+    assert PendingReason.objects.filter(task_id=gone.pk).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_a_task_that_left_the_queue_gets_no_reason_either(alice, make_task):
+    queued, started = make_task(alice), make_task(alice, state=S.RUNNING)
+    queue_reasons.write({queued.pk: "behind 1 task", started.pk: "behind 1 task"})
+    assert dict(PendingReason.objects.values_list("task_id", "text")) == {queued.pk: "behind 1 task"}
+
+
 def test_a_reason_is_written_in_a_state_only_for_the_tasks_still_in_it(alice, make_task):
     waiting = make_task(alice, state=S.WAITING)
     queued = make_task(alice)
-    queue_reasons.write({waiting.pk: "waits for x, QUEUED", queued.pk: "waits for x, QUEUED"}, state=S.WAITING)
+    queue_reasons.write({waiting.pk: "waits for x, QUEUED", queued.pk: "waits for x, QUEUED"}, states=[S.WAITING])
     assert dict(PendingReason.objects.values_list("task_id", "text")) == {waiting.pk: "waits for x, QUEUED"}
     assert Task.objects.get(pk=queued.pk).pending_reason == ""
 
