@@ -427,7 +427,8 @@ class _Pass:
         self.decision.short.add(request.key)
         if shape not in self.fits:  # per shape: a long queue has few shapes and many tasks
             self.fits[shape] = can_ever_fit(request, self.totals)
-        taking_back = self.take_back(request) if self.ledger is not None and self.fits[shape] else None
+        # Reclaim gives GPUs back: a task without any (an export) waits for CPUs as it would.
+        taking_back = self.take_back(request) if self.ledger is not None and request.gpus and self.fits[shape] else None
         if taking_back is not None:
             # Not settled: the next task like it may be served by other victims.
             self.decision.waiting[request.key] = f"{reason}; {taking_back}"

@@ -104,8 +104,8 @@ class Ledger:
     def _refusal(self, group: str, gpus: int) -> str | None:
         quota = self.quota(group)
         used = self.used(group)
-        if used + gpus <= quota.nominal:
-            return None
+        if not gpus or used + gpus <= quota.nominal:
+            return None  # a task without GPUs (an export) takes nothing of any quota
         head = f"{label(group)}: {used} of {plural(quota.nominal, 'GPU')} in use"
         needs = f"(this task needs {gpus})"
         more = used + gpus - quota.nominal - borrowed(quota, used)  # what this task adds to its borrowing
@@ -122,7 +122,7 @@ class Ledger:
 
     def borrows(self, group: str, gpus: int) -> bool:
         """Whether a task of ``group`` needing ``gpus`` runs beyond its group's nominal."""
-        return not self.within_nominal(group, gpus)
+        return gpus > 0 and not self.within_nominal(group, gpus)
 
     def take(self, group: str, gpus: int) -> None:
         self.in_use[group] = self.used(group) + gpus

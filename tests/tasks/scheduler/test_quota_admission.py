@@ -358,3 +358,19 @@ def test_a_task_reclaimed_in_a_pass_is_not_preempted_in_it_too():
     )
     assert decision.reclaim == {10: 1}
     assert decision.preempt == {}
+
+
+def test_a_task_without_gpus_takes_no_quota_and_reclaims_nothing():
+    # nlp borrows beyond its nominal, over a borrow limit lowered since: an export still starts.
+    ledger = Ledger.of({"nlp": GroupQuota(0, borrow_limit=0)}, [("nlp", 4)])
+    assert ledger.refusal("nlp", 0) is None
+    assert not ledger.borrows("nlp", 0)
+    export = Request(1, 1, 0, 8.0, "nia", None, group="vision")
+    # Each holds 12 CPUs beside its GPUs: stopping one would make room for the export's 8.
+    running = [
+        Running(key, {node: 4}, 12.0, None, "nia", group="nlp", borrowed=True) for key, node in ((10, "a"), (11, "b"))
+    ]
+    full = {"a": Room(0, 0.0), "b": Room(0, 0.0)}
+    decision = decide([export], full, TWO_NODES, running=running, groups=QUOTAS, policy=BEST_EFFORT_FIFO)
+    assert decision.reclaim == {}
+    assert decision.waiting[1] == "needs a worker node with 8 CPUs free (ARGUS_EXPORT_CPUS); 0 nodes now"
