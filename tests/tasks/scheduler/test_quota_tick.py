@@ -12,13 +12,13 @@ from django.utils import timezone
 
 from accounts.groups.models import QuotaGroup
 from tasks.attempts import Attempt
-from tasks.choices import EventKind, Quota, TaskState
+from tasks.choices import EventKind, FailureKind, Quota, TaskState
 from tasks.models import Task
 from tasks.scheduler.launch import live_holdings, running_now
 from tasks.scheduler.tick import tick
 from tests.accounts.groups.conftest import make_group as make_group  # the groups' own fixture
 from tests.tasks.scheduler.test_preemption import save_checkpoint
-from tests.tasks.scheduler.test_watch import running
+from tests.tasks.scheduler.test_watch import running, stopped_by_argus
 
 pytestmark = pytest.mark.django_db
 S = TaskState
@@ -186,3 +186,40 @@ def test_a_reclaim_is_withdrawn_once_its_task_would_not_start_in_its_quota(
         "Reclaim withdrawn: its group's quota holds the task it made room for back (group vision: 0 of 0 "
         "GPUs in use, borrowing limited to 0 (this task needs 4)); it runs on."
     )
+
+
+def test_a_task_that_resumed_after_a_reclaim_is_not_reclaimed_again_before_its_minimum_run(
+    alice, bob, make_task, fake_ray, clock, make_group, settings
+):
+    settings.ARGUS_PREEMPT_MIN_RUN_S = 600
+    make_group("nlp", alice, nominal_gpus=0)
+    make_group("vision", bob, nominal_gpus=4)
+    ray = fake_ray([4])
+    borrower = make_task(alice, stall_timeout_s=None)
+    first = running(ray, borrower, clock)
+    owner = make_task(bob)
+    tick()  # reclaimed: no checkpoint is due, so it stops at once
+    tick()
+    stopped_by_argus(ray, borrower, first)
+    assert Attempt.objects.get(pk=first.pk).failure_kind == FailureKind.RECLAIMED
+    # bob's task took the node; canceled, it gives it back, and alice's resumes, borrowed again.
+    tick()
+    Task.objects.get(pk=owner.pk).cancel(actor="api:bob")
+    tick()
+    stopped = Attempt.objects.get(task=owner).ray_submission_id
+    assert ray.stopped[-1] == stopped
+    ray.set_status(stopped, "STOPPED")
+    tick()
+    second = Attempt.objects.get(task=borrower, attempt_no=2)
+    assert second.quota == Quota.BORROWED
+    ray.set_status(second.ray_submission_id, "RUNNING", start_time=int(clock.now.timestamp() * 1000))
+    tick()
+    again = make_task(bob)
+    clock.advance(599)
+    tick()
+    assert Attempt.objects.get(pk=second.pk).preempted_at is None
+    again.refresh_from_db()
+    assert "reclaiming" not in again.pending_reason
+    clock.advance(1)
+    tick()
+    assert Attempt.objects.get(pk=second.pk).reclaim
