@@ -1,6 +1,6 @@
 """One scheduler tick with a long queue and a simulated 100-node cluster.
 
-    .venv/bin/python bench/tick.py [--lengths 100,1000,10000] [--nodes 100] [--steady 5] [--time-limits]
+    .venv/bin/python bench/tick.py [--lengths 100,1000,10000] [--nodes 100] [--steady 5] [--time-limits] [--groups]
 
 Ray is replaced by the tests' fake (``RayJobs.connect`` patched): 100 worker nodes of 8 GPUs,
 every GPU busy at first; what was submitted runs once its tick is over. Everything else is the
@@ -11,7 +11,8 @@ For each policy (backfill, strict_fifo, best_effort_fifo) and each queue length,
 (mixed shapes: 1x1, 1x4, 1x8, 2x8, 4x8 GPUs; a tenth of them high priority; with --pools F, that
 fraction of them also has a second verl resource pool, a rollout pool of 1x1 or 1x2; with
 --time-limits, every one a time limit of 1-5 h, which backfill plans with, the queue otherwise
-the same):
+the same; with --groups, the users in quota groups: alice and bob in vision, 40 % of the GPUs,
+borrowing at most 10 %; carol in nlp, 40 %, lending at most 20 %; dave in none, the 20 % left):
 
 1. first tick: nothing fits; every waiting task gets its reason, the ones that had their turn
    move QUEUED -> PENDING_RESOURCES (under best_effort_fifo, nearly all of them);
@@ -94,6 +95,17 @@ def reset() -> None:
     Attempt.objects.all().delete()
     Task.objects.all().delete()
     OrmQ.objects.all().delete()
+
+
+def make_groups(users: list[Any], nodes: int) -> None:
+    """--groups: the users in quota groups (see the module), so that admission runs by quota."""
+    from accounts.groups.models import Membership, QuotaGroup
+
+    gpus = nodes * 8
+    vision = QuotaGroup.objects.create(name="vision", nominal_gpus=gpus * 4 // 10, borrow_limit_gpus=gpus // 10)
+    nlp = QuotaGroup.objects.create(name="nlp", nominal_gpus=gpus * 4 // 10, lend_limit_gpus=gpus // 5)
+    for user, group in zip(users, (vision, vision, nlp), strict=False):
+        Membership.objects.create(user=user, group=group)
 
 
 def fill_queue(length: int, users: list[Any], seed: int = 1, pools: float = 0.0, time_limits: bool = False) -> None:
@@ -280,6 +292,7 @@ def main() -> int:
     parser.add_argument(
         "--time-limits", action="store_true", help="every queued task gets a time limit of 1-5 h (seeded)"
     )
+    parser.add_argument("--groups", action="store_true", help="the users in quota groups (see above)")
     args = parser.parse_args()
 
     bench = isolated_env("tick", keep=args.keep)
@@ -287,6 +300,8 @@ def main() -> int:
     setup_django()
     migrate()
     users = [make_user(name)[0] for name in ("alice", "bob", "carol", "dave")]
+    if args.groups:
+        make_groups(users, args.nodes)
     from tasks.scheduler.loop import freeze_startup_objects
 
     freeze_startup_objects()  # as the scheduler's run() does once per process
@@ -300,6 +315,7 @@ def main() -> int:
 
     with_pools = f", {args.pools:.0%} of the tasks with a rollout pool" if args.pools else ""
     with_pools += ", every queued task with a time limit of 1-5 h" if args.time_limits else ""
+    with_pools += ", the users in quota groups" if args.groups else ""
     print(f"\n=== one tick, {args.nodes} simulated worker nodes x 8 GPUs, SQLite{with_pools} ===")
     print(machine_note())
     print(
