@@ -224,7 +224,7 @@ def decide(
         grace=grace,
         yielded=yielded or {},
         # Only a task that yielded asks whether the task it yielded to is in the queue.
-        queued={request.key for request in pending} if yielded else set(),
+        queued={request.key: request for request in pending} if yielded else {},
         ledger=_ledger(groups, totals, running) if groups else None,
         reclaim_grace=reclaim_grace,
     )
@@ -289,7 +289,7 @@ class _Pass:
     preempt_tried: bool  # one round of victims a pass
     grace: float
     yielded: Mapping[int, int]
-    queued: set[int]
+    queued: dict[int, Request]
     ledger: Ledger | None = None  # the groups' use (None: no quotas)
     reclaim_grace: float = 0.0
     # Reclaims made in this pass: the victims chosen, the room promised to the tasks they serve
@@ -341,6 +341,14 @@ class _Pass:
         its group's quota, the cluster's limit of running tasks."""
         waits_for = self.yielded.get(request.key)
         if waits_for is not None and waits_for in self.queued and waits_for not in self.started:
+            beneficiary = self.queued[waits_for]
+            if beneficiary.priority <= request.priority:
+                # Not a preemption (its victims are of lower priority): a reclaim's victim, whose
+                # borrowed room went back to the group that owns it.
+                return (
+                    f"it gave the room it borrowed back to a task of {label(beneficiary.group)}, which has not "
+                    "started yet; it resumes after"
+                )
             return "it made room for a task of higher priority that has not started yet; it resumes after"
         over = _over_cap(request, self.in_use, self.caps) if self.caps else None
         if over is not None:

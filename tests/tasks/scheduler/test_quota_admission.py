@@ -374,3 +374,16 @@ def test_a_task_without_gpus_takes_no_quota_and_reclaims_nothing():
     decision = decide([export], full, TWO_NODES, running=running, groups=QUOTAS, policy=BEST_EFFORT_FIFO)
     assert decision.reclaim == {}
     assert decision.waiting[1] == "needs a worker node with 8 CPUs free (ARGUS_EXPORT_CPUS); 0 nodes now"
+
+
+def test_a_reclaimed_task_waits_for_the_task_it_gave_its_room_back_to():
+    queue = [req(1, 8, group="vision"), req(2, 4, group="nlp"), req(3, 4, group="nlp", priority=-1)]
+    # 2 was reclaimed for 1, 3 preempted for 1 (which is of higher priority): 1 has no room yet.
+    decision = decide(queue, nodes(a=4, b=4), TOTALS, groups=QUOTAS, yielded={2: 1, 3: 1}, policy=BEST_EFFORT_FIFO)
+    assert decision.admitted == []
+    assert decision.waiting[2] == (
+        "it gave the room it borrowed back to a task of group vision, which has not started yet; it resumes after"
+    )
+    assert decision.waiting[3] == (
+        "it made room for a task of higher priority that has not started yet; it resumes after"
+    )
