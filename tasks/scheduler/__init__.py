@@ -20,16 +20,19 @@ Read it in the order a tick runs it:
    (``order``), free room (``launch.free_room``, from the live attempts the tick reads
    once, ``launch.live_holdings``), the decision of the pure core below, then each attempt
    started, the row first (SUBMITTING, deterministic submission id), then Ray, with the job's
-   environment from ``job_env`` (secrets, the tracker's run); ``preempt`` marks and withdraws
-   victims;
+   environment from ``job_env`` (secrets, the tracker's run), each attempt recording the group
+   and quota it was admitted in; ``preempt`` marks and withdraws victims, a preemption's or a
+   reclaim's;
 8. ``sweep.sweep``, now and then: Ray's whole job table (orphans, retention, foreign jobs).
 
 An attempt's end is decided in one place, ``settle.settle``: how it failed (``failures``, read
 from Ray's status and the driver log) and what follows, a table (``settle.AFTER_FAILURE``).
 
 The pure policy core, plain numbers and no Django, which bench/policy_sim.py drives too:
-``admission`` (who starts, who waits and why, whom to preempt), ``plan`` (free room over time:
-reservations, estimates), ``rooms`` (free room per node, where a gang fits), with the queue's
+``admission`` (who starts, who waits and why, whom to preempt or reclaim), ``quotas`` (the
+groups' quotas: in use, borrowed, what may be borrowed), ``reclaim`` (which borrowed tasks give
+their room back, and when), ``plan`` (free room over time: reservations, estimates), ``rooms``
+(free room per node, where a gang fits), with the queue's
 ``tasks.queue.fairshare`` (its order) and ``tasks.queue.request`` (what a task asks).
 
 ``storage`` bounds every file call of the tick. This package's ``__init__`` imports nothing.
