@@ -20,7 +20,10 @@ Any other end loses nothing to a retry's resume: a success, or a failure of the 
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db import transaction
+from django.db.models import Exists, OuterRef, QuerySet
 
 from accounts.groups.models import Membership
 from tasks.attempts import Attempt
@@ -55,61 +58,86 @@ def lost_gpu_seconds(attempt: Attempt, gpu_seconds: float) -> float:
     return gpu_seconds * (last - saved) / (last - start)
 
 
-def first_wait_s(attempt: Attempt) -> float | None:
-    """The wait before its task's first start, when this attempt was that start: from the task's
-    entry into the queue (its creation, for one that never waited on dependencies)."""
-    if attempt.start_time is None:
-        return None
-    earlier = Attempt.objects.filter(
-        task_id=attempt.task_id, attempt_no__lt=attempt.attempt_no, start_time__isnull=False
+def wait_s(start: datetime, queued_at: datetime | None, created_at: datetime) -> float:
+    """The wait before a start: from the task's entry into the queue (its creation, for one that
+    never waited on dependencies)."""
+    return max(0.0, (start - (queued_at or created_at)).total_seconds())
+
+
+def started_earlier(task: int | OuterRef, attempt_no: int | OuterRef) -> QuerySet[Attempt]:
+    """The attempts of ``task`` before ``attempt_no`` that started (either may be an OuterRef):
+    an attempt after one of them is not its task's first start."""
+    return Attempt.objects.filter(task_id=task, attempt_no__lt=attempt_no, start_time__isnull=False)
+
+
+def first_starts(attempts: QuerySet[Attempt]) -> QuerySet[Attempt]:
+    """Of ``attempts``, those that started and were their task's first start: one subquery."""
+    return attempts.filter(start_time__isnull=False).exclude(
+        Exists(started_earlier(OuterRef("task"), OuterRef("attempt_no")))
     )
-    if earlier.exists():
+
+
+def first_wait_s(attempt: Attempt, first: bool) -> float | None:
+    """The wait before its task's first start, when this attempt (``first``: no earlier attempt
+    started) was that start."""
+    if attempt.start_time is None or not first:
         return None
-    task = attempt.task
-    return max(0.0, (attempt.start_time - (task.queued_at or task.created_at)).total_seconds())
+    return wait_s(attempt.start_time, attempt.task.queued_at, attempt.task.created_at)
 
 
-def record(attempt: Attempt) -> UsageRecord:
-    """Write the ended attempt's row, once: a second call (a settle retried, the backfill run
-    twice) finds it and changes nothing. Called inside the transaction that ends the attempt."""
-    assert attempt.end_time is not None, "only an ended attempt is recorded"
-    existing = UsageRecord.objects.filter(attempt_id=attempt.pk).first()
-    if existing is not None:
-        return existing
-    user_id = attempt.task.user_id
-    group = Membership.objects.filter(user_id=user_id).values_list("group__name", flat=True).first() or ""
+def _row(attempt: Attempt, group: str, first: bool) -> UsageRecord:
     used = run_gpu_seconds(attempt)
     borrowed = used if attempt.quota == Quota.BORROWED else 0.0
-    row = UsageRecord(
+    assert attempt.end_time is not None, "only an ended attempt is recorded"
+    return UsageRecord(
         attempt=attempt,
         task_id=attempt.task_id,
-        user_id=user_id,
+        user_id=attempt.task.user_id,
         group=group,
         ended_at=attempt.end_time,
         gpu_seconds=used,
         in_quota_gpu_seconds=used - borrowed,
         borrowed_gpu_seconds=borrowed,
         lost_gpu_seconds=lost_gpu_seconds(attempt, used),
-        wait_s=first_wait_s(attempt),
+        wait_s=first_wait_s(attempt, first),
     )
+
+
+def record(attempt: Attempt) -> UsageRecord:
+    """Write the ended attempt's row, once: a second call (a settle retried, the backfill run
+    twice) finds it and changes nothing. Called inside the transaction that ends the attempt."""
+    existing = UsageRecord.objects.filter(attempt_id=attempt.pk).first()
+    if existing is not None:
+        return existing
+    group = Membership.objects.filter(user_id=attempt.task.user_id).values_list("group__name", flat=True).first()
+    first = not started_earlier(attempt.task_id, attempt.attempt_no).exists()
+    row = _row(attempt, group or "", first)
     row.save(force_insert=True)
     return row
 
 
 def fill_missing(batch: int = 1000) -> int:
     """Record every ended attempt the ledger lacks (those that ended before it existed), each
-    batch in one transaction; returns how many were written. Run again, it writes nothing.
-    Their group is the user's group now: when they ran was not recorded."""
+    batch in one transaction and a few queries whatever its size (the attempts with their
+    tasks and whether each was its task's first start, their users' groups, the rows in bulk);
+    returns how many were written. Run again, it writes nothing. Their group is the user's
+    group now: when they ran was not recorded."""
     written = 0
     while True:
         with transaction.atomic():
+            missing = Attempt.objects.filter(end_time__isnull=False, usage_record__isnull=True)
             todo = list(
-                Attempt.objects.filter(end_time__isnull=False, usage_record__isnull=True)
-                .select_related("task")
+                missing.select_related("task")
+                .annotate(started_before=Exists(started_earlier(OuterRef("task"), OuterRef("attempt_no"))))
                 .order_by("pk")[:batch]
             )
-            for attempt in todo:
-                record(attempt)
+            users = {attempt.task.user_id for attempt in todo}
+            groups = dict(Membership.objects.filter(user_id__in=users).values_list("user_id", "group__name"))
+            rows = [
+                _row(attempt, groups.get(attempt.task.user_id, ""), not attempt.started_before)  # type: ignore[attr-defined]  # annotated
+                for attempt in todo
+            ]
+            UsageRecord.objects.bulk_create(rows)
         written += len(todo)
         if len(todo) < batch:
             return written

@@ -22,6 +22,8 @@ from django.utils.dateparse import parse_date, parse_datetime
 
 from accounts.groups.rules import group_of
 from common.durations import parse_duration
+from tasks.attempts import Attempt
+from tasks.usage.ledger import first_starts, wait_s
 from tasks.usage.models import UsageRecord
 
 By = Literal["user", "group"]
@@ -211,8 +213,11 @@ class Waits:
 
 
 def first_waits() -> dict[str | None, Waits]:
-    """Every task's wait before its first start, by the group its first attempt ended in (None:
-    no group), as a histogram over WAIT_BUCKETS_S: one aggregate query over the ledger."""
+    """Every task's wait before its first start, by group (None: no group), as a histogram over
+    WAIT_BUCKETS_S, counted from that start on: the ledger's (one aggregate query; a row's group
+    is its user's when the attempt ended) and the first starts still running, not in the ledger
+    until they end (one query, a few rows: what runs now; their user's group now). A first
+    start moves from one to the other in the transaction that ends it, with the same wait."""
     buckets = {f"le{n}": Count("pk", filter=Q(wait_s__lte=bound)) for n, bound in enumerate(WAIT_BUCKETS_S)}
     rows = (
         UsageRecord.objects.filter(wait_s__isnull=False)
@@ -221,4 +226,14 @@ def first_waits() -> dict[str | None, Waits]:
         .order_by("group")
         .values_list("group", "total", "n", *buckets)
     )
-    return {group or None: Waits(list(within), total, n) for group, total, n, *within in rows}
+    waits = {group or None: Waits(list(within), total, n) for group, total, n, *within in rows}
+    running = first_starts(Attempt.objects.filter(end_time=None)).values_list(
+        "task__user__group_membership__group__name", "start_time", "task__queued_at", "task__created_at"
+    )
+    for group, start, queued_at, created_at in running:
+        assert start is not None  # first_starts: each started
+        wait = wait_s(start, queued_at, created_at)
+        seen = waits.setdefault(group or None, Waits([0] * len(WAIT_BUCKETS_S), 0.0, 0))
+        within = [n + (wait <= bound) for n, bound in zip(seen.within, WAIT_BUCKETS_S, strict=True)]
+        waits[group or None] = Waits(within, seen.sum_s + wait, seen.count + 1)
+    return waits

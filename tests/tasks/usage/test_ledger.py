@@ -4,9 +4,13 @@ writes its row once, in its group, with its quota's split and the work its task 
 from __future__ import annotations
 
 import io
+from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from accounts.groups.models import Membership
 from tasks.attempts import Attempt
@@ -191,3 +195,42 @@ def test_the_backfill_command_says_how_many_it_recorded(alice, make_task, fake_r
     call_command("usage_backfill", stdout=out)
     assert out.getvalue() == "Recorded 1 ended attempts in the usage ledger.\n"
     assert UsageRecord.objects.count() == 1
+
+
+def test_the_backfill_costs_the_same_queries_per_batch_however_many_attempts(alice, bob, make_task, make_group):
+    make_group("vision", alice)
+    start = timezone.now() - timedelta(days=1)
+
+    def ended_before_the_ledger(user, attempts: int) -> Task:
+        task = make_task(user, PPO_SPEC, created_at=start - timedelta(seconds=90))
+        for number in range(1, attempts + 1):
+            Attempt.objects.create(
+                task=task,
+                attempt_no=number,
+                ray_submission_id=Attempt.submission_id_for(task.task_id, number),
+                gpus=GPUS,
+                quota=Quota.BORROWED if number == 2 else Quota.IN_QUOTA,
+                failure_kind=FailureKind.NODE_FAILURE if number < attempts else "",
+                start_time=start + timedelta(hours=number),
+                end_time=start + timedelta(hours=number, seconds=10),
+            )
+        return task
+
+    def queries(batch: int) -> int:
+        with CaptureQueriesContext(connection) as captured:
+            fill_missing(batch=batch)
+        return len(captured)
+
+    ended_before_the_ledger(alice, 1)
+    few = queries(batch=100)
+    tasks = [ended_before_the_ledger(user, 3) for user in (alice, bob, alice)]
+    assert queries(batch=100) == few  # 9 attempts cost what 1 did
+    # As settle records each: its user's group, its quota's split, the first wait on the first start only.
+    rows = UsageRecord.objects.filter(task__in=tasks).order_by("task_id", "attempt__attempt_no")
+    assert [(row.group, row.borrowed_gpu_seconds, row.wait_s) for row in rows[:3]] == [
+        ("vision", 0, 3690),
+        ("vision", GPUS * 10, None),
+        ("vision", 0, None),
+    ]
+    assert {row.group for row in rows if row.user_id == bob.pk} == {""}
+    assert rows[0].lost_gpu_seconds == GPUS * 10  # a node failure, no checkpoint known

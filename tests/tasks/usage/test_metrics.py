@@ -1,4 +1,5 @@
-"""/metrics' histogram of the wait before a task's first start, by group, from the usage ledger."""
+"""/metrics' histogram of the wait before a task's first start, by group, from the usage ledger and
+the first starts still running."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import pytest
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
+from tasks.attempts import Attempt
+from tasks.usage.ledger import record
 from tests.tasks.usage.helpers import ran
 
 pytestmark = pytest.mark.django_db
@@ -51,3 +54,39 @@ def test_each_tasks_first_wait_counts_once_in_its_groups_buckets(client, alice, 
     assert values[("argus_task_first_wait_seconds_sum", (("group", "vision"),))] == 30 + 600 + 7200
     assert values[("argus_task_first_wait_seconds_bucket", (("group", ""), ("le", "86400.0")))] == 0
     assert values[("argus_task_first_wait_seconds_bucket", (("group", ""), ("le", "+Inf")))] == 1
+
+
+def test_a_first_wait_counts_from_the_start_not_from_the_end_of_that_attempt(
+    client, alice, make_task, make_group
+) -> None:
+    make_group("vision", alice)
+    task = make_task(alice, created_at=NOW - timedelta(seconds=600))
+    first = Attempt.objects.create(
+        task=task,
+        attempt_no=1,
+        ray_submission_id=Attempt.submission_id_for(task.task_id, 1),
+        gpus=4,
+        start_time=NOW,
+    )
+    waited = make_task(alice, created_at=NOW - timedelta(seconds=30))
+    Attempt.objects.create(task=waited, attempt_no=1, ray_submission_id="not-started", gpus=4)  # not started yet
+    count = ("argus_task_first_wait_seconds_count", (("group", "vision"),))
+    total = ("argus_task_first_wait_seconds_sum", (("group", "vision"),))
+    within = ("argus_task_first_wait_seconds_bucket", (("group", "vision"), ("le", "900.0")))
+    values = samples(client)
+    assert (values[count], values[total], values[within]) == (1, 600, 1)  # running: counted at its start
+    # It ends and is written into the ledger: the same wait, counted once.
+    first.end_time = NOW + timedelta(hours=1)
+    first.save(update_fields=["end_time"])
+    record(first)
+    values = samples(client)
+    assert (values[count], values[total], values[within]) == (1, 600, 1)
+    # Its retry runs: not a first start.
+    Attempt.objects.create(
+        task=task,
+        attempt_no=2,
+        ray_submission_id=Attempt.submission_id_for(task.task_id, 2),
+        gpus=4,
+        start_time=NOW + timedelta(hours=2),
+    )
+    assert samples(client)[count] == 1
