@@ -85,6 +85,13 @@ def first_wait_s(attempt: Attempt, first: bool) -> float | None:
     return wait_s(attempt.start_time, attempt.task.queued_at, attempt.task.created_at)
 
 
+def group_of(attempt: Attempt, owners_group: str | None) -> str:
+    """The group whose GPUs it used: the one it was admitted in (Attempt.group, its GPUs counted
+    against that group whatever group its owner moved to meanwhile), else ``owners_group`` (its
+    owner's when recorded: an attempt admitted before groups were recorded, or in no group)."""
+    return attempt.group.name if attempt.group is not None else owners_group or ""
+
+
 def _row(attempt: Attempt, group: str, first: bool) -> UsageRecord:
     used = run_gpu_seconds(attempt)
     borrowed = used if attempt.quota == Quota.BORROWED else 0.0
@@ -109,9 +116,13 @@ def record(attempt: Attempt) -> UsageRecord:
     existing = UsageRecord.objects.filter(attempt_id=attempt.pk).first()
     if existing is not None:
         return existing
-    group = Membership.objects.filter(user_id=attempt.task.user_id).values_list("group__name", flat=True).first()
+    owners = (
+        None
+        if attempt.group_id is not None
+        else Membership.objects.filter(user_id=attempt.task.user_id).values_list("group__name", flat=True).first()
+    )
     first = not started_earlier(attempt.task_id, attempt.attempt_no).exists()
-    row = _row(attempt, group or "", first)
+    row = _row(attempt, group_of(attempt, owners), first)
     row.save(force_insert=True)
     return row
 
@@ -120,21 +131,21 @@ def fill_missing(batch: int = 1000) -> int:
     """Record every ended attempt the ledger lacks (those that ended before it existed), each
     batch in one transaction and a few queries whatever its size (the attempts with their
     tasks and whether each was its task's first start, their users' groups, the rows in bulk);
-    returns how many were written. Run again, it writes nothing. Their group is the user's
-    group now: when they ran was not recorded."""
+    returns how many were written. Run again, it writes nothing. Their group is the one they
+    were admitted in when recorded, else their user's now (group_of)."""
     written = 0
     while True:
         with transaction.atomic():
             missing = Attempt.objects.filter(end_time__isnull=False, usage_record__isnull=True)
             todo = list(
-                missing.select_related("task")
+                missing.select_related("task", "group")
                 .annotate(started_before=Exists(started_earlier(OuterRef("task"), OuterRef("attempt_no"))))
                 .order_by("pk")[:batch]
             )
             users = {attempt.task.user_id for attempt in todo}
             groups = dict(Membership.objects.filter(user_id__in=users).values_list("user_id", "group__name"))
             rows = [
-                _row(attempt, groups.get(attempt.task.user_id, ""), not attempt.started_before)  # type: ignore[attr-defined]  # annotated
+                _row(attempt, group_of(attempt, groups.get(attempt.task.user_id)), not attempt.started_before)  # type: ignore[attr-defined]  # annotated
                 for attempt in todo
             ]
             UsageRecord.objects.bulk_create(rows)

@@ -17,8 +17,9 @@ class UsageRecord(models.Model):
     attempt = models.OneToOneField("tasks.Attempt", models.CASCADE, primary_key=True, related_name="usage_record")
     task = models.ForeignKey("tasks.Task", models.CASCADE, related_name="+")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="+")
-    # The user's group when the attempt's end was recorded, by name: a group deleted later keeps
-    # its history. "": the user belonged to no group (reports say null).
+    # The group it was admitted in (Attempt.group; else its user's when its end was recorded:
+    # tasks.usage.ledger.group_of), by name: a group deleted later keeps its history. "": no
+    # group (reports say null).
     group = models.CharField(max_length=NAME_MAX, blank=True)
     # Reports count an attempt in the window its end falls in.
     ended_at = models.DateTimeField()

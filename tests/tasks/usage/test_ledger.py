@@ -234,3 +234,22 @@ def test_the_backfill_costs_the_same_queries_per_batch_however_many_attempts(ali
     ]
     assert {row.group for row in rows if row.user_id == bob.pk} == {""}
     assert rows[0].lost_gpu_seconds == GPUS * 10  # a node failure, no checkpoint known
+
+
+def test_an_attempt_counts_in_the_group_it_was_admitted_in_though_its_owner_moved_while_it_ran(
+    alice, make_task, fake_ray, clock, make_group
+):
+    make_group("vision", alice)
+    nlp = make_group("nlp", nominal_gpus=0)
+    ray = fake_ray([4])
+    task = make_task(alice, PPO_SPEC)
+    attempt = running(ray, task, clock)
+    assert attempt.group is not None and attempt.group.name == "vision"  # admitted in vision's quota
+    Membership.objects.filter(user=alice).update(group=nlp)
+    clock.advance(60)
+    ended(ray, attempt, clock)
+    assert UsageRecord.objects.get().group == "vision"
+    # The backfill reads it the same way.
+    UsageRecord.objects.all().delete()
+    assert fill_missing() == 1
+    assert UsageRecord.objects.get().group == "vision"
