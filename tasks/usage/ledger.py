@@ -85,11 +85,11 @@ def first_wait_s(attempt: Attempt, first: bool) -> float | None:
     return wait_s(attempt.start_time, attempt.task.queued_at, attempt.task.created_at)
 
 
-def group_of(attempt: Attempt, owners_group: str | None) -> str:
-    """The group whose GPUs it used: the one it was admitted in (Attempt.group, its GPUs counted
-    against that group whatever group its owner moved to meanwhile), else ``owners_group`` (its
-    owner's when recorded: an attempt admitted before groups were recorded, or in no group)."""
-    return attempt.group.name if attempt.group is not None else owners_group or ""
+def usage_group(admitted: str | None, owners: str | None) -> str:
+    """The group an attempt's GPUs count in: the one it was ``admitted`` in (Attempt.group's
+    name: its GPUs count against that group whatever group its owner moved to meanwhile), else
+    its ``owners`` group now (an attempt admitted in no group, or before groups were recorded)."""
+    return admitted or owners or ""
 
 
 def _row(attempt: Attempt, group: str, first: bool) -> UsageRecord:
@@ -122,7 +122,7 @@ def record(attempt: Attempt) -> UsageRecord:
         else Membership.objects.filter(user_id=attempt.task.user_id).values_list("group__name", flat=True).first()
     )
     first = not started_earlier(attempt.task_id, attempt.attempt_no).exists()
-    row = _row(attempt, group_of(attempt, owners), first)
+    row = _row(attempt, usage_group(attempt.group.name if attempt.group else None, owners), first)
     row.save(force_insert=True)
     return row
 
@@ -132,7 +132,7 @@ def fill_missing(batch: int = 1000) -> int:
     batch in one transaction and a few queries whatever its size (the attempts with their
     tasks and whether each was its task's first start, their users' groups, the rows in bulk);
     returns how many were written. Run again, it writes nothing. Their group is the one they
-    were admitted in when recorded, else their user's now (group_of)."""
+    were admitted in when recorded, else their user's now (usage_group)."""
     written = 0
     while True:
         with transaction.atomic():
@@ -145,7 +145,11 @@ def fill_missing(batch: int = 1000) -> int:
             users = {attempt.task.user_id for attempt in todo}
             groups = dict(Membership.objects.filter(user_id__in=users).values_list("user_id", "group__name"))
             rows = [
-                _row(attempt, group_of(attempt, groups.get(attempt.task.user_id)), not attempt.started_before)  # type: ignore[attr-defined]  # annotated
+                _row(
+                    attempt,
+                    usage_group(attempt.group.name if attempt.group else None, groups.get(attempt.task.user_id)),
+                    not attempt.started_before,  # type: ignore[attr-defined]  # annotated above
+                )
                 for attempt in todo
             ]
             UsageRecord.objects.bulk_create(rows)

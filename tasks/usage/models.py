@@ -18,7 +18,7 @@ class UsageRecord(models.Model):
     task = models.ForeignKey("tasks.Task", models.CASCADE, related_name="+")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="+")
     # The group it was admitted in (Attempt.group; else its user's when its end was recorded:
-    # tasks.usage.ledger.group_of), by name: a group deleted later keeps its history. "": no
+    # tasks.usage.ledger.usage_group), by name: a group deleted later keeps its history. "": no
     # group (reports say null).
     group = models.CharField(max_length=NAME_MAX, blank=True)
     # Reports count an attempt in the window its end falls in.

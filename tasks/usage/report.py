@@ -23,7 +23,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 from accounts.groups.rules import group_of
 from common.durations import parse_duration
 from tasks.attempts import Attempt
-from tasks.usage.ledger import first_starts, wait_s
+from tasks.usage.ledger import first_starts, usage_group, wait_s
 from tasks.usage.models import UsageRecord
 
 By = Literal["user", "group"]
@@ -215,9 +215,10 @@ class Waits:
 def first_waits() -> dict[str | None, Waits]:
     """Every task's wait before its first start, by group (None: no group), as a histogram over
     WAIT_BUCKETS_S, counted from that start on: the ledger's (one aggregate query; a row's group
-    is its user's when the attempt ended) and the first starts still running, not in the ledger
-    until they end (one query, a few rows: what runs now; their user's group now). A first
-    start moves from one to the other in the transaction that ends it, with the same wait."""
+    is the one its attempt was admitted in) and the first starts still running, not in the
+    ledger until they end (one query, a few rows: what runs now; their group as the ledger will
+    record it). A first start moves from one to the other in the transaction that ends it, with
+    the same wait and group."""
     buckets = {f"le{n}": Count("pk", filter=Q(wait_s__lte=bound)) for n, bound in enumerate(WAIT_BUCKETS_S)}
     rows = (
         UsageRecord.objects.filter(wait_s__isnull=False)
@@ -228,10 +229,11 @@ def first_waits() -> dict[str | None, Waits]:
     )
     waits = {group or None: Waits(list(within), total, n) for group, total, n, *within in rows}
     running = first_starts(Attempt.objects.filter(end_time=None)).values_list(
-        "task__user__group_membership__group__name", "start_time", "task__queued_at", "task__created_at"
+        "group__name", "task__user__group_membership__group__name", "start_time", "task__queued_at", "task__created_at"
     )
-    for group, start, queued_at, created_at in running:
+    for admitted, owners, start, queued_at, created_at in running:
         assert start is not None  # first_starts: each started
+        group = usage_group(admitted, owners)  # as the ledger will record it
         wait = wait_s(start, queued_at, created_at)
         seen = waits.setdefault(group or None, Waits([0] * len(WAIT_BUCKETS_S), 0.0, 0))
         within = [n + (wait <= bound) for n, bound in zip(seen.within, WAIT_BUCKETS_S, strict=True)]

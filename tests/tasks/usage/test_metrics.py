@@ -9,6 +9,7 @@ import pytest
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
+from accounts.groups.models import Membership
 from tasks.attempts import Attempt
 from tasks.usage.ledger import record
 from tests.tasks.usage.helpers import ran
@@ -59,7 +60,7 @@ def test_each_tasks_first_wait_counts_once_in_its_groups_buckets(client, alice, 
 def test_a_first_wait_counts_from_the_start_not_from_the_end_of_that_attempt(
     client, alice, make_task, make_group
 ) -> None:
-    make_group("vision", alice)
+    vision = make_group("vision", alice)
     task = make_task(alice, created_at=NOW - timedelta(seconds=600))
     first = Attempt.objects.create(
         task=task,
@@ -67,7 +68,10 @@ def test_a_first_wait_counts_from_the_start_not_from_the_end_of_that_attempt(
         ray_submission_id=Attempt.submission_id_for(task.task_id, 1),
         gpus=4,
         start_time=NOW,
+        group=vision,
     )
+    # alice leaves vision while it runs: it counts in vision, where it was admitted, as the ledger records it.
+    Membership.objects.filter(user=alice).delete()
     waited = make_task(alice, created_at=NOW - timedelta(seconds=30))
     Attempt.objects.create(task=waited, attempt_no=1, ray_submission_id="not-started", gpus=4)  # not started yet
     count = ("argus_task_first_wait_seconds_count", (("group", "vision"),))
