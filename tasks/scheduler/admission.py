@@ -228,6 +228,7 @@ def decide(
         ledger=_ledger(groups, totals, running) if groups else None,
         reclaim_grace=reclaim_grace,
     )
+    state.owe_made_room()
     _walk(state, pending, shortest_first=shortest_first)
     if estimate:
         profile = state.profile or Profile(now, state.free, state.releases, totals)
@@ -297,6 +298,7 @@ class _Pass:
     reclaimed: list[Running] = field(default_factory=list)
     promised: list[tuple[dict[str, int], Cpus]] = field(default_factory=list)
     reclaiming: dict[str, int] = field(default_factory=dict)
+    owed_to: set[int] = field(default_factory=set)  # waiting tasks that victims yielded to
     decision: Decision = field(default_factory=lambda: Decision(admitted=[], waiting={}, short=set()))
     started: set[int] = field(default_factory=set)
     releases: list[Release] = field(default_factory=list)
@@ -335,6 +337,17 @@ class _Pass:
     def _count(self, user: str, gpus: int) -> None:
         used, tasks = self.in_use.get(user, (0, 0))
         self.in_use[user] = (used + gpus, tasks + 1)
+
+    def owe_made_room(self) -> None:
+        """The tasks victims yielded to (``yielded``) are owed their GPUs by their group's quota:
+        what victims gave back is not idle quota another group may borrow meanwhile, or it would
+        take the room a reclaim took back, and the reclaim start again."""
+        if self.ledger is None:
+            return
+        self.owed_to = {key for key in self.yielded.values() if key in self.queued}
+        for key in self.owed_to:
+            beneficiary = self.queued[key]
+            self.ledger.owe(beneficiary.group, beneficiary.gpus)
 
     def held_back(self, request: Request) -> str | None:
         """Why ``request`` waits whatever the room: the task it yielded to, its user's limits,
@@ -411,7 +424,7 @@ class _Pass:
         if self.ledger is not None:
             if self.ledger.borrows(request.group, request.gpus):
                 self.decision.borrowing.add(request.key)
-            self.ledger.take(request.group, request.gpus)
+            self.ledger.take(request.group, request.gpus, owed=request.key in self.owed_to)
         if self.profile is not None:
             self.profile.take(self.now, request.run_s, placement, cpus)
         if request.run_s is not None:

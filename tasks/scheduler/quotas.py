@@ -71,6 +71,9 @@ class Ledger:
 
     quotas: Mapping[str, GroupQuota]
     in_use: dict[str, int]
+    # GPUs of a group's quota owed to its own waiting tasks that other tasks made room for (a
+    # reclaim's): not idle, so not lent, or a borrower would take the room taken back for them.
+    owed: dict[str, int] = field(default_factory=dict)
     # refusal's answers until the next take: 10,000 waiting tasks of a few groups and sizes.
     known: dict[tuple[str, int], str | None] = field(default_factory=dict)
 
@@ -91,8 +94,12 @@ class Ledger:
     def total_borrowed(self) -> int:
         return sum(borrowed(self.quota(group), used) for group, used in self.in_use.items())
 
+    def lends(self, group: str) -> int:
+        """What ``group`` lends now: its idle quota less what it owes its own tasks."""
+        return lendable(self.quota(group), self.used(group) + self.owed.get(group, 0))
+
     def total_lendable(self) -> int:
-        return sum(lendable(quota, self.used(group)) for group, quota in self.quotas.items())
+        return sum(self.lends(group) for group in self.quotas)
 
     def refusal(self, group: str, gpus: int) -> str | None:
         """Why a task of ``group`` needing ``gpus`` may not start under the quotas now, naming
@@ -112,7 +119,7 @@ class Ledger:
         if quota.borrow_limit is not None and borrowed(quota, used) + more > quota.borrow_limit:
             return f"{head}, borrowing limited to {quota.borrow_limit} {needs}"
         # Once it starts its group lends nothing: what it lends now is no longer idle.
-        lent = self.total_lendable() - lendable(quota, used)
+        lent = self.total_lendable() - self.lends(group)
         spare = lent - self.total_borrowed()
         if more > spare:
             if spare <= 0:
@@ -124,6 +131,14 @@ class Ledger:
         """Whether a task of ``group`` needing ``gpus`` runs beyond its group's nominal."""
         return gpus > 0 and not self.within_nominal(group, gpus)
 
-    def take(self, group: str, gpus: int) -> None:
+    def owe(self, group: str, gpus: int) -> None:
+        """``gpus`` of ``group``'s quota are for a task of its own that waits for room made for it."""
+        self.owed[group] = self.owed.get(group, 0) + gpus
+        self.known.clear()
+
+    def take(self, group: str, gpus: int, *, owed: bool = False) -> None:
+        """An admission of ``gpus`` in ``group`` (``owed``: by a task they were owed to)."""
         self.in_use[group] = self.used(group) + gpus
+        if owed:
+            self.owed[group] = max(0, self.owed.get(group, 0) - gpus)
         self.known.clear()

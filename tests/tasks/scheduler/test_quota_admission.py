@@ -8,6 +8,8 @@ from tasks.scheduler.admission import BACKFILL, BEST_EFFORT_FIFO, STRICT_FIFO, C
 from tasks.scheduler.quotas import GroupQuota, Ledger, borrowed, gpus_in_use, lendable, with_ungrouped
 from tasks.scheduler.rooms import Room
 
+NOTHING_IDLE = "nothing idle to borrow in other groups' quotas (their lend limits)"
+
 # --- the arithmetic -------------------------------------------------------------------------
 
 
@@ -387,3 +389,20 @@ def test_a_reclaimed_task_waits_for_the_task_it_gave_its_room_back_to():
     assert decision.waiting[3] == (
         "it made room for a task of higher priority that has not started yet; it resumes after"
     )
+
+
+def test_room_given_back_is_not_lent_to_another_borrower_before_its_task_starts():
+    # nlp's task 3 was reclaimed for vision's task 2 and is back in the queue; node a is free
+    # again. nlp's task 1, ahead in the queue, would borrow vision's idle quota: it is owed to 2.
+    running = [run(10, "b", 4, "nlp")]
+    queue = [req(1, 4, group="nlp"), req(2, 4, group="vision"), req(3, 4, group="nlp")]
+    decision = decide(queue, nodes(a=4, b=0), TWO_NODES, running=running, groups=QUOTAS, yielded={3: 2})
+    assert [r.key for r, _ in decision.admitted] == [2]
+    assert decision.waiting[1] == f"group nlp: 4 of 4 GPUs in use, {NOTHING_IDLE} (this task needs 4)"
+    # Once it started, what it was owed is its use: nothing is owed twice.
+    ledger = Ledger.of(QUOTAS, [("nlp", 4)])
+    ledger.owe("vision", 4)
+    assert ledger.refusal("nlp", 4) == f"group nlp: 4 of 4 GPUs in use, {NOTHING_IDLE} (this task needs 4)"
+    ledger.take("vision", 4, owed=True)
+    assert ledger.owed == {"vision": 0}
+    assert ledger.lends("vision") == 0
