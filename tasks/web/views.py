@@ -210,7 +210,7 @@ def _time_left(task: Task, latest: Attempt | None) -> TimeLeft | None:
 @login_required
 def task_detail_view(request: HttpRequest, task_id: str) -> HttpResponse:
     task = _own_task(request, task_id)
-    attempts = list(task.attempts.order_by("attempt_no"))
+    attempts = list(task.attempts.select_related("group").order_by("attempt_no"))
     # Node names only when some attempt has been placed: one query, not one per attempt.
     ips = ClusterState.ips() if any(a.nodes or a.node_id for a in attempts) else {}
     events = list(task.events.select_related("attempt").order_by("-created_at", "-id")[:EVENTS_SHOWN])[::-1]
