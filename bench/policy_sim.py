@@ -3,14 +3,29 @@
     .venv/bin/python bench/policy_sim.py --trace FILE.csv [--nodes 8] [--gpus 8]
                                          [--policies strict_fifo,best_effort_fifo,backfill,default]
                                          [--preemption on|off|both]
+                                         [--groups QUOTAS.json] [--quotas none,hard,borrow]
 
 The trace is a CSV with the header
-``arrive_s,user,nnodes,gpus_per_node,run_s,time_limit_s,priority,preemptible,checkpoint_s``
-(bench/trace_gen.py makes one; the last four columns may be left out): a task arrives at
+``arrive_s,user,nnodes,gpus_per_node,run_s,time_limit_s,priority,preemptible,checkpoint_s,group``
+(bench/trace_gen.py makes one; the last five columns may be left out): a task arrives at
 ``arrive_s``, runs ``run_s`` seconds of work once started (or until its time limit, where Argus
 stops it), and the schedulers know only ``time_limit_s`` (empty: none). ``priority`` is normal
 (the default) or high; ``preemptible`` true or false (the default); ``checkpoint_s`` the seconds
-of work between two checkpoints (verl's ``save_freq`` steps; default 600).
+of work between two checkpoints (verl's ``save_freq`` steps; default 600); ``group`` its user's
+quota group (empty: none).
+
+Groups (``--groups``: their quotas, JSON as bench/trace_gen.py's ``--quotas-out`` writes it) run
+the default policy once per ``--quotas`` mode: ``none`` (no quotas, fair share among users),
+``hard`` (each group within its nominal: borrow limit 0) and ``borrow`` (the quotas as given:
+borrowing idle quota, reclaim taking it back). Under quotas admission gets ``groups=`` and the
+order is fair share across groups first (fairshare.fair_tree). A reclaimed victim stops when
+reclaim.stops_at says (its next checkpoint when due within ARGUS_RECLAIM_GRACE_S, else at once),
+goes back to the queue in its place, and resumes from its last checkpoint, as a preempted one.
+After the run's line comes one per group: ``gpu_h``, ``borrowed_share``, ``quota_wait_mean_s`` /
+``quota_wait_max_s`` (how long its tasks waited while they fit in its nominal quota and other
+groups borrowed: the time a group below its quota waited to get it back), ``wasted_gpu_h``,
+``utilization`` (of its nominal quota; above 1 when it borrowed) and ``cluster_share``. Tasks a
+hard quota can never hold (larger than their group's nominal) are counted as ``never_started``.
 
 An event simulation: at each arrival, end and preemption stop, the queue is ordered by
 tasks.queue.fairshare.order and admitted by tasks.scheduler.admission.decide, the very
@@ -58,7 +73,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -68,7 +83,8 @@ if str(ROOT) not in sys.path:
 
 from tasks.queue import fairshare  # noqa: E402
 from tasks.queue.request import Request  # noqa: E402
-from tasks.scheduler import admission  # noqa: E402
+from tasks.scheduler import admission, reclaim  # noqa: E402
+from tasks.scheduler.quotas import UNGROUPED, GroupQuota, with_ungrouped  # noqa: E402
 from tasks.scheduler.rooms import Room  # noqa: E402
 
 PRIORITY = {"normal": 0, "high": 10}
@@ -94,6 +110,7 @@ class Task:
     priority: int
     preemptible: bool
     checkpoint_s: float = DEFAULT_CHECKPOINT_S
+    group: str = UNGROUPED  # its user's quota group ("": none)
     saved_s: float = 0.0  # work in its last checkpoint: where its next attempt resumes
     queued_since: float = 0.0
     waited: float = 0.0
@@ -107,6 +124,9 @@ class Task:
     preempted: int = 0  # times stopped for another task
     yielded_to: list[int] = field(default_factory=list)  # the tasks it was stopped for
     attempt: int = 0
+    reclaimed: bool = False  # the stop it is chosen for is a reclaim
+    borrowed: bool = False  # this attempt was admitted beyond its group's nominal quota
+    owed_wait: float = 0.0  # seconds it waited within its group's quota while others borrowed
 
     @property
     def gpus(self) -> int:
@@ -124,6 +144,13 @@ class Task:
         boundary = (math.floor((done + EPSILON) / self.checkpoint_s) + 1) * self.checkpoint_s
         return at + boundary - done
 
+    def last_checkpoint(self, at: float) -> float | None:
+        """When this attempt last saved a checkpoint, by ``at`` (None: not yet; what Argus reads
+        from the trainer's checkpoint folder, Attempt.checkpoint_at)."""
+        done = self.progress(at)
+        boundary = math.floor((done + EPSILON) / self.checkpoint_s) * self.checkpoint_s
+        return at - (done - boundary) if boundary > self.saved_s + EPSILON else None
+
 
 @dataclass(frozen=True)
 class Config:
@@ -137,6 +164,58 @@ class Config:
     caps: admission.Caps | None = None
     shortest_first: bool = False
     min_run_s: float = 0.0  # ARGUS_PREEMPT_MIN_RUN_S, applied as launch.running_now does
+    # Quota groups (QUOTA_MODES): None, no quotas and fair share among users only; else each
+    # group's quota as admission reads it, and fair share across groups first.
+    quotas: dict[str, GroupQuota] | None = None
+    quota_mode: str = "none"
+    reclaim_grace_s: float = 0.0  # ARGUS_RECLAIM_GRACE_S
+
+
+# How a run treats the trace's groups: "none", as if there were none; "hard", each group within
+# its nominal quota (borrow limit 0); "borrow", the quotas as given, borrowing idle quota and
+# taking it back by reclaim.
+QUOTA_MODES = ("none", "hard", "borrow")
+
+
+def with_quotas(config: Config, quotas: dict[str, GroupQuota], mode: str) -> Config:
+    """``config`` under ``quotas`` in one of QUOTA_MODES."""
+    if mode == "none":
+        return replace(config, quotas=None, quota_mode=mode)
+    if mode == "hard":
+        quotas = {name: replace(quota, borrow_limit=0) for name, quota in quotas.items()}
+    return replace(config, quotas=quotas, quota_mode=mode)
+
+
+def read_quotas(text: str) -> dict[str, GroupQuota]:
+    """Quotas from JSON (or a file holding it): ``{"vision": {"nominal": 24, "borrow_limit":
+    null, "lend_limit": 8, "weight": 1}, ...}`` (all but nominal may be left out). A bad entry
+    is a SystemExit naming it."""
+    path = Path(text)
+    try:
+        raw = json.loads(path.read_text() if path.is_file() else text)
+    except (OSError, ValueError) as error:
+        raise SystemExit(f"--groups: neither a JSON file nor JSON: {error}") from None
+    if not isinstance(raw, dict):
+        raise SystemExit("--groups: a JSON object of groups, {name: {nominal: GPUs, ...}}")
+    quotas = {}
+    known = {"nominal", "borrow_limit", "lend_limit", "weight"}
+    for name, entry in raw.items():
+        if not isinstance(entry, dict) or set(entry) - known or "nominal" not in entry:
+            raise SystemExit(f"--groups: group {name!r}: an object with nominal and optionally {sorted(known)}")
+        try:
+            quota = GroupQuota(
+                nominal=int(entry["nominal"]),
+                borrow_limit=None if entry.get("borrow_limit") is None else int(entry["borrow_limit"]),
+                lend_limit=None if entry.get("lend_limit") is None else int(entry["lend_limit"]),
+                weight=float(entry.get("weight", 1.0)),
+            )
+        except (TypeError, ValueError) as error:
+            raise SystemExit(f"--groups: group {name!r}: {error}") from None
+        limits = (quota.borrow_limit or 0, quota.lend_limit or 0)
+        if quota.nominal < 0 or min(limits) < 0 or not quota.weight > 0:
+            raise SystemExit(f"--groups: group {name!r}: GPUs may not be negative, the weight must be positive")
+        quotas[str(name)] = quota
+    return quotas
 
 
 def read_trace(path: Path) -> list[Task]:
@@ -179,6 +258,7 @@ def read_rows(rows: Iterable[dict[str, str]]) -> list[Task]:
                 priority=PRIORITY[priority],
                 preemptible=BOOLEAN[preemptible],
                 checkpoint_s=float(checkpoint) if checkpoint else DEFAULT_CHECKPOINT_S,
+                group=(row.get("group") or "").strip(),
             )
         except ValueError as error:
             raise SystemExit(f"line {line}: {error}") from None
@@ -206,6 +286,7 @@ def configs(names: list[str]) -> list[Config]:
         default_limit_s=float(settings.ARGUS_DEFAULT_TIME_LIMIT_S) or None,
         caps=admission.Caps(settings.ARGUS_USER_MAX_RUNNING_GPUS, settings.ARGUS_USER_MAX_RUNNING_TASKS),
         min_run_s=float(settings.ARGUS_PREEMPT_MIN_RUN_S),
+        reclaim_grace_s=float(settings.ARGUS_RECLAIM_GRACE_S),
     )
     known = {name: Config(policy=name, scheduling=name) for name in admission.POLICIES}
     known["default"] = shipped
@@ -230,11 +311,19 @@ class Simulation:
         self.usage_at = 0.0
         self.busy_gpu_s = 0.0
         self.clock = 0.0
-        self.preemptions = 0  # victims stopped
+        self.preemptions = 0  # victims stopped (reclaims included)
+        self.reclaims = 0  # of which reclaims
+        total = int(nodes * gpus)
+        # The groups' quotas, the users without one as the group "" (as admission sees them).
+        self.quotas = with_ungrouped(config.quotas, total) if config.quotas is not None else {}
+        self.group_busy_s: dict[str, float] = {}  # GPU-seconds run, redone work included
+        self.group_borrowed_s: dict[str, float] = {}  # of which by attempts admitted as borrowed
+        self.group_wasted_s: dict[str, float] = {}
         self.withdrawn = 0  # choices withdrawn before the victim stopped
         self.wasted_gpu_s = 0.0  # work redone after preemptions, in GPU-seconds
         self.unsettled = 0  # instants where passes kept changing things (MAX_PASSES reached)
         self.unplaceable: list[int] = []
+        self.span = 0.0  # the first arrival to the last end, once run
         for task in self.tasks:
             self._push(task.arrive, "arrive", task)
 
@@ -250,7 +339,30 @@ class Simulation:
             for task in self.running.values():
                 self.busy_gpu_s += task.gpus * seconds
                 self.usage[task.user] = self.usage.get(task.user, 0.0) + task.gpus * seconds
+                used = task.gpus * seconds
+                self.group_busy_s[task.group] = self.group_busy_s.get(task.group, 0.0) + used
+                if task.borrowed:
+                    self.group_borrowed_s[task.group] = self.group_borrowed_s.get(task.group, 0.0) + used
+            if self.quotas:
+                self._owe(seconds)
         self.clock = to
+
+    def _owe(self, seconds: float) -> None:
+        """Charge ``seconds`` to each waiting task that would fit in its group's nominal quota
+        while other groups run on borrowed GPUs: the time its group waits to get its quota back."""
+        in_use: dict[str, int] = {}
+        borrowing: dict[str, int] = {}
+        for task in self.running.values():
+            in_use[task.group] = in_use.get(task.group, 0) + task.gpus
+            if task.borrowed:
+                borrowing[task.group] = borrowing.get(task.group, 0) + task.gpus
+        lent = sum(borrowing.values())
+        for task in self.waiting.values():
+            quota = self.quotas.get(task.group)
+            if quota is None or in_use.get(task.group, 0) + task.gpus > quota.nominal:
+                continue
+            if lent - borrowing.get(task.group, 0) > 0:
+                task.owed_wait += seconds
 
     def _planned(self, task: Task) -> float | None:
         return task.limit_s if task.limit_s is not None else self.config.default_limit_s
@@ -297,10 +409,14 @@ class Simulation:
         done = task.progress(self.clock)
         saved = math.floor((done + EPSILON) / task.checkpoint_s) * task.checkpoint_s
         task.saved_s = max(task.saved_s, min(saved, done))
-        self.wasted_gpu_s += task.gpus * max(0.0, done - task.saved_s)
+        lost = task.gpus * max(0.0, done - task.saved_s)
+        self.wasted_gpu_s += lost
+        self.group_wasted_s[task.group] = self.group_wasted_s.get(task.group, 0.0) + lost
         self.preemptions += 1
+        self.reclaims += task.reclaimed
         task.preempted += 1
         task.chosen_at = task.chosen_for = task.stopping_at = None
+        task.reclaimed = False
         task.attempt += 1
         task.queued_since = self.clock
         self.waiting[task.key] = task
@@ -312,17 +428,25 @@ class Simulation:
                 free[node] = Room(free[node].gpus - gpus, 0.0)
         return free
 
-    def _preemptible(self, task: Task) -> bool:
-        if not task.preemptible:
-            return False
+    def _settling_in(self, task: Task) -> bool:
+        """launch.running_now: a task that resumed after a preemption or a reclaim runs a while
+        before either chooses it again."""
         assert task.started is not None
-        # launch.running_now: a task that resumed after a preemption runs a while first.
-        return not (task.preempted and self.clock - task.started < self.config.min_run_s)
+        return bool(task.preempted) and self.clock - task.started < self.config.min_run_s
+
+    def _preemptible(self, task: Task) -> bool:
+        return task.preemptible and not self._settling_in(task)
 
     def _queue(self) -> list[Request]:
         config = self.config
         users = {t.user for t in self.waiting.values()} | {t.user for t in self.running.values()}
-        factor = fairshare.factors(self.usage, {}, users) if config.fair_window_s else {}
+        factor = {}
+        if config.fair_window_s:
+            # Fair share across groups first when they have quotas (tasks.queue's fair tree); with
+            # none, every user is in the group "" and the factors are the classic ones.
+            group_of = {t.user: t.group for t in self.tasks} if self.quotas else {}
+            weights = {name: quota.weight for name, quota in self.quotas.items()}
+            factor = fairshare.fair_tree(self.usage, {}, users, group_of, weights).factor
         ordered = fairshare.order(
             [fairshare.Waiting(t.key, t.user, t.priority, t.arrive) for t in self.waiting.values()],
             factor,
@@ -332,7 +456,16 @@ class Simulation:
         for item in ordered:
             task = self.tasks[item.key]
             queue.append(
-                Request(task.key, task.nnodes, task.gpus_per_node, 0.0, task.user, self._planned(task), task.priority)
+                Request(
+                    task.key,
+                    task.nnodes,
+                    task.gpus_per_node,
+                    0.0,
+                    task.user,
+                    self._planned(task),
+                    task.priority,
+                    group=task.group if self.quotas else UNGROUPED,
+                )
             )
         return queue
 
@@ -343,12 +476,13 @@ class Simulation:
             planned = self._planned(task)
             assert task.started is not None
             # What the scheduler knows: a victim ends by its grace, not at the checkpoint it
-            # cannot foresee.
-            ends = (
-                task.chosen_at + self.config.grace_s
-                if task.chosen_at is not None
-                else (task.started + planned if planned is not None else None)
-            )
+            # cannot foresee; a reclaimed one when reclaim.stops_at said.
+            if task.reclaimed:
+                ends: float | None = task.stopping_at
+            elif task.chosen_at is not None:
+                ends = task.chosen_at + self.config.grace_s
+            else:
+                ends = task.started + planned if planned is not None else None
             running.append(
                 admission.Running(
                     task.key,
@@ -360,6 +494,11 @@ class Simulation:
                     self._preemptible(task),
                     task.started,
                     stopping=task.chosen_at is not None,
+                    group=task.group if self.quotas else UNGROUPED,
+                    borrowed=task.borrowed,
+                    checkpoint_at=task.last_checkpoint(self.clock),
+                    checkpoint_every_s=task.checkpoint_s,
+                    settling_in=self._settling_in(task),
                 )
             )
         return running
@@ -397,6 +536,7 @@ class Simulation:
             shortest_first=config.shortest_first,
             grace=config.grace_s,
             yielded=yielded,
+            groups=self.quotas or None,
         )
         changed = self._withdraw_unserved(queue, running, free, caps) or changed
         for victim_key, beneficiary in decision.preempt.items():
@@ -406,11 +546,20 @@ class Simulation:
             victim.stopping_at = min(victim.next_checkpoint(self.clock), self.clock + config.grace_s)
             if victim.stopping_at < victim.ends_at:
                 self._push(victim.stopping_at, "stop", victim)
+        views = {holder.key: holder for holder in running}
+        for victim_key, beneficiary in decision.reclaim.items():
+            victim = self.running[victim_key]
+            victim.chosen_at, victim.chosen_for, victim.reclaimed = self.clock, beneficiary, True
+            # At its next checkpoint when due within the grace, else at once (reclaim.stops_at).
+            victim.stopping_at = reclaim.stops_at(views[victim_key], self.clock, config.reclaim_grace_s)
+            if victim.stopping_at < victim.ends_at:
+                self._push(victim.stopping_at, "stop", victim)
         for request, placement in decision.admitted:
             task = self.waiting.pop(request.key)
             task.waited += self.clock - task.queued_since
             task.started = self.clock
             task.placement = placement
+            task.borrowed = request.key in decision.borrowing
             # Argus stops a task at its time limit, which counts from each attempt's start.
             left = task.run_s - task.saved_s
             length = left if task.limit_s is None else min(left, task.limit_s)
@@ -419,10 +568,11 @@ class Simulation:
             self._push(task.ends_at, "end", task)
             if task.preempted and config.min_run_s and config.min_run_s < length:
                 self._push(self.clock + config.min_run_s, "wake", task)
-        return changed or bool(decision.preempt) or bool(decision.admitted)
+        return changed or bool(decision.preempt) or bool(decision.reclaim) or bool(decision.admitted)
 
     def _withdraw(self, task: Task) -> None:
         task.chosen_at = task.chosen_for = task.stopping_at = None
+        task.reclaimed = False
         self.withdrawn += 1
 
     def _watch(self) -> bool:
@@ -456,12 +606,16 @@ class Simulation:
         return changed
 
     def _report(self, first: float) -> dict[str, float | int | str]:
-        done = [t for t in self.tasks if t.key not in self.unplaceable]
+        # Tasks still waiting when nothing is left to end: their quota can never hold them (a task
+        # larger than its group's nominal under hard quotas). Their waits have no end: counted
+        # apart (``never_started``), not averaged.
+        done = [t for t in self.tasks if t.key not in self.unplaceable and t.started is not None]
         waits = sorted(t.waited for t in done)
         high = sorted(t.waited for t in done if t.priority >= HIGH)
         normal = sorted(t.waited for t in done if t.priority < HIGH)
         last_end = max((t.ends_at for t in done), default=first)
         span = max(1e-9, last_end - first)
+        self.span = span
         capacity = sum(room.gpus for room in self.totals.values()) * span
         config = self.config
         result: dict[str, float | int | str] = {
@@ -469,14 +623,17 @@ class Simulation:
             "scheduling": config.scheduling,
             "fair_share_window_s": config.fair_window_s,
             "preemption": int(config.preemption),
+            "quotas": config.quota_mode,
             "tasks": len(done),
             "never_fit": len(self.unplaceable),
+            "never_started": len(self.waiting),
             "mean_wait_s": mean(waits),
             "p95_wait_s": round(percentile(waits, 95), 1) if waits else 0.0,
             "max_wait_s": round(waits[-1], 1) if waits else 0.0,
             "utilization": round(self.busy_gpu_s / capacity, 4),
             "makespan_s": round(span, 1),
             "preemptions": self.preemptions,
+            "reclaims": self.reclaims,
             "preempted_tasks": sum(1 for t in done if t.preempted),
             "withdrawn": self.withdrawn,
             "wasted_gpu_h": round(self.wasted_gpu_s / 3600, 3),
@@ -487,6 +644,50 @@ class Simulation:
             "normal_mean_wait_s": mean(normal),
         }
         return result
+
+    def per_group(self, quotas: Mapping[str, GroupQuota] | None = None) -> list[dict[str, float | int | str | None]]:
+        """Once run, a row per group of the trace (the quotas' groups first): its GPU-hours
+        (redone work included), the share of them run on borrowed quota, how long its tasks
+        waited while within its nominal quota and other groups borrowed (``quota_wait``: the
+        time a group below its quota waited to get it back; mean over the tasks that waited so,
+        and the longest), the work it redid after preemptions and reclaims, and its utilization:
+        its GPU-seconds over its nominal quota's over the run (above 1: it borrowed more than it
+        lent), and over the cluster's. ``quotas``: the nominal quotas to measure against when
+        the run had none (its mode "none")."""
+        total = int(sum(room.gpus for room in self.totals.values()))
+        nominal = self.quotas or (with_ungrouped(quotas, total) if quotas else {})
+        names = list(nominal) + sorted({t.group for t in self.tasks} - set(nominal))
+        cluster = sum(room.gpus for room in self.totals.values()) * self.span
+        rows = []
+        for name in names:
+            mine = [
+                t for t in self.tasks if t.group == name and t.key not in self.unplaceable and t.started is not None
+            ]
+            if not mine and name == UNGROUPED:
+                continue  # the users without a group, when there are none
+            owed = sorted(t.owed_wait for t in mine if t.owed_wait > 0)
+            busy = self.group_busy_s.get(name, 0.0)
+            quota = nominal.get(name)
+            rows.append(
+                {
+                    "policy": self.config.policy,
+                    "quotas": self.config.quota_mode,
+                    "group": name,
+                    "nominal_gpus": quota.nominal if quota is not None else None,
+                    "tasks": len(mine),
+                    "never_started": sum(1 for t in self.waiting.values() if t.group == name),
+                    "mean_wait_s": mean(sorted(t.waited for t in mine)),
+                    "gpu_h": round(busy / 3600, 1),
+                    "borrowed_share": round(self.group_borrowed_s.get(name, 0.0) / busy, 3) if busy else 0.0,
+                    "quota_waits": len(owed),
+                    "quota_wait_mean_s": mean(owed),
+                    "quota_wait_max_s": round(owed[-1], 1) if owed else 0.0,
+                    "wasted_gpu_h": round(self.group_wasted_s.get(name, 0.0) / 3600, 3),
+                    "utilization": round(busy / (quota.nominal * self.span), 3) if quota and quota.nominal else None,
+                    "cluster_share": round(busy / cluster, 3) if cluster else 0.0,
+                }
+            )
+        return rows
 
 
 def mean(values: list[float]) -> float:
@@ -532,25 +733,49 @@ def main(argv: list[str] | None = None) -> None:
         default="on",
         help="on: as each policy has it; off: none; both: each policy that preempts, with and without",
     )
+    parser.add_argument(
+        "--groups",
+        help='the groups\' quotas, JSON or a file of it: {"vision": {"nominal": 24, "borrow_limit": null, '
+        '"lend_limit": null, "weight": 1}, ...} (the trace\'s group column names them)',
+    )
+    parser.add_argument(
+        "--quotas",
+        default=",".join(QUOTA_MODES),
+        help="with --groups, the default policy under each of: none (no quotas), hard (borrow limit 0), "
+        "borrow (the quotas as given, with reclaim)",
+    )
     args = parser.parse_args(argv)
     if not args.trace.is_file():
         raise SystemExit(f"--trace {args.trace}: no such file")
     tasks = read_trace(args.trace)
-    results = {}
+    quotas = read_quotas(args.groups) if args.groups else None
+    modes = [mode.strip() for mode in args.quotas.split(",") if mode.strip()] if quotas else ["none"]
+    unknown = [mode for mode in modes if mode not in QUOTA_MODES]
+    if unknown:
+        raise SystemExit(f"--quotas: unknown {', '.join(unknown)} (known: {', '.join(QUOTA_MODES)})")
+    easy: dict[str, float | int | str] | None = None
     for config in configs([name.strip() for name in args.policies.split(",") if name.strip()]):
         if args.preemption == "off":
             config = replace(config, preemption=False)
-        result = Simulation(tasks, args.nodes, args.gpus, config).run()
-        results[config.policy] = result
-        if config.policy == "default" and "backfill" in results:
-            easy = results["backfill"]
-            for name in ("mean_wait_s", "max_wait_s"):
-                result[f"{name.removesuffix('_s')}_vs_backfill"] = ratio(result[name], easy[name]) or 1.0
-        print(json.dumps(result), flush=True)
-        if args.preemption == "both" and config.preemption:
-            off = Simulation(tasks, args.nodes, args.gpus, replace(config, preemption=False)).run()
-            print(json.dumps(off), flush=True)
-            print(json.dumps(compare(result, off)), flush=True)
+        # The quotas apply to what ships; the others stay the references they are.
+        for mode in modes if config.policy == "default" else ["none"]:
+            run_config = with_quotas(config, quotas, mode) if quotas else config
+            simulation = Simulation(tasks, args.nodes, args.gpus, run_config)
+            result = simulation.run()
+            if config.policy == "backfill":
+                easy = result
+            if config.policy == "default" and easy is not None:
+                for name in ("mean_wait_s", "max_wait_s"):
+                    result[f"{name.removesuffix('_s')}_vs_backfill"] = ratio(result[name], easy[name]) or 1.0
+                result["utilization_vs_backfill"] = round(float(result["utilization"]) - float(easy["utilization"]), 4)
+            print(json.dumps(result), flush=True)
+            if quotas and config.policy == "default":
+                for row in simulation.per_group(quotas):
+                    print(json.dumps(row), flush=True)
+            if args.preemption == "both" and config.preemption:
+                off = Simulation(tasks, args.nodes, args.gpus, replace(run_config, preemption=False)).run()
+                print(json.dumps(off), flush=True)
+                print(json.dumps(compare(result, off)), flush=True)
 
 
 if __name__ == "__main__":

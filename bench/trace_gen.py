@@ -3,7 +3,8 @@ researchers, one of whom submits a sweep.
 
     .venv/bin/python bench/trace_gen.py --seed 1 [--tasks 400] [--nodes 8] [--gpus 8]
                                         [--load 1.3] [--users 8] [--sweep 50]
-                                        [--high 0.1] [--preemptible 0.25] > trace.csv
+                                        [--high 0.1] [--preemptible 0.25]
+                                        [--groups 3] [--quotas-out quotas.json] > trace.csv
 
 What it draws, and why:
 
@@ -22,6 +23,12 @@ What it draws, and why:
 * **Checkpoints** every 5, 10, 20 or 30 minutes of work (``checkpoint_s``; verl's ``save_freq``
   as a lab sets it), drawn from a stream of their own so that the other columns stay those that
   the same seed gave before the column existed.
+* **Groups** (``--groups``, 0: none): the users dealt at random over a lab's teams (vision, nlp,
+  rl, ...), so that each holds some of the heavy users and some of the light ones, from a
+  stream of their own too (the other columns stay the same). Their quotas (``quotas``;
+  ``--quotas-out`` writes them as bench/policy_sim.py's ``--groups`` reads them) are whole nodes
+  dealt as evenly as the cluster allows and sum to it, with no borrow or lend limit: as a lab
+  splits the nodes its teams paid for.
 
 The same seed gives the same trace.
 """
@@ -30,9 +37,11 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import math
 import random
 import sys
+from pathlib import Path
 
 HEADER = [
     "arrive_s",
@@ -44,8 +53,40 @@ HEADER = [
     "priority",
     "preemptible",
     "checkpoint_s",
+    "group",
 ]
 CHECKPOINTS_S = (300, 600, 1200, 1800)
+GROUP_NAMES = ("vision", "nlp", "rl", "speech", "robotics", "theory")
+
+
+def group_names(count: int) -> list[str]:
+    if not 0 <= count <= len(GROUP_NAMES):
+        raise SystemExit(f"--groups {count}: 0 to {len(GROUP_NAMES)}")
+    return list(GROUP_NAMES[:count])
+
+
+def membership(seed: int, users: list[str], groups: int) -> dict[str, str]:
+    """Each user's group ("" for all when ``groups`` is 0): the users shuffled, then dealt."""
+    names = group_names(groups)
+    if not names:
+        return dict.fromkeys(users, "")
+    dealt = list(users)
+    random.Random(f"{seed}-groups").shuffle(dealt)
+    return {user: names[index % len(names)] for index, user in enumerate(dealt)}
+
+
+def quotas(groups: int, nodes: int, gpus: int) -> dict[str, dict[str, int | None]]:
+    """The groups' quotas: whole nodes, as evenly as they go, summing to the cluster; no borrow
+    or lend limit (bench/policy_sim.py's ``--groups`` format)."""
+    names = group_names(groups)
+    return {
+        name: {
+            "nominal": (nodes // len(names) + (index < nodes % len(names))) * gpus,
+            "borrow_limit": None,
+            "lend_limit": None,
+        }
+        for index, name in enumerate(names)
+    }
 
 
 def shape(rng: random.Random, nodes: int, gpus: int) -> tuple[int, int]:
@@ -80,10 +121,12 @@ def generate(
     *,
     high: float = 0.1,
     preemptible: float = 0.25,
+    groups: int = 3,
 ) -> list[Row]:
     rng = random.Random(seed)
     saves = random.Random(f"{seed}-checkpoints")
     names = [f"user{n}" for n in range(users)]
+    group_of = membership(seed, names, groups)
     # Some users submit more than others (a lab is never even).
     activity = [rng.uniform(0.3, 1.0) for _ in names]
     drawn = []
@@ -130,6 +173,8 @@ def generate(
                     "checkpoint_s": saves.choice(CHECKPOINTS_S),
                 }
             )
+    for row in rows:
+        row["group"] = group_of[str(row["user"])]
     rows.sort(key=lambda row: int(row["arrive_s"]))
     return rows
 
@@ -145,6 +190,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sweep", type=int, default=50, help="tasks one user submits at once (0: none)")
     parser.add_argument("--high", type=float, default=0.1, help="share of the tasks of high priority")
     parser.add_argument("--preemptible", type=float, default=0.25, help="share of the normal tasks preemptible")
+    parser.add_argument("--groups", type=int, default=3, help="quota groups the users are dealt over (0: none)")
+    parser.add_argument("--quotas-out", type=Path, help="write the groups' quotas here (JSON)")
     args = parser.parse_args(argv)
     rows = generate(
         args.seed,
@@ -156,7 +203,10 @@ def main(argv: list[str] | None = None) -> None:
         args.sweep,
         high=args.high,
         preemptible=args.preemptible,
+        groups=args.groups,
     )
+    if args.quotas_out:
+        args.quotas_out.write_text(json.dumps(quotas(args.groups, args.nodes, args.gpus), indent=2) + "\n")
     writer = csv.DictWriter(sys.stdout, fieldnames=HEADER)
     writer.writeheader()
     writer.writerows(rows)
