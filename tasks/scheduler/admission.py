@@ -64,6 +64,9 @@ class Running:
     # It resumed after a preemption or a reclaim less than ARGUS_PREEMPT_MIN_RUN_S ago: neither
     # chooses it again yet.
     settling_in: bool = False
+    # The GPUs it counts against its group's quota: its attempt's (None: its placement's). Its
+    # placement may hold more for a while (launch.held_nodes, while another attempt settles).
+    quota_gpus: int | None = None
 
     @property
     def gpus(self) -> int:
@@ -240,7 +243,11 @@ def _ledger(groups: Mapping[str, GroupQuota], totals: Mapping[str, Room], runnin
     """The groups' use as the pass starts: each running task counts against the group it was
     admitted in."""
     total = int(sum(room.gpus for room in totals.values()))
-    return Ledger.of(with_ungrouped(groups, total), ((holder.group, holder.gpus) for holder in running))
+    return Ledger.of(with_ungrouped(groups, total), ((holder.group, _quota_gpus(holder)) for holder in running))
+
+
+def _quota_gpus(holder: Running) -> int:
+    return holder.gpus if holder.quota_gpus is None else holder.quota_gpus
 
 
 def _walk(state: _Pass, pending: list[Request], *, shortest_first: bool) -> None:

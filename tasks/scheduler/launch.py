@@ -321,6 +321,9 @@ def running_now(now: datetime, holdings: Holdings) -> list[admission.Running]:
                 attempt.checkpoint_at.timestamp() if attempt.checkpoint_at is not None else None,
                 attempt.checkpoint_every_s,
                 settling_in,
+                # Against its group's quota: its own GPUs, not the room it holds while others
+                # settle; none once Ray gave them back.
+                0 if attempt.released else attempt.gpus,
             )
         )
     return holders

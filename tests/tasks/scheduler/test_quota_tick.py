@@ -223,3 +223,23 @@ def test_a_task_that_resumed_after_a_reclaim_is_not_reclaimed_again_before_its_m
     clock.advance(1)
     tick()
     assert Attempt.objects.get(pk=second.pk).reclaim
+
+
+def test_a_group_counts_its_attempts_gpus_not_the_room_they_hold_while_others_settle(
+    alice, make_task, fake_ray, make_group
+):
+    make_group("vision", alice, nominal_gpus=8, borrow_limit_gpus=0)
+    fake_ray([4, 4, 4])
+    first, second = make_task(alice), make_task(alice)
+    tick()
+    placed, waiting = admitted(first), admitted(second)
+    # Ray put the first elsewhere than promised; the second is not placed yet: until it is, the
+    # first holds both (launch.held_nodes), but its group uses 4 GPUs of it, not 8.
+    elsewhere = next(node for node in ("n0", "n1", "n2") if node not in placed.placement | waiting.placement)
+    Attempt.objects.filter(pk=placed.pk).update(nodes={elsewhere: 4})
+    holder = next(h for h in running_now(timezone.now(), live_holdings()) if h.key == first.pk)
+    assert (holder.gpus, holder.quota_gpus) == (8, 4)
+    third = make_task(alice)
+    tick()
+    third.refresh_from_db()
+    assert third.pending_reason == "group vision: 8 of 8 GPUs in use, borrowing limited to 0 (this task needs 4)"
