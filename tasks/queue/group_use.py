@@ -4,8 +4,8 @@ admitted in it (Attempt.group), and of those the ones running on other groups' i
 /metrics' group gauges.
 
 Users without a group are the group "" (tasks.scheduler.quotas.UNGROUPED), whose nominal is the
-cluster's GPUs no group's quota covers: shown only while it holds GPUs, as a lab without groups
-has nothing to show.
+cluster's GPUs no group's quota covers: shown only while it holds GPUs and some group exists (a
+lab without groups has no quotas, admission by quota is off: nothing to show).
 """
 
 from __future__ import annotations
@@ -34,8 +34,12 @@ class GroupUse:
 
 
 def group_use(total_gpus: float) -> list[GroupUse]:
-    """Every group by name, then the group "" while it holds GPUs; ``total_gpus``: the cluster's
-    (what the group "" has is what no group's quota covers of it). Two queries."""
+    """Every group by name, then the group "" while it holds GPUs; none without groups.
+    ``total_gpus``: the cluster's (the group "" has what no group's quota covers of it). Two
+    queries, one without groups."""
+    quotas = {name: GroupQuota(nominal) for name, nominal in QuotaGroup.objects.values_list("name", "nominal_gpus")}
+    if not quotas:
+        return []
     held = Attempt.objects.live().values_list("group__name", "quota").annotate(gpus=Sum("gpus")).order_by()
     in_use: dict[str, int] = {}
     borrowed: dict[str, int] = {}
@@ -44,7 +48,6 @@ def group_use(total_gpus: float) -> list[GroupUse]:
         in_use[group] = in_use.get(group, 0) + (gpus or 0)
         if quota == Quota.BORROWED:
             borrowed[group] = borrowed.get(group, 0) + (gpus or 0)
-    quotas = {name: GroupQuota(nominal) for name, nominal in QuotaGroup.objects.values_list("name", "nominal_gpus")}
     nominals = with_ungrouped(quotas, int(total_gpus))
     shown = [*sorted(quotas), *([UNGROUPED] if in_use.get(UNGROUPED) else [])]
     return [GroupUse(name, nominals[name].nominal, in_use.get(name, 0), borrowed.get(name, 0)) for name in shown]

@@ -56,5 +56,9 @@ def test_each_group_shows_its_quota_and_what_its_attempts_hold(client, alice: Us
     }
 
 
-def test_no_groups_no_group_series(client) -> None:
+def test_no_groups_no_group_series(client, alice: User, make_task) -> None:
+    assert gauges(client) == {name: {} for name in GAUGES}
+    # Without groups there are no quotas: what runs is no group's, not even the group "".
+    ClusterState.objects.create(name="default", nodes=[worker("w1", 8)])
+    attempt_of(make_task(alice, state=TaskState.RUNNING), 4)
     assert gauges(client) == {name: {} for name in GAUGES}

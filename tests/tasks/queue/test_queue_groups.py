@@ -70,6 +70,12 @@ def test_the_users_without_a_group_show_only_while_they_hold_gpus(
     assert groups(client_for(bob)) == []
 
 
+def test_without_groups_there_are_no_rows(cluster: None, admin: User, alice: User, client_for, make_task) -> None:
+    attempt_of(make_task(alice, state=TaskState.RUNNING), 4)  # quotas are off: no group's
+    assert groups(client_for(admin)) == []
+    assert groups(client_for(alice)) == []
+
+
 def test_what_a_member_who_left_still_runs_counts_in_the_group_it_was_admitted_in(
     held: QuotaGroup, alice: User, admin: User, client_for
 ) -> None:
