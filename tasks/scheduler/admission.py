@@ -500,7 +500,9 @@ class _Pass:
             _subtract(room, promised, cpus)
         placement = place(request, room)
         if placement is not None:
-            words = f"waiting for {plural(len(stopping) + len(self.reclaimed), 'task')} being stopped"
+            # Those on the nodes it would take: the others' room is not what it waits for.
+            freeing = [h for h in stopping + self.reclaimed if not h.placement.keys().isdisjoint(placement)]
+            words = f"waiting for {plural(len(freeing), 'task')} being stopped"
         else:
             taken = self.decision.reclaim
             candidates = [

@@ -406,3 +406,14 @@ def test_room_given_back_is_not_lent_to_another_borrower_before_its_task_starts(
     ledger.take("vision", 4, owed=True)
     assert ledger.owed == {"vision": 0}
     assert ledger.lends("vision") == 0
+
+
+def test_a_task_waiting_for_stopping_tasks_counts_those_whose_room_it_takes():
+    quotas = {"vision": GroupQuota(8), "nlp": GroupQuota(0)}
+    # Both stop; the task needs node a's room alone (b's is no use to it: 4 GPUs short of 8).
+    running = [
+        Running(10, {"a": 8}, 0.0, 30.0, "nia", stopping=True, group="nlp", borrowed=True),
+        Running(11, {"b": 4}, 0.0, 30.0, "nia", stopping=True, group="nlp", borrowed=True),
+    ]
+    decision = decide([req(1, 8, group="vision")], nodes(a=0, b=0), nodes(a=8, b=4), running=running, groups=quotas)
+    assert decision.waiting[1].endswith("; waiting for 1 task being stopped")
