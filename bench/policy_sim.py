@@ -122,7 +122,10 @@ class Task:
     chosen_for: int | None = None
     stopping_at: float | None = None
     preempted: int = 0  # times stopped for another task
-    yielded_to: list[int] = field(default_factory=list)  # the tasks it was stopped for
+    # The task it was last stopped for, until that task starts: a yield is served once its
+    # task has started, even if that task is later stopped in turn (else a victim and the task
+    # it yielded to, reclaimed for it later, would each wait for the other for ever).
+    yielded_to: int | None = None
     attempt: int = 0
     reclaimed: bool = False  # the stop it is chosen for is a reclaim
     borrowed: bool = False  # this attempt was admitted beyond its group's nominal quota
@@ -299,7 +302,7 @@ def configs(names: list[str]) -> list[Config]:
 class Simulation:
     def __init__(self, tasks: list[Task], nodes: int, gpus: int, config: Config) -> None:
         self.config = config
-        self.tasks = [Task(**{**vars(t), "placement": {}, "yielded_to": []}) for t in tasks]
+        self.tasks = [Task(**{**vars(t), "placement": {}, "yielded_to": None}) for t in tasks]
         for task in self.tasks:
             task.queued_since = task.arrive
         self.totals = {f"n{index}": Room(float(gpus), 0.0) for index in range(nodes)}
@@ -404,7 +407,7 @@ class Simulation:
         if task.stopping_at != self.clock:
             return  # withdrawn meanwhile (or chosen again, with a later stop)
         assert task.chosen_for is not None
-        task.yielded_to.append(task.chosen_for)
+        task.yielded_to = task.chosen_for
         del self.running[task.key]
         done = task.progress(self.clock)
         saved = math.floor((done + EPSILON) / task.checkpoint_s) * task.checkpoint_s
@@ -523,7 +526,7 @@ class Simulation:
             return changed
         config = self.config
         queue, running, caps, free = self._queue(), self._running(), self._caps(), self._free()
-        yielded = {t.key: b for t in self.waiting.values() for b in t.yielded_to if b in self.waiting}
+        yielded = {t.key: t.yielded_to for t in self.waiting.values() if t.yielded_to in self.waiting}
         decision = admission.decide(
             queue,
             free,
@@ -537,6 +540,7 @@ class Simulation:
             grace=config.grace_s,
             yielded=yielded,
             groups=self.quotas or None,
+            reclaim_grace=config.reclaim_grace_s,
         )
         changed = self._withdraw_unserved(queue, running, free, caps) or changed
         for victim_key, beneficiary in decision.preempt.items():
@@ -560,6 +564,9 @@ class Simulation:
             task.started = self.clock
             task.placement = placement
             task.borrowed = request.key in decision.borrowing
+            for other in self.waiting.values():
+                if other.yielded_to == task.key:
+                    other.yielded_to = None  # served
             # Argus stops a task at its time limit, which counts from each attempt's start.
             left = task.run_s - task.saved_s
             length = left if task.limit_s is None else min(left, task.limit_s)
@@ -599,7 +606,11 @@ class Simulation:
         requests = {request.key: request for request in queue}
         changed = False
         for beneficiary, chosen in victims.items():
-            if admission.preemption_holds(requests[beneficiary], chosen, free, running, caps):
+            reclaimed = any(self.running[holder.key].reclaimed for holder in chosen)
+            groups = self.quotas or None
+            if admission.preemption_holds(
+                requests[beneficiary], chosen, free, running, caps, groups, self.totals, reclaim=reclaimed
+            ):
                 for holder in chosen:
                     self._withdraw(self.running[holder.key])
                 changed = True

@@ -5,15 +5,21 @@ starts first moves every later wait).
     .venv/bin/python bench/policy_sweep.py [--seeds 1-30] [--load 1.3] [--users 8] [--sweep 50]
                                            [--tasks 400] [--nodes 8] [--gpus 8]
                                            [--high 0.1] [--preemptible 0.25]
+                                           [--groups 3] [--quotas none,hard,borrow]
 
-For each seed: bench/trace_gen.py's trace, then every policy through bench/policy_sim.py's
-Simulation. Prints, per policy, the mean and worst over the traces of its mean and longest wait
-divided by EASY backfill's on the same trace, its utilization, and how many traces miss the
-issue's goals for the default (mean ≤ 1.1×, longest ≤ 1.2×).
+For each seed: bench/trace_gen.py's trace (its users dealt over ``--groups`` quota groups whose
+nominal quotas sum to the cluster), then every policy through bench/policy_sim.py's Simulation,
+the default once per ``--quotas`` mode (none: groups off; hard: borrow limit 0; borrow: the
+quotas with borrowing and reclaim). Prints, per policy, the mean and worst over the traces of its
+mean and longest wait divided by EASY backfill's on the same trace and its utilization against
+EASY's, each worst with its seed, and how many traces miss issue 27 item 7's bound (mean wait at
+most 0.85x EASY's, longest at most 1.1x, utilization not below EASY's); then the worst traces'
+figures, and per quota mode the groups' figures (never started, borrowed share, quota waits,
+wasted GPU-hours, the least-used group's quota).
 
-Then preemption: the default once more on each trace with preemption off, and a second table,
-with and without it: preemptions and wasted GPU-hours per trace, the high tasks' mean and p95
-wait, the normal tasks' mean wait (means over the traces), and the per-trace ratios with / without.
+Then preemption: the default (groups off) once more on each trace with preemption off, and a
+table with and without it: preemptions and wasted GPU-hours per trace, the high tasks' mean and
+p95 wait, the normal tasks' mean wait (means over the traces), and the per-trace ratios.
 """
 
 from __future__ import annotations
@@ -21,9 +27,10 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import json
 import statistics
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -34,6 +41,43 @@ from bench import policy_sim, trace_gen
 def seeds(text: str) -> list[int]:
     first, _, last = text.partition("-")
     return list(range(int(first), int(last or first) + 1))
+
+
+# Issue 27 item 7: on every trace, the default's mean wait at most this times EASY's, its
+# longest wait at most that, and its utilization not below EASY's.
+GOAL_MEAN = 0.85
+GOAL_LONGEST = 1.1
+
+Result = dict[str, float | int | str]
+GroupRow = dict[str, float | int | str | None]
+
+
+@dataclass
+class Outcome:
+    """One policy on one trace, against EASY backfill on the same trace."""
+
+    seed: int
+    mean: float  # mean wait / EASY's
+    longest: float  # longest wait / EASY's
+    utilization: float
+    utilization_gain: float  # utilization - EASY's (points of 1)
+    result: Result
+    easy: Result
+
+    def meets(self) -> bool:
+        return self.mean <= GOAL_MEAN and self.longest <= GOAL_LONGEST and self.utilization_gain >= 0
+
+
+def outcome(seed: int, result: Result, easy: Result) -> Outcome:
+    return Outcome(
+        seed,
+        float(result["mean_wait_s"]) / float(easy["mean_wait_s"]),
+        float(result["max_wait_s"]) / float(easy["max_wait_s"]),
+        float(result["utilization"]),
+        float(result["utilization"]) - float(easy["utilization"]),
+        result,
+        easy,
+    )
 
 
 def main() -> None:
@@ -47,10 +91,25 @@ def main() -> None:
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--high", type=float, default=0.1, help="share of the tasks of high priority")
     parser.add_argument("--preemptible", type=float, default=0.25, help="share of the normal tasks preemptible")
+    parser.add_argument("--groups", type=int, default=3, help="quota groups (bench/trace_gen.py; 0: none)")
+    parser.add_argument(
+        "--quotas",
+        default=",".join(policy_sim.QUOTA_MODES),
+        help="the default policy under each of these (none: groups off; hard; borrow: with reclaim)",
+    )
     args = parser.parse_args()
+    modes = [mode.strip() for mode in args.quotas.split(",") if mode.strip()] if args.groups else ["none"]
+    unknown = [mode for mode in modes if mode not in policy_sim.QUOTA_MODES]
+    if unknown:
+        raise SystemExit(f"--quotas: unknown {', '.join(unknown)} (known: {', '.join(policy_sim.QUOTA_MODES)})")
     configs = policy_sim.configs(["strict_fifo", "best_effort_fifo", "backfill", "default"])
     shipped = configs[-1]
-    ratios: dict[str, list[tuple[float, float, float]]] = {c.policy: [] for c in configs}
+    quota_json = json.dumps(trace_gen.quotas(args.groups, args.nodes, args.gpus)) if args.groups else "{}"
+    quotas = policy_sim.read_quotas(quota_json)
+    runs = [(c.policy, c) for c in configs[:-1]]
+    runs += [(f"default, groups {mode}", policy_sim.with_quotas(shipped, quotas, mode)) for mode in modes]
+    outcomes: dict[str, list[Outcome]] = {label: [] for label, _ in runs}
+    groups: dict[str, list[tuple[int, list[GroupRow]]]] = {mode: [] for mode in modes}
     preemption: dict[str, list[Result]] = {"on": [], "off": []}
     work_gpu_h = []
     for seed in seeds(args.seeds):
@@ -64,48 +123,110 @@ def main() -> None:
             args.sweep,
             high=args.high,
             preemptible=args.preemptible,
+            groups=args.groups,
         )
         text = io.StringIO()
         writer = csv.DictWriter(text, fieldnames=trace_gen.HEADER)
         writer.writeheader()
         writer.writerows(rows)
         tasks = policy_sim.read_rows(csv.DictReader(io.StringIO(text.getvalue())))
-        results = {c.policy: policy_sim.Simulation(tasks, args.nodes, args.gpus, c).run() for c in configs}
-        preemption["on"].append(results["default"])
-        off = replace(shipped, preemption=False)
+        results = {}
+        for label, config in runs:
+            simulation = policy_sim.Simulation(tasks, args.nodes, args.gpus, config)
+            results[label] = simulation.run()
+            if config.policy == "default":
+                groups[config.quota_mode].append((seed, simulation.per_group(quotas)))
+        for label, result in results.items():
+            outcomes[label].append(outcome(seed, result, results["backfill"]))
+        preemption["on"].append(results[runs[3][0]])
+        off = replace(runs[3][1], preemption=False)
         preemption["off"].append(policy_sim.Simulation(tasks, args.nodes, args.gpus, off).run())
         work_gpu_h.append(sum(t.gpus * t.run_s for t in tasks) / 3600)
-        easy = results["backfill"]
-        for name, result in results.items():
-            ratios[name].append(
-                (
-                    float(result["mean_wait_s"]) / float(easy["mean_wait_s"]),
-                    float(result["max_wait_s"]) / float(easy["max_wait_s"]),
-                    float(result["utilization"]),
-                )
-            )
     count = len(seeds(args.seeds))
     print(
         f"{count} traces: load {args.load}, {args.users} users, a sweep of {args.sweep}, {args.tasks} tasks, "
-        f"{args.high:.0%} high, {args.preemptible:.0%} of normal preemptible"
+        f"{args.high:.0%} high, {args.preemptible:.0%} of normal preemptible, {args.groups} groups "
+        f"(quotas {quota_json})"
     )
-    print(
-        "| policy | mean wait / EASY: mean, worst | longest wait / EASY: mean, worst | utilization | over 1.1× / 1.2× |"
-    )
-    print("|---|---|---|---|---|")
-    for name, values in ratios.items():
-        means, maxes, used = zip(*values, strict=True)
-        print(
-            f"| {name} | {statistics.mean(means):.2f}, {max(means):.2f} | {statistics.mean(maxes):.2f}, "
-            f"{max(maxes):.2f} | {statistics.mean(used):.3f} | {sum(m > 1.1 for m in means)} / "
-            f"{sum(m > 1.2 for m in maxes)} of {count} |"
-        )
-
+    print_against_easy(outcomes, count)
     print()
+    if args.groups:
+        print_groups(groups, modes)
+        print()
     print_preemption(preemption, work_gpu_h, shipped.preemption)
 
 
-Result = dict[str, float | int | str]
+def print_against_easy(outcomes: dict[str, list[Outcome]], count: int) -> None:
+    """Each policy against EASY, trace by trace, with the worst trace of each measure (its seed)
+    and how many traces miss issue 27 item 7's bound."""
+    print(
+        "| policy | mean wait / EASY: mean, worst (seed) | longest wait / EASY: mean, worst (seed) | "
+        f"utilization: mean, worst minus EASY's (seed) | over {GOAL_MEAN}× / over {GOAL_LONGEST}× / "
+        "below EASY's utilization | meets all three |"
+    )
+    print("|---|---|---|---|---|---|")
+    for label, values in outcomes.items():
+        mean = max(values, key=lambda o: o.mean)
+        longest = max(values, key=lambda o: o.longest)
+        used = min(values, key=lambda o: o.utilization_gain)
+        print(
+            f"| {label} | {statistics.mean(o.mean for o in values):.2f}, {mean.mean:.2f} ({mean.seed}) | "
+            f"{statistics.mean(o.longest for o in values):.2f}, {longest.longest:.2f} ({longest.seed}) | "
+            f"{statistics.mean(o.utilization for o in values):.3f}, {used.utilization_gain:+.3f} ({used.seed}) | "
+            f"{sum(o.mean > GOAL_MEAN for o in values)} / {sum(o.longest > GOAL_LONGEST for o in values)} / "
+            f"{sum(o.utilization_gain < 0 for o in values)} of {count} | {sum(o.meets() for o in values)} of {count} |"
+        )
+    print()
+    print("Worst traces (mean wait, longest wait and utilization, the policy's against EASY's):")
+    for label, values in outcomes.items():
+        if label == "backfill":
+            continue
+        for measure, worst in (
+            ("mean", max(values, key=lambda o: o.mean)),
+            ("longest", max(values, key=lambda o: o.longest)),
+            ("utilization", min(values, key=lambda o: o.utilization_gain)),
+        ):
+            r, e = worst.result, worst.easy
+            mean_min = (float(r["mean_wait_s"]) / 60, float(e["mean_wait_s"]) / 60)
+            longest_h = (float(r["max_wait_s"]) / 3600, float(e["max_wait_s"]) / 3600)
+            print(
+                f"  {label}, worst {measure}: seed {worst.seed}: mean {mean_min[0]:.0f} vs {mean_min[1]:.0f} min "
+                f"({worst.mean:.2f}×), longest {longest_h[0]:.1f} vs {longest_h[1]:.1f} h ({worst.longest:.2f}×), "
+                f"utilization {worst.utilization:.3f} vs {float(e['utilization']):.3f}"
+            )
+
+
+def print_groups(groups: dict[str, list[tuple[int, list[GroupRow]]]], modes: list[str]) -> None:
+    """The default under each quota mode, per trace summed over its groups: never started, GPU-hours
+    borrowed, the quota waits, the work redone, the lowest use of a group's quota."""
+
+    def number(row: GroupRow, name: str) -> float:
+        value = row[name]
+        return float(value) if isinstance(value, int | float) else 0.0
+
+    print(
+        "| default, groups | never started / trace | borrowed share of GPU-h | tasks waiting in quota / trace | "
+        "quota wait: mean (min), longest (h, seed) | wasted GPU-h / trace | least-used group's quota |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for mode in modes:
+        traces = [rows for _, rows in groups[mode]]
+        borrowed = [sum(number(r, "gpu_h") * number(r, "borrowed_share") for r in t) for t in traces]
+        used = [sum(number(r, "gpu_h") for r in t) for t in traces]
+        waits = [sum(number(r, "quota_waits") for r in t) for t in traces]
+        owed = [sum(number(r, "quota_wait_mean_s") * number(r, "quota_waits") for r in t) for t in traces]
+        longest = [max((number(r, "quota_wait_max_s") for r in t), default=0.0) for t in traces]
+        worst = max(range(len(traces)), key=lambda index: longest[index])
+        lowest = [
+            min((number(r, "utilization") for r in t if r["utilization"] is not None), default=0.0) for t in traces
+        ]
+        print(
+            f"| {mode} | {statistics.mean(sum(number(r, 'never_started') for r in t) for t in traces):.1f} | "
+            f"{sum(borrowed) / max(1e-9, sum(used)):.3f} | {statistics.mean(waits):.1f} | "
+            f"{sum(owed) / max(1.0, sum(waits)) / 60:.0f}, {longest[worst] / 3600:.1f} ({groups[mode][worst][0]}) | "
+            f"{statistics.mean(sum(number(r, 'wasted_gpu_h') for r in t) for t in traces):.1f} | "
+            f"{statistics.mean(lowest):.2f} |"
+        )
 
 
 def print_preemption(runs: dict[str, list[Result]], work_gpu_h: list[float], shipped: bool) -> None:
