@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from bench import policy_sim
+from tasks.scheduler.quotas import GroupQuota
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -239,3 +240,101 @@ def test_a_bad_preemption_field_is_named(tmp_path: Path) -> None:
         result = run(trace)
         assert result.returncode != 0
         assert message in result.stderr
+
+
+# Quota groups (issue 27 item 7): one node of 8 GPUs, vision and nlp 4 each. alice (vision)
+# needs the whole node: beyond vision's 4, she borrows nlp's idle 4. bob (nlp) comes at 250
+# within nlp's quota: a reclaim takes it back from her.
+GROUP_HEADER = HEADER.rstrip("\n") + ",group\n"
+QUOTAS = {"vision": GroupQuota(4), "nlp": GroupQuota(4)}
+RECLAIMING = replace(PREEMPTING, reclaim_grace_s=300.0)
+
+
+GroupRow = dict[str, float | int | str | None]
+
+
+def quota_run(rows: str, mode: str) -> tuple[dict[str, float | int | str], dict[str, GroupRow]]:
+    tasks = policy_sim.read_rows(csv.DictReader(io.StringIO(GROUP_HEADER + rows)))
+    simulation = policy_sim.Simulation(tasks, 1, 8, policy_sim.with_quotas(RECLAIMING, QUOTAS, mode))
+    result = simulation.run()
+    return result, {str(row["group"]): row for row in simulation.per_group(QUOTAS)}
+
+
+def group_figures(row: GroupRow) -> tuple[object, ...]:
+    names = ("tasks", "never_started", "mean_wait_s", "borrowed_share", "quota_waits", "quota_wait_max_s")
+    return (*(row[name] for name in names), row["wasted_gpu_h"], row["utilization"])
+
+
+def test_quota_modes_on_a_trace_worked_out_by_hand() -> None:
+    # alice saves every 100 s.
+    rows = "0,alice,1,8,1000,1000,normal,false,100,vision\n250,bob,1,4,500,600,normal,false,,nlp\n"
+    # No quotas: bob waits for alice's end (750 s); vision used 8 GPU x 1000 s of its 4 x 1500.
+    result, groups = quota_run(rows, "none")
+    assert (result["reclaims"], result["mean_wait_s"], result["never_started"]) == (0, 375.0, 0)
+    assert group_figures(groups["vision"]) == (1, 0, 0.0, 0.0, 0, 0.0, 0.0, round(8000 / (4 * 1500), 3))
+    # Hard quotas: alice can never start (8 GPUs, a nominal of 4, no borrowing); bob at once.
+    result, groups = quota_run(rows, "hard")
+    assert (result["reclaims"], result["never_started"], result["max_wait_s"]) == (0, 1, 0.0)
+    assert group_figures(groups["vision"])[:2] == (0, 1)
+    # Borrowing: reclaimed at 250, alice saves at 300 (within the reclaim grace) and stops losing
+    # nothing; bob waits 50 s for his quota, then runs 300-800; alice cannot borrow again before
+    # (nlp lends nothing while bob runs), resumes at 800 from 300 s and ends at 1500, borrowed
+    # both times.
+    result, groups = quota_run(rows, "borrow")
+    assert (result["reclaims"], result["preemptions"], result["wasted_gpu_h"], result["makespan_s"]) == (
+        1,
+        1,
+        0.0,
+        1500.0,
+    )
+    assert group_figures(groups["nlp"]) == (1, 0, 50.0, 0.0, 1, 50.0, 0.0, round(2000 / (4 * 1500), 3))
+    assert group_figures(groups["vision"]) == (1, 0, 500.0, 1.0, 0, 0.0, 0.0, round(8000 / (4 * 1500), 3))
+
+
+def test_a_reclaimed_task_with_no_checkpoint_due_stops_at_once_and_redoes_its_work() -> None:
+    # alice saves every 1000 s: none due within the grace at 250, so she stops at once and redoes
+    # 8 GPUs x 250 s; bob starts at 250; alice resumes at 750 from nothing and ends at 1750.
+    rows = "0,alice,1,8,1000,1000,normal,false,1000,vision\n250,bob,1,4,500,600,normal,false,,nlp\n"
+    result, groups = quota_run(rows, "borrow")
+    assert (result["reclaims"], result["wasted_gpu_h"], result["makespan_s"]) == (1, round(2000 / 3600, 3), 1750.0)
+    assert group_figures(groups["vision"])[:3] == (1, 0, 500.0)
+    assert groups["vision"]["wasted_gpu_h"] == round(2000 / 3600, 3)
+    assert groups["nlp"]["quota_waits"] == 0  # alice stopped the moment bob came
+
+
+def test_generated_groups_through_the_command_line(tmp_path: Path) -> None:
+    trace, quotas = tmp_path / "trace.csv", tmp_path / "quotas.json"
+    command = [sys.executable, str(ROOT / "bench" / "trace_gen.py"), "--tasks", "60", "--sweep", "10"]
+    made = subprocess.run(
+        [*command, "--groups", "2", "--quotas-out", str(quotas)], capture_output=True, text=True, timeout=60
+    )
+    assert made.returncode == 0, made.stderr
+    trace.write_text(made.stdout)
+    # Whole nodes summing to the cluster (8 x 8), every user in one of the two groups.
+    assert json.loads(quotas.read_text()) == {
+        "vision": {"nominal": 32, "borrow_limit": None, "lend_limit": None},
+        "nlp": {"nominal": 32, "borrow_limit": None, "lend_limit": None},
+    }
+    rows = list(csv.DictReader(io.StringIO(made.stdout)))
+    assert {row["group"] for row in rows} == {"vision", "nlp"}
+    assert len({(row["user"], row["group"]) for row in rows}) == len({row["user"] for row in rows})
+    # The other columns are those the same seed gave without groups.
+    plain = subprocess.run([*command, "--groups", "0"], capture_output=True, text=True, timeout=60)
+    assert [{**row, "group": ""} for row in rows] == list(csv.DictReader(io.StringIO(plain.stdout)))
+    result = run(trace, "--policies", "backfill,default", "--groups", str(quotas), "--quotas", "none,borrow")
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(line["policy"], line["quotas"], line.get("group")) for line in lines] == [
+        ("backfill", "none", None),
+        ("default", "none", None),
+        ("default", "none", "vision"),
+        ("default", "none", "nlp"),
+        ("default", "borrow", None),
+        ("default", "borrow", "vision"),
+        ("default", "borrow", "nlp"),
+    ]
+    for line in lines:
+        if "group" in line:
+            assert sum(1 for row in rows if row["group"] == line["group"]) == line["tasks"] + line["never_started"]
+    bad = run(trace, "--groups", '{"vision": {"nominal": -1}}')
+    assert bad.returncode != 0 and "group 'vision': GPUs may not be negative" in bad.stderr
