@@ -338,6 +338,11 @@ ARGUS_PREEMPT_MIN_RUN_S = envint("ARGUS_PREEMPT_MIN_RUN_S", 600)
 # A borrowed task chosen to give its room back runs on until its next checkpoint when that is
 # due within this long (from the time between its last two), else it stops at once.
 ARGUS_RECLAIM_GRACE_S = envint("ARGUS_RECLAIM_GRACE_S", 300)
+# Checkpoints a task keeps (spec key keep_checkpoints, where the spec leaves it out): its latest
+# complete global_step_N folders; older ones are deleted (tasks.checkpoints). 0: keep all.
+ARGUS_KEEP_CHECKPOINTS = envint("ARGUS_KEEP_CHECKPOINTS", 3)
+# How often the tick prunes the checkpoints of running tasks (and of tasks that just ended).
+ARGUS_CHECKPOINT_PRUNE_S = envint("ARGUS_CHECKPOINT_PRUNE_S", 30)
 # Estimated starts are planned for this many waiting tasks at the head of the queue each tick.
 ARGUS_ESTIMATE_DEPTH = envint("ARGUS_ESTIMATE_DEPTH", 200)
 ARGUS_MAX_TASK_GPUS = envint("ARGUS_MAX_TASK_GPUS", 0)

@@ -290,6 +290,7 @@ _SPEC_KIND_NOTES = {COMMON: "", BASIC: "Basic specs. ", ADVANCED: "Advanced spec
 # The fields a spec key can be in the schema (spec_field).
 SpecField = (
     serializers.ListField
+    | serializers.DictField
     | serializers.ChoiceField
     | serializers.BooleanField
     | SpecDurationField
@@ -317,6 +318,8 @@ def spec_field(key: SpecKey) -> SpecField:
     if key.value_type is list:
         child, most = _list_items(key)
         return serializers.ListField(child=child, max_length=most, **common)
+    if key.value_type is dict:  # keep_best: {metric, mode}
+        return serializers.DictField(child=serializers.CharField(), **common)
     if key.choices is not None:
         return serializers.ChoiceField(choices=key.choices.choices, **common)
     if key.value_type is bool:

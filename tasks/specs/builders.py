@@ -83,6 +83,7 @@ def _trainer_argv(resolved: ResolvedSpec, checkpoint_dir: Path) -> list[str]:
           trainer.total_training_steps=<steps>          (only when set)
           trainer.save_freq=<save_freq> trainer.test_freq=<test_freq>
           trainer.default_local_dir=<checkpoint_dir> trainer.resume_mode=auto
+          trainer.max_actor_ckpt_to_keep=<keep_checkpoints> … (_retention_args)
           trainer.logger=… and the tracker's names      (_tracking_args)
     """
     assert resolved.model_id is not None  # a training spec's, by the table
@@ -101,8 +102,23 @@ def _trainer_argv(resolved: ResolvedSpec, checkpoint_dir: Path) -> list[str]:
         f"{verl.TEST_FREQ}={resolved.test_freq}",
         f"{verl.LOCAL_DIR}={checkpoint_dir}",
         f"{verl.RESUME_MODE}=auto",
+        *_retention_args(resolved),
     ]
     return argv + _tracking_args(resolved, checkpoint_dir)
+
+
+def _retention_args(resolved: ResolvedSpec) -> list[str]:
+    """verl's own bound on its checkpoints, keep_checkpoints (0: none, verl keeps all). Argus
+    prunes too (tasks.checkpoints), for every run, but verl deletes as soon as it saves.
+
+    With keep_best, none: verl deletes by age alone, and would delete the best step's checkpoint
+    as soon as keep_checkpoints newer ones were saved; Argus, which reads the metric, prunes then."""
+    keep = resolved.keep_checkpoints
+    if not keep or resolved.keep_best:
+        return []
+    if resolved.workload == Workload.SFT:
+        return [f"{verl.MAX_CKPT_TO_KEEP}={keep}"]
+    return [f"{verl.MAX_ACTOR_CKPT_TO_KEEP}={keep}", f"{verl.MAX_CRITIC_CKPT_TO_KEEP}={keep}"]
 
 
 def _model_args(workload: str, model: str) -> list[str]:

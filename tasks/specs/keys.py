@@ -21,6 +21,7 @@ MAX_RETRIES = 20
 MAX_EPOCHS = 10_000
 MAX_TRAINING_STEPS = 100_000_000
 MAX_FREQ = 100_000_000
+MAX_KEEP_CHECKPOINTS = 10_000
 
 DEFAULT_TOTAL_EPOCHS = 1
 # verl's own default is -1 (never), which leaves a retry nothing to resume from: Argus saves every
@@ -158,6 +159,27 @@ SPEC_KEYS: tuple[SpecKey, ...] = (
         "with `argus secret set NAME` or on your account page; each must exist when the task is submitted "
         "and when an attempt starts. Values never appear in the spec, the API or the logs Argus serves.",
         rule=rules.secrets,
+    ),
+    SpecKey(
+        "keep_checkpoints",
+        COMMON,
+        int,
+        "Checkpoints (global_step_N folders) the task keeps: its latest complete ones; an older one is deleted only "
+        "once a newer one is complete, never the one a running attempt resumed from or one a pipeline step waits "
+        "for. 0: keep all.",
+        default=lambda: settings.ARGUS_KEEP_CHECKPOINTS,
+        low=0,
+        high=MAX_KEEP_CHECKPOINTS,
+        workloads=TRAINING_WORKLOADS,
+    ),
+    SpecKey(
+        "keep_best",
+        COMMON,
+        dict,
+        "Also keep the checkpoint of the step with the best value of a validation metric, as verl logs it: "
+        "{metric: val-core/openai/gsm8k/reward/mean@1, mode: max} (mode: max or min).",
+        rule=rules.keep_best,
+        workloads=TRAINING_WORKLOADS,
     ),
     SpecKey(
         "model_id",

@@ -36,6 +36,8 @@ class ResolvedSpec:
     after_any: tuple[str, ...]
     stall_timeout: int  # seconds; 0: not watched
     secrets: tuple[str, ...]
+    keep_checkpoints: int | None  # 0: keep all
+    keep_best: dict[str, str] | None  # {metric, mode}
     model_id: str | None
     train_file: str | None
     val_file: str | None

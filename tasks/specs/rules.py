@@ -177,6 +177,43 @@ def task_ids(check: Checker, key: SpecKey, resolved: Mapping[str, object]) -> ob
     return list(value)
 
 
+# keep_best's modes: the best value of its metric is the largest or the smallest.
+BEST_MODES = ("max", "min")
+# A metric's name as verl logs it (val-core/openai/gsm8k/reward/mean@1, val/loss): no spaces.
+METRIC_NAME = re.compile(r"^[\w./@:+-]{1,200}$")
+
+
+def _got(value: object) -> str:
+    if value is None:
+        return "missing"
+    return repr(value[:40]) if isinstance(value, str) else type_name(value)
+
+
+def keep_best(check: Checker, key: SpecKey, resolved: Mapping[str, object]) -> object:
+    """``{metric: NAME, mode: max|min}``; each wrong part is reported under its own field
+    (keep_best.metric, keep_best.mode)."""
+    present, value = check.present(key)
+    if not present:
+        return None
+    if not isinstance(value, dict):
+        check.fail(key.name, f"must be a mapping {{metric: NAME, mode: max|min}}, not {type_name(value)}")
+        return None
+    wrong: dict[str, str] = {}
+    unknown = sorted(str(name) for name in value if name not in ("metric", "mode"))
+    if unknown:
+        wrong[key.name] = f"takes only metric and mode, not {', '.join(unknown)}"
+    metric, mode = value.get("metric"), value.get("mode")
+    if not isinstance(metric, str) or not METRIC_NAME.match(metric):
+        wrong[f"{key.name}.metric"] = f"must be the name of a metric verl logs (such as val/loss), not {_got(metric)}"
+    if mode not in BEST_MODES:
+        wrong[f"{key.name}.mode"] = f"must be max or min, not {_got(mode)}"
+    for name, message in wrong.items():
+        check.fail(name, message)
+    if wrong:
+        return None
+    return {"metric": metric, "mode": mode}
+
+
 def checkpoint(check: Checker, key: SpecKey, resolved: Mapping[str, object]) -> object:
     """The folder verl's merger reads (--local_dir): a global_step_N folder of PPO/GRPO holds the
     actor's shards in actor/ (RayPPOTrainer._save_checkpoint), SFT's in itself (CheckpointHandler);

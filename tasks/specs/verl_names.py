@@ -33,6 +33,11 @@ SAVE_FREQ = "trainer.save_freq"
 TEST_FREQ = "trainer.test_freq"
 LOCAL_DIR = "trainer.default_local_dir"  # where checkpoints go
 RESUME_MODE = "trainer.resume_mode"
+# verl's own retention (verl/utils/checkpoint/checkpoint_manager.py; null keeps all): PPO/GRPO's
+# actor and critic, the SFT engine's trainer.
+MAX_ACTOR_CKPT_TO_KEEP = "trainer.max_actor_ckpt_to_keep"
+MAX_CRITIC_CKPT_TO_KEEP = "trainer.max_critic_ckpt_to_keep"
+MAX_CKPT_TO_KEEP = "trainer.max_ckpt_to_keep"
 VAL_ONLY = "trainer.val_only"
 VAL_BEFORE_TRAIN = "trainer.val_before_train"
 LOGGER = "trainer.logger"

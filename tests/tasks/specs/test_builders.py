@@ -52,6 +52,8 @@ def test_it_builds_the_ppo_argv(checkpoint_dir: Path) -> None:
         "trainer.test_freq=-1",
         f"trainer.default_local_dir={checkpoint_dir}",
         "trainer.resume_mode=auto",
+        "trainer.max_actor_ckpt_to_keep=3",
+        "trainer.max_critic_ckpt_to_keep=3",
         "trainer.logger=['console','file']",
     ]
 
@@ -74,6 +76,8 @@ def test_it_builds_the_grpo_argv(checkpoint_dir: Path) -> None:
         "trainer.test_freq=-1",
         f"trainer.default_local_dir={checkpoint_dir}",
         "trainer.resume_mode=auto",
+        "trainer.max_actor_ckpt_to_keep=3",
+        "trainer.max_critic_ckpt_to_keep=3",
         "trainer.logger=['console','file']",
     ]
 
@@ -94,8 +98,34 @@ def test_it_builds_the_sft_argv(checkpoint_dir: Path) -> None:
         "trainer.test_freq=5",
         f"trainer.default_local_dir={checkpoint_dir}",
         "trainer.resume_mode=auto",
+        "trainer.max_ckpt_to_keep=3",
         "trainer.logger=['console','file']",
     ]
+
+
+@pytest.mark.parametrize(
+    ("workload", "passed"),
+    [
+        ("ppo", ["trainer.max_actor_ckpt_to_keep=2", "trainer.max_critic_ckpt_to_keep=2"]),
+        ("grpo", ["trainer.max_actor_ckpt_to_keep=2", "trainer.max_critic_ckpt_to_keep=2"]),
+        ("sft", ["trainer.max_ckpt_to_keep=2"]),
+    ],
+)
+def test_keep_checkpoints_is_passed_as_verls_own_bound(workload: str, passed: list[str], checkpoint_dir: Path) -> None:
+    argv = build_argv(resolved(workload, keep_checkpoints=2), username="alice", checkpoint_dir=checkpoint_dir)
+    assert [arg for arg in argv if "ckpt_to_keep" in arg] == passed
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"keep_checkpoints": 0}, {"keep_checkpoints": 2, "keep_best": {"metric": "val/loss", "mode": "min"}}],
+    ids=["keep-all", "keep-best"],
+)
+def test_verl_keeps_all_when_argus_alone_may_prune(changes: dict[str, Any], checkpoint_dir: Path) -> None:
+    """0 keeps all; with keep_best verl's age-only rule would delete the best step's checkpoint."""
+    for workload in ("ppo", "sft"):
+        argv = build_argv(resolved(workload, **changes), username="alice", checkpoint_dir=checkpoint_dir)
+        assert not [arg for arg in argv if "ckpt_to_keep" in arg], workload
 
 
 def test_it_builds_from_a_parsed_spec(alice, shared_root: Path, checkpoint_dir: Path) -> None:

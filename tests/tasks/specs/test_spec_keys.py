@@ -106,7 +106,14 @@ def test_the_keys_fields_are_the_tasks() -> None:
 
 
 # The attribute type each declared type resolves to (a duration: seconds).
-RESOLVED_TYPES = {str: "str", int: "int", bool: "bool", Duration: "int", list: "tuple[str, ...]"}
+RESOLVED_TYPES = {
+    str: "str",
+    int: "int",
+    bool: "bool",
+    Duration: "int",
+    list: "tuple[str, ...]",
+    dict: "dict[str, str]",
+}
 
 
 def test_the_resolved_spec_has_one_attribute_per_key_in_the_tables_order() -> None:
