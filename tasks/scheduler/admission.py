@@ -31,7 +31,7 @@ from operator import attrgetter
 from tasks.queue.request import Cpus, Request, Shape, shape_gangs
 from tasks.scheduler import reclaim
 from tasks.scheduler.plan import NEVER, Profile, Release
-from tasks.scheduler.quotas import GroupQuota, Ledger, label, with_ungrouped
+from tasks.scheduler.quotas import GroupQuota, Ledger, borrowed, label, with_ungrouped
 from tasks.scheduler.rooms import Room, can_ever_fit, cpus_at, enough, given_back, place, plural, shortfall
 
 STRICT_FIFO = "strict_fifo"
@@ -505,6 +505,14 @@ class _Pass:
             words = f"waiting for {plural(len(freeing), 'task')} being stopped"
         else:
             taken = self.decision.reclaim
+            preempted = self.decision.preempt  # promised to the task of higher priority they serve
+            # A group gives back only while it borrows: its use, less what already leaves it,
+            # beyond its nominal (a task admitted borrowed may run within it since).
+            leaving: dict[str, int] = {}
+            for holder in self.running:
+                if holder.stopping or holder.key in taken or holder.key in preempted:
+                    leaving[holder.group] = leaving.get(holder.group, 0) + _quota_gpus(holder)
+            ledger = self.ledger
             candidates = [
                 holder
                 for holder in self.running
@@ -513,6 +521,8 @@ class _Pass:
                 and not holder.stopping
                 and not holder.settling_in
                 and holder.key not in taken
+                and holder.key not in preempted
+                and borrowed(ledger.quota(holder.group), ledger.used(holder.group) - leaving.get(holder.group, 0))
             ]
             victims = reclaim.choose(request, room, candidates, self.now) if candidates else None
             if not victims:

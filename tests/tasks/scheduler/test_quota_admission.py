@@ -340,9 +340,10 @@ def test_a_reclaim_holds_only_while_the_task_it_serves_would_start_in_quota():
 
 
 def test_a_task_reclaim_cannot_serve_does_not_stop_another_groups_task_of_its_shape():
-    quotas = {"nlp": GroupQuota(8), "vision": GroupQuota(8)}
+    quotas = {"nlp": GroupQuota(4), "vision": GroupQuota(8)}
     running = [borrower(10, "a"), run(11, "b", 4, "nlp")]
-    # nlp's task would borrow (12 of 8): no reclaim for it; vision's, of the same shape, reclaims.
+    # nlp borrows 4 (8 of 4); its task would borrow more (12 of 4): no reclaim for it; vision's,
+    # of the same shape, reclaims.
     queue = [req(1, 4, group="nlp"), req(2, 4, group="vision")]
     decision = decide(queue, FULL, TWO_NODES, running=running, groups=quotas, policy=BEST_EFFORT_FIFO)
     assert decision.reclaim == {10: 2}
@@ -417,3 +418,47 @@ def test_a_task_waiting_for_stopping_tasks_counts_those_whose_room_it_takes():
     ]
     decision = decide([req(1, 8, group="vision")], nodes(a=0, b=0), nodes(a=8, b=4), running=running, groups=quotas)
     assert decision.waiting[1].endswith("; waiting for 1 task being stopped")
+
+
+# --- found in review ---------------------------------------------------------------------------
+
+
+def test_a_borrowed_task_whose_group_no_longer_borrows_is_not_reclaimed():
+    # nlp's task 11 was admitted borrowed beside an in-quota one that has ended since: nlp now
+    # runs 4 of its 4, within its nominal. The users without a group hold their 4 on b and c;
+    # vision's task needs one node's 4 GPUs: no room, yet nothing is borrowed to take back
+    # (stopping 11 would put nlp below its nominal for vision's sake).
+    totals = nodes(a=4, b=4, c=4)
+    running = [
+        borrower(11, "a"),
+        Running(12, {"b": 2}, 0.0, None, "ann", group=""),
+        Running(13, {"c": 2}, 0.0, None, "ann", group=""),
+    ]
+    decision = decide([req(1, 4, group="vision")], nodes(a=0, b=2, c=2), totals, running=running, groups=QUOTAS)
+    assert decision.reclaim == {}
+    assert "reclaiming" not in decision.waiting[1]
+
+
+def test_a_pass_reclaims_from_a_group_only_what_it_borrows():
+    # nlp runs 8 of its nominal 4, both tasks recorded borrowed (its in-quota one has ended):
+    # it borrows 4. Vision's two tasks within its nominal take those 4 back, not all 8.
+    quotas = {"vision": GroupQuota(8), "nlp": GroupQuota(4)}
+    queue = [req(1, 4, group="vision"), req(2, 4, group="vision")]
+    decision = decide(
+        queue, FULL, TWO_NODES, running=[borrower(10, "a"), borrower(11, "b")], groups=quotas, policy=BACKFILL
+    )
+    assert len(decision.reclaim) == 1
+    assert set(decision.reclaim.values()) == {1}
+
+
+def test_a_task_preempted_in_a_pass_is_not_reclaimed_in_it_too():
+    # Vision's quota (8) and audio's (4) cover the cluster; nlp (no quota) borrows node a with a
+    # preemptible task. Audio's high task may borrow vision's idle quota and preempts it; its
+    # room is promised to audio's task, not also to vision's task behind it.
+    quotas = {"vision": GroupQuota(8), "nlp": GroupQuota(0), "audio": GroupQuota(4)}
+    victim = Running(10, {"a": 4}, 0.0, None, "nia", 0, True, group="nlp", borrowed=True)
+    running = [victim, Running(11, {"b": 4}, 0.0, None, "al", group="audio")]
+    queue = [req(1, 4, group="audio", priority=2), req(2, 4, group="vision")]
+    decision = decide(queue, FULL, TWO_NODES, running=running, groups=quotas, preemption=True, policy=BEST_EFFORT_FIFO)
+    assert decision.preempt == {10: 1}
+    assert decision.reclaim == {}
