@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from django.conf import settings
-from django.db.models import OuterRef, Q, Subquery
+from django.db.models import Exists, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from tasks.attempts import Attempt
@@ -180,8 +180,12 @@ def yielded() -> dict[int, int]:
     victim does not take back the room it just freed while the task it freed it for waits."""
     # Only a task's latest attempt says whom it yielded to: an older preemption is history.
     latest = Attempt.objects.filter(task=OuterRef("task")).order_by("-attempt_no").values("attempt_no")[:1]
+    # Nor is one the task it was for has started since: back in the queue (preempted or reclaimed
+    # for this victim in turn), each would wait for the other for ever.
+    started_since = Attempt.objects.filter(task=OuterRef("preempted_for"), created_at__gte=OuterRef("preempted_at"))
     rows = Attempt.objects.filter(
         Q(preempted_for__state__in=QUEUE_STATES),
+        ~Exists(started_since),
         task__state__in=QUEUE_STATES,
         failure_kind__in=STOPPED_FOR_ANOTHER,
         attempt_no=Subquery(latest),

@@ -266,3 +266,30 @@ def test_a_resumed_task_is_not_reclaimed_again_before_its_minimum_run(
     tick()
     resumed.refresh_from_db()
     assert resumed.preempted_at is not None and resumed.reclaim
+
+
+def test_a_yield_ends_once_the_task_it_was_for_has_started_since(alice, bob, make_task, clock):
+    # Found in review: alice's task was preempted for bob's, which then started (borrowing) and was
+    # reclaimed for alice's, back in the queue: each latest attempt was stopped for the other,
+    # both wait. Alice's yield was served when bob's task started; bob's still holds.
+    victim, owner = make_task(alice), make_task(bob)
+    Attempt.objects.create(
+        task=victim,
+        attempt_no=1,
+        ray_submission_id="v--a01",
+        failure_kind=FailureKind.PREEMPTED,
+        preempted_for=owner,
+        preempted_at=clock.now,
+        created_at=clock.now - timedelta(hours=1),
+    )
+    clock.advance(60)
+    Attempt.objects.create(
+        task=owner,
+        attempt_no=1,
+        ray_submission_id="o--a01",
+        failure_kind=FailureKind.RECLAIMED,
+        preempted_for=victim,
+        preempted_at=clock.now + timedelta(seconds=600),
+        created_at=clock.now,
+    )
+    assert preempt.yielded() == {owner.pk: victim.pk}
