@@ -10,7 +10,7 @@ from tasks.models import Task
 
 
 def attempt_of(
-    task: Task, gpus: int, quota: Quota = Quota.IN_QUOTA, group: QuotaGroup | None = None, **fields: object
+    task: Task, gpus: int, quota: str = Quota.IN_QUOTA, group: QuotaGroup | None = None, **fields: object
 ) -> Attempt:
     """The task's next attempt, holding ``gpus`` in ``group``'s quota (live unless ``fields``
     end it)."""
