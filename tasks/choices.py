@@ -218,6 +218,9 @@ class EventKind(models.TextChoices):
     # A retry of its pipeline made this task in place of a step's earlier one; data names that
     # task and, when it resumes from that task's checkpoint, the step (tasks.pipelines.retry).
     PIPELINE_RETRY = "PIPELINE_RETRY"
+    # An older checkpoint (global_step_N) was deleted to keep the task within keep_checkpoints,
+    # or by a person; data: {"step", "bytes"} (the bytes freed).
+    CHECKPOINT_DELETED = "CHECKPOINT_DELETED"
 
 
 class Quota(models.TextChoices):

@@ -9,11 +9,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from accounts.homes import home_dir
 from tasks.attempts import Attempt
+from tasks.logs.curves import AttemptCurves, TaskCurves, merge_attempts, read_attempt
 from tasks.models import Task
 from tasks.specs.builders import build_argv
 
@@ -45,6 +47,19 @@ def metrics_log(task: Task, attempt: Attempt) -> Path:
     """Where verl's file logger writes the attempt's steps (VERL_FILE_LOGGER_PATH): beside its
     driver.log, one file per attempt (verl truncates it at each start)."""
     return attempt_log(task, attempt).parent / METRICS_LOG
+
+
+def task_curves(task: Task, attempts: Iterable[Attempt]) -> TaskCurves:
+    """The curves of ``attempts`` (in attempt order) of ``task`` as one (merge_attempts): each
+    file is read once, in chunks (they can be gigabytes)."""
+    return merge_attempts(
+        AttemptCurves(
+            attempt.attempt_no,
+            attempt.resumed_from_step,
+            read_attempt(attempt_log(task, attempt), metrics_log(task, attempt)),
+        )
+        for attempt in attempts
+    )
 
 
 def resolved_spec(task: Task, attempt_no: int | None = None) -> dict[str, Any]:

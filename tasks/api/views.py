@@ -34,8 +34,7 @@ from tasks.api.serializers import (
 from tasks.api.spec_parsers import PlainTextParser, TextYamlParser, YamlTextParser
 from tasks.attempts import Attempt
 from tasks.choices import TERMINAL_STATES
-from tasks.jobfiles import attempt_log, metrics_log, resolved_spec
-from tasks.logs.curves import AttemptCurves, merge_attempts, read_attempt
+from tasks.jobfiles import attempt_log, resolved_spec, task_curves
 from tasks.logs.logfile import follow, read_from, tail_start
 from tasks.logs.task_redaction import metric_names, served
 from tasks.models import REQUEUED_FROM, IllegalTransition, StaleState, Task
@@ -247,15 +246,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         number = query.get("attempt")
         chosen = self._attempt(task, number) if number is not None else None
         attempts = [chosen] if chosen else list(task.attempts.order_by("attempt_no"))
-        # Each file is read once, in chunks: they can be gigabytes.
-        merged = merge_attempts(
-            AttemptCurves(
-                attempt.attempt_no,
-                attempt.resumed_from_step,
-                read_attempt(attempt_log(task, attempt), metrics_log(task, attempt)),
-            )
-            for attempt in attempts
-        )
+        merged = task_curves(task, attempts)
         merged.curves.series = metric_names(task.redactor(), merged.curves.series)  # read from the log, served
         body = {"attempt": number, **merged.to_json()}
         body["total_steps"] = task.total_steps(merged.curves.total_steps)

@@ -14,6 +14,7 @@ from functools import partial
 from django.conf import settings
 from django.utils import timezone
 
+from tasks.checkpoints.prune import prune_due
 from tasks.choices import ACTIVE_STATES, QUEUE_STATES, TaskState
 from tasks.models import ClusterState, Task
 from tasks.pipelines import waiting as dependencies
@@ -80,6 +81,8 @@ def tick(budget: Budget | None = None, *, force_sweep: bool = False) -> TickRepo
             if (force_sweep or sweep_due()) and not budget.spent():
                 sweep(ray, budget)
                 report.swept = True
+            if not budget.spent():  # after admission: pruning never delays a start
+                prune_due(budget, time.monotonic())
         except RayUnavailable as error:
             # Ray went away mid-tick: stop asking it anything; the next tick starts over.
             report.error = str(error)
