@@ -321,7 +321,7 @@ class _Pass:
     doomed: dict[Shape, bool] = field(default_factory=dict)
     reasons: dict[Shape, str] = field(default_factory=dict)
     fits: dict[Shape, bool] = field(default_factory=dict)
-    no_victims: set[tuple[Shape, int]] = field(default_factory=set)
+    no_victims: set[tuple[Shape, int, str]] = field(default_factory=set)
     # What a task of a shape that failed gets, per priority, until the next admission: its
     # shape's reason and whether it could ever fit. Room only shrinks in a pass, so the shape
     # stays doomed; preemption was tried for it or cannot serve it. 10,000 tasks behind a
@@ -464,12 +464,16 @@ class _Pass:
         if (
             self.fits[shape]
             and not self.preempt_tried
-            and (shape, request.priority) not in self.no_victims
+            and (shape, request.priority, request.group) not in self.no_victims
             and self._lower_running(request.priority)
         ):
             # A task this pass reclaims is not preempted too: its room is promised already.
             reclaimed = self.decision.reclaim
             running = [r for r in self.running if r.key not in reclaimed] if reclaimed else self.running
+            if self.ledger is not None and self.ledger.borrows(request.group, request.gpus):
+                # A task that would borrow stops its own group's tasks or borrowed ones: another
+                # group's task in its quota would have its group reclaim the room at once.
+                running = [r for r in running if r.stopping or r.borrowed or r.group == request.group]
             making_room = _preempt(request, self.free, running, self.decision, self.profile, self.now + self.grace)
             if making_room is not None:
                 # One round of victims a pass; a task preemption cannot help does not keep the
@@ -477,7 +481,7 @@ class _Pass:
                 self.preempt_tried = True
                 reason = f"{reason}; {making_room}"
             else:
-                self.no_victims.add((shape, request.priority))
+                self.no_victims.add((shape, request.priority, request.group))
         self.decision.waiting[request.key] = reason
         # The next task like it: no preemption (one round a pass, tried or of no help here).
         self.settled[(shape, request.priority, request.group)] = (self.reasons[shape], self.fits[shape])

@@ -462,3 +462,28 @@ def test_a_task_preempted_in_a_pass_is_not_reclaimed_in_it_too():
     decision = decide(queue, FULL, TWO_NODES, running=running, groups=quotas, preemption=True, policy=BEST_EFFORT_FIFO)
     assert decision.preempt == {10: 1}
     assert decision.reclaim == {}
+
+
+def test_a_task_that_would_borrow_does_not_preempt_another_groups_task_in_its_quota():
+    # Quotas cover more than the cluster (audio's 4 are idle on paper): vision's high task may
+    # borrow them. Preempting nlp's task, running within nlp's quota, would have nlp reclaim the
+    # room from it as soon as it started borrowing: it preempts only what borrows, or its own.
+    quotas = {"vision": GroupQuota(4), "nlp": GroupQuota(4), "audio": GroupQuota(4)}
+    low = Running(10, {"a": 4}, 0.0, None, "nia", 0, True, group="nlp")
+    own = Running(11, {"b": 4}, 0.0, None, "vic", 0, True, group="vision")
+    high = req(1, 4, group="vision", priority=2)
+    decision = decide([high], FULL, TWO_NODES, running=[low, own], groups=quotas, preemption=True)
+    assert decision.preempt == {11: 1}
+    # Without its own group's task to stop, it waits; nlp's task of that shape still may preempt.
+    vision = Running(11, {"b": 4}, 0.0, None, "vic", 0, False, group="vision")
+    nlp_high = req(2, 4, group="nlp", priority=2, user="nia")
+    decision = decide(
+        [high, nlp_high],
+        FULL,
+        TWO_NODES,
+        running=[low, vision],
+        groups=quotas,
+        preemption=True,
+        policy=BEST_EFFORT_FIFO,
+    )
+    assert decision.preempt == {10: 2}
