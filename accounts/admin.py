@@ -18,6 +18,7 @@ from accounts.groups.admin import GroupMembershipInline  # registers the groups'
 from accounts.groups.rules import group_of
 from accounts.limits import LIMIT_NAMES
 from accounts.models import ApiToken, ApiTokenQuerySet, TokenState, UserLimits
+from accounts.sshkeys import admin as sshkeys_admin  # noqa: F401  registers the SSH keys' admin
 from common.admin_save import SaveChangedFieldsOnly
 
 logger = logging.getLogger(__name__)

@@ -13,6 +13,33 @@ if TYPE_CHECKING:
     from drf_spectacular.openapi import AutoSchema
 
 
+class TokenRefused(Exception):
+    """The token cannot be used; the message says why."""
+
+
+def token_owner(raw: str) -> ApiToken:
+    """The active token ``raw`` is, with its user; the one check the API and SFTP make.
+
+    Each refusal says why, so a script's owner knows whether to ask for a new token or for
+    their account back.
+    """
+    # The user's limits and group in the same query: /me shows them and every submission
+    # checks max_queued_tasks (accounts.limits), which would otherwise each cost one more.
+    # get, not first: token_hash is unique, and first's ORDER BY costs ~0.1 ms to compile.
+    tokens = ApiToken.objects.select_related("user", "user__limits", "user__group_membership__group")
+    try:
+        token = tokens.get(token_hash=hash_token(raw))
+    except ApiToken.DoesNotExist:
+        raise TokenRefused("Invalid token.") from None
+    if token.state == TokenState.REVOKED:
+        raise TokenRefused("This token has been revoked.")
+    if not token.user.is_active:
+        raise TokenRefused("This user is disabled.")
+    if token.state == TokenState.EXPIRED:
+        raise TokenRefused("This token has expired.")
+    return token
+
+
 class BearerTokenAuthentication(authentication.BaseAuthentication):
     """``Authorization: Bearer <token>``. Revoked, expired and disabled answer 401 at once."""
 
@@ -25,22 +52,10 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             return None
         if len(parts) != 2:
             raise exceptions.AuthenticationFailed("Malformed Authorization header: use 'Bearer <token>'.")
-        # The user's limits and group in the same query: /me shows them and every submission
-        # checks max_queued_tasks (accounts.limits), which would otherwise each cost one more.
-        # get, not first: token_hash is unique, and first's ORDER BY costs ~0.1 ms to compile.
-        tokens = ApiToken.objects.select_related("user", "user__limits", "user__group_membership__group")
         try:
-            token = tokens.get(token_hash=hash_token(parts[1]))
-        except ApiToken.DoesNotExist:
-            raise exceptions.AuthenticationFailed("Invalid token.") from None
-        # Each refusal says why, so a script's owner knows whether to ask for a new token
-        # or for their account back.
-        if token.state == TokenState.REVOKED:
-            raise exceptions.AuthenticationFailed("This token has been revoked.")
-        if not token.user.is_active:
-            raise exceptions.AuthenticationFailed("This user is disabled.")
-        if token.state == TokenState.EXPIRED:
-            raise exceptions.AuthenticationFailed("This token has expired.")
+            token = token_owner(parts[1])
+        except TokenRefused as exc:
+            raise exceptions.AuthenticationFailed(str(exc)) from None
         token.touch()
         return token.user, token
 

@@ -136,6 +136,10 @@ class Location:
         crumbs += [(part, "/".join(self.parts[: i + 1])) for i, part in enumerate(self.parts)]
         return crumbs
 
+    def parent(self) -> Location:
+        """The folder this is in (the area's top folder for a top-level name)."""
+        return locate(self.username, "/".join(self.parts[:-1]), self.area)
+
     def child(self, name: str) -> Location:
         name = check_name(name)
         return locate(self.username, f"{self.rel}/{name}" if self.rel else name, self.area, new=True)
@@ -249,6 +253,33 @@ def locate(username: str, rel: str, area: str = HOME, *, new: bool = False) -> L
     return Location(username, area, root, parts, parent / parts[-1])
 
 
+# The whole tree as SFTP shows it: the home is `/`, each shared area where its spec macro puts
+# it under $HOME (common/datasets, common/hf); `common` itself is a folder of those two only.
+TREE_AREAS = {tuple(SPEC_PREFIXES[area].split("/")[1:]): area for area in SHARED_AREAS}
+TREE_FOLDERS = frozenset(prefix[:i] for prefix in TREE_AREAS for i in range(1, len(prefix)))
+
+
+def locate_in_tree(username: str, path: str, *, new: bool = False) -> Location | tuple[str, ...]:
+    """``path`` in the tree with the home as ``/`` (absolute or not): its Location, or the
+    parts of a folder of that tree that is no area's (``("common",)``), which holds only areas.
+    The same rules as ``locate``: no ``..``, no link out of what the user may read."""
+    parts = split_path(path.lstrip("/"), new=new)
+    if parts in TREE_FOLDERS:
+        return parts
+    for prefix, area in TREE_AREAS.items():
+        if parts[: len(prefix)] == prefix:
+            return locate(username, "/".join(parts[len(prefix) :]), area, new=new)
+    if parts[:1] in TREE_FOLDERS:
+        raise NotFound(f"/{'/'.join(parts)} does not exist: {parts[0]}/ holds only the shared folders.")
+    return locate(username, "/".join(parts), HOME, new=new)
+
+
+def tree_children(parts: tuple[str, ...]) -> list[str]:
+    """The names in a folder of the tree that is no area's (see locate_in_tree)."""
+    below = (prefix for prefix in (*TREE_AREAS, *TREE_FOLDERS) if len(prefix) > len(parts))
+    return sorted({prefix[len(parts)] for prefix in below if prefix[: len(parts)] == parts})
+
+
 def _check_writable(location: Location, real_folder: Path) -> None:
     if not location.writable:
         raise ReadOnly(f"{AREA_LABELS[location.area]} is read-only: nothing can be changed there.")
@@ -279,16 +310,18 @@ def _real_folder(location: Location) -> Path:
     return real
 
 
-def list_folder(location: Location) -> Listing:
-    """Folders first, then files, by name; at most MAX_LISTING entries."""
+def list_folder(location: Location, limit: int | None = MAX_LISTING) -> Listing:
+    """Folders first, then files, by name; at most ``limit`` entries (None: all, for SFTP,
+    whose clients page through a folder themselves)."""
     folder = _real_folder(location)
     readable = _readable_roots(location.username)
     with _storage(location), os.scandir(folder) as scan:
         # An upload still being written is not a file yet.
         visible = (d for d in scan if not d.name.startswith(UPLOAD_TEMP_PREFIX))
         dirents = sorted(visible, key=lambda d: (not d.is_dir(), d.name.lower(), d.name))
-    entries = [_entry(location, d, readable) for d in dirents[:MAX_LISTING]]
-    return Listing(location, entries, truncated=len(dirents) > MAX_LISTING)
+    shown = dirents if limit is None else dirents[:limit]
+    entries = [_entry(location, d, readable) for d in shown]
+    return Listing(location, entries, truncated=len(shown) < len(dirents))
 
 
 def _entry(location: Location, dirent: os.DirEntry[str], readable: tuple[Path, ...]) -> Entry:
@@ -347,6 +380,54 @@ def check_upload_length(content_length: str | None) -> None:
         raise TooLarge(f"The upload is {length} bytes; the upload limit is {limit} bytes.", "file")
 
 
+class PendingUpload:
+    """A file being written under a temporary name in its own folder (hidden from listings):
+    it appears under its name only at ``commit``, so a half-written file is never read as the
+    real one. ``discard`` removes what was not committed (harmless after a commit)."""
+
+    def __init__(self, target: Location, real_folder: Path) -> None:
+        self.target = target
+        with _storage(target):
+            fd, temp = tempfile.mkstemp(prefix=UPLOAD_TEMP_PREFIX, dir=real_folder)
+        self.temp = Path(temp)
+        self.file: BinaryIO = os.fdopen(fd, "w+b")
+
+    def write(self, data: bytes, offset: int | None = None) -> None:
+        with _storage(self.target):
+            if offset is not None:
+                self.file.seek(offset)
+            self.file.write(data)
+
+    def commit(self, *, overwrite: bool) -> None:
+        with _storage(self.target):
+            self.file.close()
+            os.chmod(self.temp, 0o644)  # mkstemp makes 0600; training jobs must be able to read it
+            if overwrite:
+                os.replace(self.temp, self.target.path)  # replaces a link itself, never what it points to
+                return
+            # A hard link fails if the name appeared meanwhile, where a rename would clobber it.
+            try:
+                os.link(self.temp, self.target.path)
+            except FileExistsError:
+                raise AlreadyExists(f"{self.target.rel} already exists.", "file") from None
+            finally:
+                os.unlink(self.temp)
+
+    def discard(self) -> None:
+        self.file.close()
+        if os.path.lexists(self.temp):
+            os.unlink(self.temp)
+
+
+def begin_upload(target: Location) -> PendingUpload:
+    """Start writing the file ``target`` names (in the home only; not over a folder)."""
+    real_folder = _real_folder(target.parent())
+    _check_writable(target, real_folder)
+    if target.path.is_dir() and not target.path.is_symlink():
+        raise AlreadyExists(f"{target.rel} is a folder: a file cannot replace it.", "file")
+    return PendingUpload(target, real_folder)
+
+
 def save_upload(folder: Location, upload: UploadedFile[bytes], *, name: str = "", overwrite: bool = False) -> Location:
     """Write ``upload`` into ``folder`` as ``name`` (default: its own name).
 
@@ -365,35 +446,53 @@ def save_upload(folder: Location, upload: UploadedFile[bytes], *, name: str = ""
         if target.path.is_dir() and not target.path.is_symlink():
             raise AlreadyExists(f"{target.rel} is a folder: a file cannot replace it.", "file")
 
-    with _storage(folder):
-        fd, temp = tempfile.mkstemp(prefix=UPLOAD_TEMP_PREFIX, dir=real_folder)
+    pending = PendingUpload(target, real_folder)
     try:
-        with _storage(target), os.fdopen(fd, "wb") as out:
-            for chunk in upload.chunks():
-                out.write(chunk)
-        with _storage(target):
-            os.chmod(temp, 0o644)  # mkstemp makes 0600; training jobs must be able to read it
-            if overwrite:
-                os.replace(temp, target.path)  # replaces a link itself, never what it points to
-            else:
-                # A hard link fails if the name appeared meanwhile, where a rename would clobber it.
-                try:
-                    os.link(temp, target.path)
-                except FileExistsError:
-                    raise AlreadyExists(f"{target.rel} already exists.", "file") from None
+        for chunk in upload.chunks():
+            pending.write(chunk)
+        pending.commit(overwrite=overwrite)
     finally:
-        if os.path.lexists(temp):
-            os.unlink(temp)
+        pending.discard()
     return target
+
+
+def check_changeable(location: Location) -> Path:
+    """The real file or folder ``location`` names, when the user may change it (its times, say):
+    in the home, and not through a link out of it."""
+    real = location.real()
+    _check_writable(location, real)
+    return real
+
+
+def _check_removable(location: Location) -> None:
+    if not location.parts:
+        raise ReadOnly("Choose a file or folder: the top folder itself cannot be deleted or moved.")
+    _check_writable(location, location.path.parent)
+    if location.area == HOME and len(location.parts) == 1 and location.parts[0] in HOME_SUBDIRS:
+        raise ReadOnly(f"{location.rel}/ is part of every home and cannot be deleted or moved.")
+
+
+def move(source: Location, target: Location, *, overwrite: bool = False) -> None:
+    """Rename a file, link or folder within the home (a link is moved itself, never what it
+    points to); an existing target is refused unless ``overwrite``."""
+    _check_removable(source)
+    _check_writable(target, target.path.parent)
+    with _storage(source):
+        if not os.path.lexists(source.path):
+            raise NotFound(f"{source.rel} does not exist.")
+        if overwrite:
+            os.replace(source.path, target.path)
+            return
+        # A hard link or rename would clobber a name that appeared meanwhile; renameat2's
+        # RENAME_NOREPLACE is not in Python: the window is the SFTP client's own.
+        if os.path.lexists(target.path):
+            raise AlreadyExists(f"{target.rel} already exists.")
+        os.rename(source.path, target.path)
 
 
 def delete(location: Location, *, recursive: bool = False) -> None:
     """Delete a file or link, an empty folder, or (``recursive``) a folder and all inside it."""
-    if not location.parts:
-        raise ReadOnly("Choose a file or folder: the top folder itself cannot be deleted.")
-    _check_writable(location, location.path.parent)
-    if location.area == HOME and len(location.parts) == 1 and location.parts[0] in HOME_SUBDIRS:
-        raise ReadOnly(f"{location.rel}/ is part of every home and cannot be deleted.")
+    _check_removable(location)
     with _storage(location):
         try:
             mode = os.lstat(location.path).st_mode

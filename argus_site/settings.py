@@ -263,6 +263,11 @@ SPECTACULAR_SETTINGS = {
 
 # --- Argus --------------------------------------------------------------------------------
 ARGUS_SHARED_ROOT = Path(envstr("ARGUS_SHARED_ROOT", str(BASE_DIR / "var" / "private")))
+# SFTP (manage.py sftpd): each user's home as `/`, the shared folders read-only under common/.
+ARGUS_SFTP_PORT = envint("ARGUS_SFTP_PORT", 2222)
+# The server's host key, made on its first start and kept, so clients never see it change:
+# on the service's own storage (beside the database), not on the shared storage jobs can read.
+ARGUS_SFTP_HOST_KEY = Path(envstr("ARGUS_SFTP_HOST_KEY", str(BASE_DIR / "var" / "sftp_host_key")))
 ARGUS_CLUSTER_NAME = envstr("ARGUS_CLUSTER_NAME", "argus-ray")
 # verl's trainers (verl.trainer.*) and verl 0.9's experimental ones, each module by its name.
 ARGUS_ADVANCED_ALLOWED_MODULES = envlist(
