@@ -216,6 +216,7 @@ def show(task_id: str, as_json: bool) -> None:
             ("created", render.when(task["created_at"])),
             ("finished", render.when(task["finished_at"]) if task["finished_at"] else None),
             ("next try", render.when(task["next_run_at"]) if task["next_run_at"] else None),
+            ("quota", task.get("quota")),  # in_quota or borrowed; none before it ran
             ("waiting", task["pending_reason"]),
             ("error", task["error_summary"]),
             ("warnings", "; ".join(task["warnings"])),
@@ -225,11 +226,12 @@ def show(task_id: str, as_json: bool) -> None:
     if attempts:
         click.echo()
         render.table(
-            ["ATTEMPT", "RAY STATUS", "FAILURE", "EXIT", "NODE", "START", "END"],
+            ["ATTEMPT", "RAY STATUS", "QUOTA", "FAILURE", "EXIT", "NODE", "START", "END"],
             [
                 [
                     a["attempt_no"],
                     a["ray_status"],
+                    _quota(a),
                     a["failure_kind"],
                     a["exit_code"],
                     a["node_ip"],
@@ -240,6 +242,12 @@ def show(task_id: str, as_json: bool) -> None:
             ],
             empty="",
         )
+
+
+def _quota(attempt: dict[str, Any]) -> str:
+    """Whose quota an attempt ran in: "borrowed (vision)", "in_quota (vision)", "in_quota" (no group)."""
+    quota, group = attempt.get("quota") or "", attempt.get("group")
+    return f"{quota} ({group})" if quota and group else quota
 
 
 @cli.command()
