@@ -186,6 +186,9 @@ def test_an_infeasible_placement_is_requeued_not_left_running(alice, submit, cli
 def test_the_durable_demo_resumes_from_its_checkpoint(alice, submit, client_for, on_ray, settings):
     # docs/durable-training.md on `make run`: examples/durable.yaml, its Ray job stopped by hand.
     settings.ARGUS_ADVANCED_ALLOWED_MODULES = ["verl.trainer.", "examples."]
+    # Every checkpoint kept: the one it resumed from (step 10 when the stop came early) is older
+    # than the last 3 once the run ends (retention: tests/scheduler/test_checkpoint_retention.py).
+    settings.ARGUS_KEEP_CHECKPOINTS = 0
     task = submit(alice, DURABLE_DEMO.read_text())
     tick_until(lambda: state_of(task) == S.RUNNING)
     first = task.attempts.get()

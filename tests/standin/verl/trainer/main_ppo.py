@@ -6,6 +6,7 @@ import hashlib
 import importlib
 import os
 import random
+import shutil
 import sys
 import time
 import traceback
@@ -105,6 +106,44 @@ def write_tracker(folder: str, step: int) -> str:
     return tracker
 
 
+def keep_option(config: dict[str, str], key: str) -> int | None:
+    """A max_*_ckpt_to_keep option as verl reads it: null (the default) keeps all."""
+    value = config.get(key, "null")
+    return None if value in ("null", "None", "") else int(value)
+
+
+class Rotation:
+    """verl's CheckpointManager retention (verl/utils/checkpoint/checkpoint_manager.py): the
+    paths it saved in this run, in memory (previous_saved_paths: a resumed run never deletes what
+    an earlier one saved, the checkpoint it resumed from included); before a save it removes all
+    but max - 1 of them when max >= 2 (ensure_checkpoint_capacity), after the save all but max
+    (register_checkpoint), each with shutil.rmtree (remove_previous_save_local_path). The path is
+    the one the manager saves: PPO's global_step_N/actor (data.pt stays beside it), SFT's
+    global_step_N."""
+
+    def __init__(self, keep: int | None) -> None:
+        self.keep = keep
+        self.saved: list[str] = []
+
+    def _remove(self, paths: list[str]) -> None:
+        for path in paths:
+            print(f"Checkpoint manager remove previous save local path: {os.path.abspath(path)}", flush=True)
+            shutil.rmtree(path, ignore_errors=True)
+
+    def before_save(self) -> None:
+        if self.keep and self.keep > 1 and len(self.saved) >= self.keep:
+            start = len(self.saved) - self.keep + 1
+            self._remove(self.saved[:start])
+            self.saved = self.saved[start:]
+
+    def registered(self, path: str) -> None:
+        self.saved.append(path)
+        if self.keep and self.keep > 0 and len(self.saved) > self.keep:
+            start = len(self.saved) - self.keep
+            self._remove(self.saved[:start])
+            self.saved = self.saved[start:]
+
+
 class PPOCheckpoints:
     """verl's RayPPOTrainer._load_checkpoint / _save_checkpoint, with their messages."""
 
@@ -114,9 +153,13 @@ class PPOCheckpoints:
     # ppo_trainer.yaml's trainer.project_name and experiment_name.
     defaults = ("verl_examples", "gsm8k")
 
+    # The option bounding the manager's saves (the actor's; the stand-in saves no critic).
+    keep_key = "trainer.max_actor_ckpt_to_keep"
+
     def __init__(self, config: dict[str, str]) -> None:
         self.config = config
         self.folder = checkpoint_dir(config, *self.defaults)
+        self.rotation = Rotation(keep_option(config, self.keep_key))
 
     def due(self, step: int, last: int) -> bool:
         save_freq = int(self.config.get("trainer.save_freq", -1))
@@ -146,7 +189,11 @@ class PPOCheckpoints:
     def save(self, step: int) -> None:
         step_folder = os.path.join(self.folder, f"global_step_{step}")
         print(f"local_global_step_folder: {step_folder}", flush=True)
-        write_step(step_folder, [*(f"actor/{name}" for name in FSDP_FILES), "data.pt"], step)
+        actor = os.path.join(step_folder, "actor")
+        self.rotation.before_save()
+        write_step(step_folder, [f"actor/{name}" for name in FSDP_FILES], step)
+        self.rotation.registered(actor)  # inside the manager's save, before data.pt and the tracker
+        write_step(step_folder, ["data.pt"], step)
         write_tracker(self.folder, step)
 
 
@@ -158,6 +205,7 @@ class SFTCheckpoints(PPOCheckpoints):
     before_metrics = False
     # sft_trainer_engine.yaml's.
     defaults = ("gsm8k-sft", "test")
+    keep_key = "trainer.max_ckpt_to_keep"
 
     def due(self, step: int, last: int) -> bool:
         save_freq = int(self.config.get("trainer.save_freq", -1))
@@ -181,7 +229,10 @@ class SFTCheckpoints(PPOCheckpoints):
     def save(self, step: int) -> None:
         step_folder = os.path.join(self.folder, f"global_step_{step}")
         print(f"Saving checkpoint to: {step_folder}", flush=True)
-        write_step(step_folder, [*FSDP_FILES, "data_0.pt"], step)
+        self.rotation.before_save()
+        write_step(step_folder, FSDP_FILES, step)
+        self.rotation.registered(step_folder)
+        write_step(step_folder, ["data_0.pt"], step)
         print(f"Saved dataloader state to: {os.path.join(step_folder, 'data_0.pt')}", flush=True)
         print(f"Updated checkpoint tracker: {write_tracker(self.folder, step)}", flush=True)
 
