@@ -96,6 +96,8 @@ EPSILON = 1e-6
 # Passes at one instant before giving up on it settling (counted as ``unsettled``): a choice
 # made and withdrawn on every tick would never settle.
 MAX_PASSES = 10
+# Rounds of events at one instant before the simulation gives up (each round up to MAX_PASSES).
+MAX_ROUNDS = 100
 
 
 @dataclass
@@ -373,8 +375,13 @@ class Simulation:
     def run(self) -> dict[str, float | int | str]:
         first = min((t.arrive for t in self.tasks), default=0.0)
         self.clock = first
+        rounds = 0  # rounds of events and passes at this instant
         while self.events:
             at = self.events[0][0]
+            rounds = rounds + 1 if at == self.clock else 1
+            if rounds > MAX_ROUNDS:
+                # Passes that keep making stops due at once: a loop of the scheduler's, not a figure.
+                raise SystemExit(f"the simulation makes no progress at {at:.0f} s: events keep coming at that instant")
             self._advance(at)
             while self.events and self.events[0][0] == at:
                 _, _, kind, key, attempt = heapq.heappop(self.events)
@@ -583,11 +590,16 @@ class Simulation:
         self.withdrawn += 1
 
     def _watch(self) -> bool:
-        """watch._preempt_due: a victim whose task no longer waits runs on."""
+        """watch._preempt_due: a victim whose task no longer waits runs on; one due stops (a
+        reclaim's victim with no checkpoint due within its grace is due at once: the tick's
+        watch stops it before the next admission could withdraw it)."""
         gone = [t for t in self.running.values() if t.chosen_for is not None and t.chosen_for not in self.waiting]
         for task in gone:
             self._withdraw(task)
-        return bool(gone)
+        due = [t for t in self.running.values() if t.stopping_at is not None and t.stopping_at <= self.clock]
+        for task in due:
+            self._on_stop(task)
+        return bool(gone) or bool(due)
 
     def _withdraw_unserved(
         self,

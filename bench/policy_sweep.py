@@ -109,7 +109,7 @@ def main() -> None:
     runs = [(c.policy, c) for c in configs[:-1]]
     runs += [(f"default, groups {mode}", policy_sim.with_quotas(shipped, quotas, mode)) for mode in modes]
     outcomes: dict[str, list[Outcome]] = {label: [] for label, _ in runs}
-    groups: dict[str, list[tuple[int, list[GroupRow]]]] = {mode: [] for mode in modes}
+    groups: dict[str, list[tuple[int, list[GroupRow], Result]]] = {mode: [] for mode in modes}
     preemption: dict[str, list[Result]] = {"on": [], "off": []}
     work_gpu_h = []
     for seed in seeds(args.seeds):
@@ -135,7 +135,7 @@ def main() -> None:
             simulation = policy_sim.Simulation(tasks, args.nodes, args.gpus, config)
             results[label] = simulation.run()
             if config.policy == "default":
-                groups[config.quota_mode].append((seed, simulation.per_group(quotas)))
+                groups[config.quota_mode].append((seed, simulation.per_group(quotas), results[label]))
         for label, result in results.items():
             outcomes[label].append(outcome(seed, result, results["backfill"]))
         preemption["on"].append(results[runs[3][0]])
@@ -196,9 +196,10 @@ def print_against_easy(outcomes: dict[str, list[Outcome]], count: int) -> None:
             )
 
 
-def print_groups(groups: dict[str, list[tuple[int, list[GroupRow]]]], modes: list[str]) -> None:
+def print_groups(groups: dict[str, list[tuple[int, list[GroupRow], Result]]], modes: list[str]) -> None:
     """The default under each quota mode, per trace summed over its groups: never started, GPU-hours
-    borrowed, the quota waits, the work redone, the lowest use of a group's quota."""
+    borrowed, the quota waits, reclaims and the work redone, the lowest use of a group's quota,
+    and the instants where passes never settled (a reclaim chosen and withdrawn in turn)."""
 
     def number(row: GroupRow, name: str) -> float:
         value = row[name]
@@ -206,11 +207,13 @@ def print_groups(groups: dict[str, list[tuple[int, list[GroupRow]]]], modes: lis
 
     print(
         "| default, groups | never started / trace | borrowed share of GPU-h | tasks waiting in quota / trace | "
-        "quota wait: mean (min), longest (h, seed) | wasted GPU-h / trace | least-used group's quota |"
+        "quota wait: mean (min), longest (h, seed) | reclaims / trace | wasted GPU-h / trace | "
+        "least-used group's quota | unsettled instants / trace |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for mode in modes:
-        traces = [rows for _, rows in groups[mode]]
+        traces = [rows for _, rows, _ in groups[mode]]
+        runs = [result for _, _, result in groups[mode]]
         borrowed = [sum(number(r, "gpu_h") * number(r, "borrowed_share") for r in t) for t in traces]
         used = [sum(number(r, "gpu_h") for r in t) for t in traces]
         waits = [sum(number(r, "quota_waits") for r in t) for t in traces]
@@ -224,8 +227,9 @@ def print_groups(groups: dict[str, list[tuple[int, list[GroupRow]]]], modes: lis
             f"| {mode} | {statistics.mean(sum(number(r, 'never_started') for r in t) for t in traces):.1f} | "
             f"{sum(borrowed) / max(1e-9, sum(used)):.3f} | {statistics.mean(waits):.1f} | "
             f"{sum(owed) / max(1.0, sum(waits)) / 60:.0f}, {longest[worst] / 3600:.1f} ({groups[mode][worst][0]}) | "
+            f"{statistics.mean(float(r['reclaims']) for r in runs):.1f} | "
             f"{statistics.mean(sum(number(r, 'wasted_gpu_h') for r in t) for t in traces):.1f} | "
-            f"{statistics.mean(lowest):.2f} |"
+            f"{statistics.mean(lowest):.2f} | {statistics.mean(float(r['unsettled']) for r in runs):.1f} |"
         )
 
 
