@@ -8,6 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+import yaml
 from django.utils import timezone
 
 from tasks.checkpoints import folders
@@ -15,8 +16,9 @@ from tasks.checkpoints.needs import needs
 from tasks.checkpoints.prune import prune, prune_due
 from tasks.choices import EventKind, TaskState
 from tasks.jobfiles import checkpoint_dir, metrics_log
+from tasks.models import Task
 from tasks.scheduler.turns import Budget
-from tests.conftest import PPO_SPEC
+from tests.conftest import EXPORT, PPO_SPEC, SFT
 from tests.tasks.attempt_data import attempt_of
 from tests.tasks.checkpoints.trees import saved, steps_in, write_step
 
@@ -139,3 +141,19 @@ def test_a_spent_budget_prunes_nothing(alice, make_task) -> None:
     saved(folder_of(task), 1, 2)
     assert prune_due(Budget(0), clock=5000.0) == 0
     assert steps_in(folder_of(task)) == [1, 2]
+
+
+def test_the_checkpoint_a_waiting_steps_macro_names_is_kept(alice, client_for, datasets) -> None:
+    """A WAITING export names ${steps.sft.checkpoint}: resolved to sft's newest when it is queued,
+    so that step is needed (it is also among the kept ones: a need that the rule repeats, named
+    for a person's delete)."""
+    body = yaml.safe_dump({"steps": [{**SFT, "keep_checkpoints": 1}, EXPORT]})
+    response = client_for(alice).post("/api/v2/pipelines", body, content_type="application/yaml")
+    assert response.status_code == 201, response.content
+    sft, export = (Task.objects.get(task_id=step["task_id"]) for step in response.json()["steps"])
+    assert export.state == TaskState.WAITING
+    saved(folder_of(sft), 1, 2)
+    [need] = needs(sft, 2)
+    assert need.step == 2 and export.task_id in need.who and "'sft-export'" in need.who
+    assert prune(sft) == [1]
+    assert steps_in(folder_of(sft)) == [2]
