@@ -270,6 +270,8 @@ def locate_in_tree(username: str, path: str, *, new: bool = False) -> Location |
         if parts[: len(prefix)] == prefix:
             return locate(username, "/".join(parts[len(prefix) :]), area, new=new)
     if parts[:1] in TREE_FOLDERS:
+        if new:
+            raise ReadOnly(f"{parts[0]}/ holds only the shared folders: nothing can be added there.")
         raise NotFound(f"/{'/'.join(parts)} does not exist: {parts[0]}/ holds only the shared folders.")
     return locate(username, "/".join(parts), HOME, new=new)
 
