@@ -13,25 +13,39 @@ room longer than the work it saves is worth).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
 from tasks.queue.request import Request
-from tasks.scheduler.rooms import Room, enough, given_back, place
-
-if TYPE_CHECKING:  # admission calls choose: its module imports this one
-    from tasks.scheduler.admission import Running
+from tasks.scheduler.rooms import Holder, Room, enough, given_back, place
 
 
-def lost_work(victim: Running, now: float) -> float:
+class Victim(Holder, Protocol):
+    """What reclaim reads of a running task (tasks.scheduler.admission.Running, which calls
+    ``choose``: a protocol, so that this module need not import the one that imports it)."""
+
+    @property
+    def gpus(self) -> int: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def started_at(self) -> float: ...
+    @property
+    def checkpoint_at(self) -> float | None: ...
+    @property
+    def checkpoint_every_s(self) -> float | None: ...
+
+
+V = TypeVar("V", bound=Victim)
+
+
+def lost_work(victim: Victim, now: float) -> float:
     """GPU-seconds since ``victim``'s last checkpoint (since its start when it has none):
     what stopping it now throws away."""
     since = victim.checkpoint_at if victim.checkpoint_at is not None else victim.started_at
     return victim.gpus * max(0.0, now - since)
 
 
-def choose(
-    request: Request, free: Mapping[str, Room], candidates: Sequence[Running], now: float
-) -> list[Running] | None:
+def choose(request: Request, free: Mapping[str, Room], candidates: Sequence[V], now: float) -> list[V] | None:
     """Of ``candidates`` (borrowed tasks of other groups, none stopping or settling in), a set
     whose room lets ``request`` fit and that loses as little work as it can: taken greedily
     losing the least first (then the lowest priority, then the newest), then those the others
@@ -55,7 +69,7 @@ def next_checkpoint(checkpoint_at: float | None, every_s: float | None, now: flo
     return due if now <= due <= now + grace_s else now
 
 
-def stops_at(victim: Running, now: float, grace_s: float) -> float:
+def stops_at(victim: Victim, now: float, grace_s: float) -> float:
     """When ``victim``, chosen at ``now``, stops (``next_checkpoint`` of its checkpoints)."""
     return next_checkpoint(victim.checkpoint_at, victim.checkpoint_every_s, now, grace_s)
 
