@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The image's entrypoint: one image, the role from ARGUS_ROLE.
 #   head | worker    a Ray node: `manage.py raynode <role>` (SPEC §7)
-#   web              the API and web UI: gunicorn (migrates and collects static files first)
+#   web              the API and web UI: gunicorn (migrates and collects static files first),
+#                    and beside it the SFTP server, `manage.py sftpd` (ARGUS_SFTP_PORT)
 #   scheduler        the scheduler, `manage.py qcluster`, and beside it the webhook worker,
 #                    `manage.py sendwebhooks` (its own process: no receiver can hold the tick)
 # Writes a supervisord config for the role, then runs supervisord in the foreground. Every
@@ -90,6 +91,17 @@ EOF
       cat <<EOF
 [program:argus-web]
 command=$PYTHON -m gunicorn argus_site.wsgi -c deploy/gunicorn.conf.py
+directory=$PWD
+autorestart=true
+startsecs=5
+stopsignal=TERM
+stopwaitsecs=35
+stdout_logfile=/dev/stdout
+stdout_logfile_maxbytes=0
+redirect_stderr=true
+
+[program:argus-sftpd]
+command=$PYTHON manage.py sftpd
 directory=$PWD
 autorestart=true
 startsecs=5

@@ -3,10 +3,11 @@
 A Ray head (`raynode head`) and ARGUS_DEV_WORKERS workers (`raynode worker`) declaring
 ARGUS_DEV_GPUS GPUs each, on Ray's token authentication as in production (ARGUS_RAY_AUTH, token
 by default: the head makes the token beside head.json, the scheduler sends it), the scheduler
-(`qcluster`), the webhook worker (`sendwebhooks`) and
-the web service (gunicorn on 127.0.0.1:ARGUS_PORT). A first admin is made once; its password
-and token are kept under var/ (mode 600) so a second run can say them again, as are the secret
-key and the key users' secrets are encrypted with (var/secrets-key). Ctrl-C stops
+(`qcluster`), the webhook worker (`sendwebhooks`), the web service (gunicorn on
+127.0.0.1:ARGUS_PORT) and the SFTP server (`manage.py sftpd` on 127.0.0.1:ARGUS_SFTP_PORT). A
+first admin is made once; its password and token are kept under var/ (mode 600) so a second
+run can say them again, as are the secret key and the key users' secrets are encrypted with
+(var/secrets-key). Ctrl-C stops
 everything this started, and only that: each child gets SIGTERM on its main process (qcluster
 stops its workers between tasks, raynode stops its own Ray node, sendwebhooks lets its tries
 end), then SIGKILL to its group if it lingers.
@@ -172,6 +173,7 @@ def main() -> int:
     workers, gpus = env_int("ARGUS_DEV_WORKERS", 2), env_int("ARGUS_DEV_GPUS", 4)
     ray_port, dashboard_port = env_int("ARGUS_RAY_PORT", 6379), env_int("ARGUS_DASHBOARD_PORT", 8265)
     port = env_int("ARGUS_PORT", 8000)
+    sftp_port = env_int("ARGUS_SFTP_PORT", 2222)
     stack = Stack()
     interrupted = False
 
@@ -221,6 +223,8 @@ def main() -> int:
             [str(VENV_BIN / "gunicorn"), "argus_site.wsgi", "-c", "deploy/gunicorn.conf.py", "-b", f"127.0.0.1:{port}"],
             servers,
         )
+        # SFTP into the users' homes (docs/storage.md); its host key is kept in var/.
+        stack.start("sftpd", [PYTHON, "manage.py", "sftpd", "--host", "127.0.0.1", "--port", str(sftp_port)], servers)
         manage(env, "shell", "-c", "from tasks.lease import enqueue_run; enqueue_run()")
         url = f"http://127.0.0.1:{port}"
         wait("the web service", lambda: _http_ok(f"{url}/healthz"), 60, stack)
@@ -231,6 +235,7 @@ Argus is up in {time.monotonic() - started:.0f} s: {url}/
   API token: {token}   (also in var/admin-token)
   cluster:   {workers} workers x {gpus} declared GPUs; Ray dashboard http://127.0.0.1:{dashboard_port}
              (with ARGUS_RAY_AUTH=token it asks for the token in {token_file})
+  sftp:      sftp -P {sftp_port} admin@127.0.0.1   (the API token as the password, or a key added on /account/)
   logs:      var/log/
   the demo:  curl -H "Authorization: Bearer $(cat var/admin-token)" -H "Content-Type: application/yaml" \\
                --data-binary @examples/demo.yaml {url}/api/v2/tasks

@@ -13,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from django.contrib.auth.models import User
 from accounts.homes import home_dir
 from accounts.models import ApiToken
 from accounts.sshkeys.models import SshKey
+from devkit.wait import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 RELAY = Path(__file__).with_name("sftp_relay.py")
@@ -43,14 +43,6 @@ def _test_database_url() -> str:
     if "sqlite" in db["ENGINE"]:
         return f"sqlite:///{db['NAME']}"
     return f"postgres://{db['USER']}:{db.get('PASSWORD') or ''}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
-
-
-def until(condition: Callable[[], object], what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 @dataclass
@@ -83,7 +75,7 @@ def start_server(root: Path, host_key: Path, log: Path) -> Server:
             raise AssertionError(f"sftpd exited: {log.read_text()}")
         return ready in log.read_text()
 
-    until(listening, "sftpd to listen", timeout=60)
+    wait_for(listening, "sftpd to listen", timeout=60, interval=0.05)
     port = int(log.read_text().split(ready, 1)[1].split()[0])
     return Server(port, process, log)
 
@@ -353,13 +345,13 @@ def test_an_interrupted_upload_never_appears_under_its_name(sftp: Client, alice:
         return [path for path in folder.glob(".argus-upload-*") if path.stat().st_size > 0]
 
     try:
-        until(flag.exists, "the relay to hold the upload")
-        until(partial, "part of the upload on the server")
+        wait_for(flag.exists, "the relay to hold the upload", interval=0.02)
+        wait_for(partial, "part of the upload on the server", interval=0.02)
         assert not (folder / "big.bin").exists()
     finally:
         os.killpg(client.pid, signal.SIGKILL)  # sftp, its ssh and the relay: this test's own group
         client.wait(30)
-    until(lambda: not list(folder.glob(".argus-upload-*")), "the server to discard the partial upload")
+    wait_for(lambda: not list(folder.glob(".argus-upload-*")), "the partial upload discarded", interval=0.02)
     assert os.listdir(folder) == []
     assert "upload of datasets/big.bin was interrupted; discarded" in sftp.server.log.read_text()
     # And the same upload, not cut short, appears whole.

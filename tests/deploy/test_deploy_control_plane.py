@@ -1,5 +1,5 @@
 """deploy/entrypoint.sh for the control plane, run outside a container with real supervisord:
-the web role migrates and serves, the scheduler role runs qcluster and the webhook worker,
+the web role migrates and serves (the API and SFTP), the scheduler role runs qcluster and the webhook worker,
 SIGTERM stops each."""
 
 from __future__ import annotations
@@ -53,8 +53,15 @@ def _children(pid: int) -> list[str]:
 
 @pytest.mark.timeout(240)
 def test_the_web_role_migrates_serves_and_stops(tmp_path: Path) -> None:
-    port = free_port()
-    web = _start(tmp_path, "web", ARGUS_BIND=f"127.0.0.1:{port}")
+    port, sftp_port = free_port(), free_port()
+    host_key = tmp_path / "state" / "sftp_host_key"
+    web = _start(
+        tmp_path,
+        "web",
+        ARGUS_BIND=f"127.0.0.1:{port}",
+        ARGUS_SFTP_PORT=str(sftp_port),
+        ARGUS_SFTP_HOST_KEY=str(host_key),
+    )
     try:
 
         def health() -> bytes:
@@ -72,6 +79,10 @@ def test_the_web_role_migrates_serves_and_stops(tmp_path: Path) -> None:
         # collectstatic ran: hashed names from the manifest are served.
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/login/", timeout=5) as response:
             assert response.status == 200
+        # The SFTP server beside it, with its host key made on the given storage.
+        wait_for(lambda: "SFTP listening on" in (tmp_path / "web.log").read_text(), "sftpd", timeout=60)
+        assert f"0.0.0.0:{sftp_port}" in (tmp_path / "web.log").read_text()
+        assert host_key.exists()
     finally:
         code = _stop(web)
     assert code == 0

@@ -129,7 +129,9 @@ def test_compose_gives_the_control_plane_one_database_volume_and_a_required_key(
     for name in ("web", "scheduler"):
         assert "db:/var/lib/argus" in services[name]["volumes"]
         assert services[name]["environment"]["ARGUS_SECRET_KEY"].startswith("${ARGUS_SECRET_KEY:?")
-    assert services["web"]["ports"] == ["8000:8000"]
+    # The API, and SFTP, whose host key is kept on the same volume: the same at every restart.
+    assert services["web"]["ports"] == ["8000:8000", "2222:2222"]
+    assert services["web"]["environment"]["ARGUS_SFTP_HOST_KEY"].startswith("/var/lib/argus/")
 
 
 def test_the_image_and_compose_run_every_node_on_rays_token() -> None:
