@@ -170,6 +170,8 @@ def test_a_researchers_day_through_the_generated_client(
     assert "step:2" in day("tasks_logs", ran.task_id, attempt=1)
     curves = day("tasks_metrics", ran.task_id)
     assert curves.last_step == 7 and day("tasks_metrics", ran.task_id, attempt=1).last_step == 5
+    assert day("tasks_checkpoints", ran.task_id).keep_checkpoints == 3
+    day("tasks_checkpoints_delete", ran.task_id, 3, expect=409)  # its own while it runs
     assert day("tasks_cancel", ran.task_id, expect=202).task_id == ran.task_id
 
     # A pipeline: submitted as the client's model, listed, shown, canceled and retried.

@@ -1,4 +1,4 @@
-"""The task API: submit, list, detail, spec, events, cancel."""
+"""The task API: submit, list, detail, spec, events, cancel, checkpoints."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from accounts.users import request_user
 from common.api import Conflict, PriorityForbidden, QuotaExceeded, actor_of, error_responses, parse_query
 from common.exceptions import PayloadTooLarge
 from common.parsers import JSONParser
+from tasks.api.checkpoints import CheckpointsSerializer, DeletedSerializer, listing_body
 from tasks.api.filters import TaskFilter
 from tasks.api.serializers import (
     SPEC_JSON,
@@ -33,6 +34,8 @@ from tasks.api.serializers import (
 )
 from tasks.api.spec_parsers import PlainTextParser, TextYamlParser, YamlTextParser
 from tasks.attempts import Attempt
+from tasks.checkpoints.deletion import CheckpointNeeded, NoSuchCheckpoint, delete_step
+from tasks.checkpoints.listing import listing
 from tasks.choices import TERMINAL_STATES
 from tasks.jobfiles import attempt_log, resolved_spec, task_curves
 from tasks.logs.logfile import follow, read_from, tail_start
@@ -180,6 +183,36 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
             raise Conflict(f"Task {task.task_id} changed state; try again.") from error
         code = status.HTTP_200_OK if done else status.HTTP_202_ACCEPTED
         return Response(TaskDetailSerializer(task).data, status=code)
+
+    @extend_schema(
+        operation_id="tasks_checkpoints",
+        summary="The task's checkpoints with their sizes",
+        description="Its global_step_N folders, oldest first, each with its size, whether it is the newest "
+        "complete one and who needs it; and the spec's bound (keep_checkpoints, keep_best).",
+        responses={200: CheckpointsSerializer, **ERRORS},
+    )
+    @action(detail=True, methods=["get"], filterset_class=None, pagination_class=None)
+    def checkpoints(self, request: Request, task_id: str) -> Response:
+        return Response(listing_body(listing(self.get_object())))
+
+    @extend_schema(
+        operation_id="tasks_checkpoints_delete",
+        summary="Delete a finished task's checkpoint",
+        description="A 409 names who needs it: the task itself until it ends, a task or a waiting pipeline "
+        "step that names it. The deletion is an event (CHECKPOINT_DELETED) with the bytes freed.",
+        request=None,
+        responses={200: DeletedSerializer, **error_responses(404, 409)},
+    )
+    @action(detail=True, methods=["delete"], url_path=r"checkpoints/(?P<step>[0-9]{1,12})")
+    def delete_checkpoint(self, request: Request, task_id: str, step: str) -> Response:
+        task = self.get_object()
+        try:
+            freed = delete_step(task, int(step), actor_of(request))
+        except NoSuchCheckpoint as error:
+            raise exceptions.NotFound(str(error)) from error
+        except CheckpointNeeded as error:
+            raise Conflict(str(error)) from error
+        return Response({"step": int(step), "bytes": freed})
 
     def _attempt(self, task: Task, number: int | None) -> Attempt | None:
         attempts = task.attempts.order_by("-attempt_no")

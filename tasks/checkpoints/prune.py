@@ -6,7 +6,6 @@ saves), at most once every ARGUS_CHECKPOINT_PRUNE_S. Each deletion is an event
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 from datetime import datetime, timedelta
@@ -16,13 +15,14 @@ from django.db.models import Q
 from django.utils import timezone
 
 from tasks.checkpoints import folders
+from tasks.checkpoints.deletion import delete
 from tasks.checkpoints.needs import needs
 from tasks.checkpoints.retention import best_step, doomed
-from tasks.choices import ACTIVE_STATES, TRAINING_WORKLOADS, EventKind
+from tasks.choices import ACTIVE_STATES, TRAINING_WORKLOADS
 from tasks.jobfiles import checkpoint_dir, task_curves
 from tasks.models import Task
 from tasks.scheduler.settle import ACTOR
-from tasks.scheduler.storage import StorageTimeout, bounded
+from tasks.scheduler.storage import bounded
 from tasks.scheduler.turns import Budget
 from tasks.specs.resolved import ResolvedSpec
 
@@ -84,21 +84,5 @@ def prune(task: Task) -> list[int]:
         best = best_step(values, found.steps(), spec.keep_best["mode"])
         gone = doomed(found.steps(), found.latest, keep, needed | ({best} if best is not None else set()))
     for step in gone:
-        _delete(task, found.at(step), f"keep_checkpoints {keep} keeps the newest up to step {found.latest}")
+        delete(task, found.at(step), f"keep_checkpoints {keep} keeps the newest up to step {found.latest}", ACTOR)
     return gone
-
-
-def _delete(task: Task, checkpoint: folders.Checkpoint, why: str, actor: str = ACTOR) -> None:
-    """Delete one checkpoint and record it, with the bytes it freed."""
-    size = bounded(folders.size_of, checkpoint.path)
-    aside = bounded(folders.set_aside, checkpoint)
-    task.record(
-        EventKind.CHECKPOINT_DELETED,
-        actor=actor,
-        attempt=task.attempts.filter(end_time=None).order_by("-attempt_no").first(),
-        message=f"deleted checkpoint {checkpoint.path.name} ({size / 1e9:.2f} GB): {why}",
-        data={"step": checkpoint.step, "bytes": size},
-    )
-    # One that overruns finishes in its thread; a later pass removes what is left (folders.leftovers).
-    with contextlib.suppress(StorageTimeout):
-        bounded(folders.remove, aside)

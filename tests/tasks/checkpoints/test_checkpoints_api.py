@@ -1,0 +1,65 @@
+"""GET /api/v2/tasks/ID/checkpoints and DELETE /api/v2/tasks/ID/checkpoints/STEP."""
+
+from __future__ import annotations
+
+import pytest
+
+from tasks.checkpoints import folders
+from tasks.choices import EventKind, TaskState
+from tasks.jobfiles import checkpoint_dir
+from tests.conftest import PPO_SPEC
+from tests.tasks.checkpoints.trees import saved, steps_in, write_step
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_lists_the_checkpoints_with_their_sizes_and_who_needs_them(alice, make_task, client_for) -> None:
+    task = make_task(alice, PPO_SPEC + "keep_checkpoints: 2\n", state=TaskState.SUCCEEDED)
+    folder = checkpoint_dir("alice", task.task_id)
+    saved(folder, 1, 2)
+    write_step(folder, 3)  # not complete: the tracker names 2
+    export = make_task(alice, f"workload: export\ncheckpoint: {folder}/global_step_1/actor\n")
+    body = client_for(alice).get(f"/api/v2/tasks/{task.task_id}/checkpoints").json()
+    sizes = {checkpoint.step: checkpoint.bytes for checkpoint in folders.scan(folder).checkpoints}
+    assert (body["keep_checkpoints"], body["keep_best"], body["latest"], body["unread"]) == (2, None, 2, "")
+    assert [(c["step"], c["bytes"], c["latest"]) for c in body["checkpoints"]] == [
+        (1, sizes[1], False),
+        (2, sizes[2], True),
+        (3, sizes[3], False),
+    ]
+    assert body["total_bytes"] == sum(sizes.values())
+    assert export.task_id in body["checkpoints"][0]["needed_by"][0]
+    assert body["checkpoints"][1]["path"] == str(folder / "global_step_2")
+
+
+def test_a_finished_tasks_checkpoint_is_deleted_with_an_event(alice, make_task, client_for) -> None:
+    task = make_task(alice, state=TaskState.FAILED)
+    folder = checkpoint_dir("alice", task.task_id)
+    saved(folder, 1, 2)
+    size = folders.scan(folder).at(2).bytes
+    response = client_for(alice).delete(f"/api/v2/tasks/{task.task_id}/checkpoints/2")
+    assert response.status_code == 200, response.content
+    assert response.json() == {"step": 2, "bytes": size}
+    assert steps_in(folder) == [1]
+    event = task.events.get(kind=EventKind.CHECKPOINT_DELETED)
+    assert (event.data, event.actor) == ({"step": 2, "bytes": size}, "api:alice")
+
+
+def test_a_needed_or_missing_checkpoint_is_refused_naming_why(alice, bob, make_task, client_for) -> None:
+    running = make_task(alice, state=TaskState.RUNNING)
+    saved(checkpoint_dir("alice", running.task_id), 1)
+    ended = make_task(alice, state=TaskState.SUCCEEDED)
+    folder = checkpoint_dir("alice", ended.task_id)
+    saved(folder, 1, 2)
+    export = make_task(alice, f"workload: export\ncheckpoint: {folder}/global_step_1/actor\n")
+    client = client_for(alice)
+
+    live = client.delete(f"/api/v2/tasks/{running.task_id}/checkpoints/1")
+    assert live.status_code == 409
+    assert f"task {running.task_id} is RUNNING" in live.json()["error"]["message"]
+    needed = client.delete(f"/api/v2/tasks/{ended.task_id}/checkpoints/1")
+    assert needed.status_code == 409
+    assert f"task {export.task_id} (QUEUED)" in needed.json()["error"]["message"]
+    assert client.delete(f"/api/v2/tasks/{ended.task_id}/checkpoints/7").status_code == 404
+    assert client_for(bob).delete(f"/api/v2/tasks/{ended.task_id}/checkpoints/2").status_code == 404
+    assert steps_in(folder) == [1, 2] and not ended.events.filter(kind=EventKind.CHECKPOINT_DELETED).exists()
