@@ -15,6 +15,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import asyncssh
 import pytest
 import yaml
 from django.contrib.auth.models import User
@@ -89,6 +90,7 @@ TAGS = (
     "pipelines",
     "queue",
     "secrets",
+    "ssh_keys",
     "tasks",
     "tokens",
     "usage",
@@ -133,6 +135,11 @@ def test_a_researchers_day_through_the_generated_client(
     day("me_tokens_delete", laptop.id, expect=204)
     day("me_secrets_create", body=models.SecretSetRequest(name="WANDB_API_KEY", value="k" * 40), expect=201)
     assert [secret.name for secret in day("me_secrets_list")] == ["WANDB_API_KEY"]
+    # A key to sign in to SFTP with.
+    public_key = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode()
+    key = day("me_ssh_keys_create", body=models.SshKeyAddRequest(name="laptop", public_key=public_key), expect=201)
+    assert [k.fingerprint for k in day("me_ssh_keys_list")] == [key.fingerprint]
+    day("me_ssh_keys_delete", key.id, expect=204)
     settings.ARGUS_WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]
     hook = day(
         "me_webhooks_create",

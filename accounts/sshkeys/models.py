@@ -38,10 +38,10 @@ class SshKey(models.Model):
         return f"{self.user} / {self.name} ({self.fingerprint})"
 
     @classmethod
-    def register(cls, user: User, name: str, text: str) -> SshKey:
-        """Add the public key ``text`` under ``name``; KeyRefused names the field at fault."""
+    def register(cls, user: User, name: str, public_key: str) -> SshKey:
+        """Add ``public_key`` (OpenSSH text) under ``name``; KeyRefused names the field at fault."""
         try:
-            key = parse(text)
+            key = parse(public_key)
         except BadKey as exc:
             raise KeyRefused("public_key", str(exc)) from None
         mine = cls.objects.filter(user=user)
