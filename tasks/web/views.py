@@ -20,6 +20,7 @@ from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
@@ -31,7 +32,9 @@ from common.pages import page_or_part, web_actor
 from tasks.api.cluster import ClusterSummary, cluster_summary
 from tasks.api.filters import TaskFilter
 from tasks.attempts import Attempt
-from tasks.choices import ACTIVE_STATES, BEFORE_RAY_STATES, QUEUE_STATES, TaskKind, TaskState
+from tasks.checkpoints.deletion import CheckpointNeeded, NoSuchCheckpoint, delete_step
+from tasks.checkpoints.listing import listing
+from tasks.choices import ACTIVE_STATES, BEFORE_RAY_STATES, QUEUE_STATES, TRAINING_WORKLOADS, TaskKind, TaskState
 from tasks.jobfiles import resolved_spec
 from tasks.models import ClusterState, IllegalTransition, StaleState, Task
 from tasks.pipelines.actions import submit_pipeline
@@ -231,6 +234,8 @@ def task_detail_view(request: HttpRequest, task_id: str) -> HttpResponse:
         # What it runs after (after / after_any, a pipeline's earlier steps), linked.
         dependencies = task.dependencies.select_related("depends_on").order_by("id")
         context.update(_spec_as_run(task), ray=_ray(request), dependencies=list(dependencies))
+        if task.workload in TRAINING_WORKLOADS:
+            context["checkpoints"] = listing(task)  # sizes read once per page, not at each poll
     return page_or_part(request, "tasks/detail.html", "tasks/_detail_live.html", context)
 
 
@@ -254,6 +259,21 @@ def task_cancel_view(request: HttpRequest, task_id: str) -> HttpResponse:
             messages.success(
                 request, f"Stop requested: task {task.task_id} becomes Canceled once Ray reports its job stopped."
             )
+    return redirect("web:task-detail", task_id=task.task_id)
+
+
+@login_required
+@require_POST
+def task_checkpoint_delete_view(request: HttpRequest, task_id: str, step: int) -> HttpResponse:
+    task = _own_task(request, task_id)
+    try:
+        freed = delete_step(task, step, web_actor(request))
+    except (NoSuchCheckpoint, CheckpointNeeded) as error:
+        messages.error(request, f"Checkpoint not deleted: {error}.")
+    except OSError as error:
+        messages.error(request, f"Checkpoint not deleted: shared storage failed ({error}).")
+    else:
+        messages.success(request, f"Deleted checkpoint global_step_{step} of {task.task_id} ({filesizeformat(freed)}).")
     return redirect("web:task-detail", task_id=task.task_id)
 
 
