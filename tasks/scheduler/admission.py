@@ -516,7 +516,6 @@ class _Pass:
             for holder in self.running:
                 if holder.stopping or holder.key in taken or holder.key in preempted:
                     leaving[holder.group] = leaving.get(holder.group, 0) + _quota_gpus(holder)
-            ledger = self.ledger
             candidates = [
                 holder
                 for holder in self.running
@@ -526,9 +525,13 @@ class _Pass:
                 and not holder.settling_in
                 and holder.key not in taken
                 and holder.key not in preempted
-                and borrowed(ledger.quota(holder.group), ledger.used(holder.group) - leaving.get(holder.group, 0))
             ]
-            victims = reclaim.choose(request, room, candidates, self.now) if candidates else None
+            ledger = self.ledger
+            borrowing = {
+                name: borrowed(ledger.quota(name), ledger.used(name) - leaving.get(name, 0))
+                for name in {holder.group for holder in candidates}
+            }
+            victims = reclaim.choose(request, room, candidates, self.now, borrowing) if candidates else None
             if not victims:
                 return None
             for victim in victims:

@@ -33,6 +33,10 @@ class Victim(Holder, Protocol):
     def checkpoint_at(self) -> float | None: ...
     @property
     def checkpoint_every_s(self) -> float | None: ...
+    @property
+    def group(self) -> str: ...
+    @property
+    def quota_gpus(self) -> int | None: ...
 
 
 V = TypeVar("V", bound=Victim)
@@ -45,18 +49,39 @@ def lost_work(victim: Victim, now: float) -> float:
     return victim.gpus * max(0.0, now - since)
 
 
-def choose(request: Request, free: Mapping[str, Room], candidates: Sequence[V], now: float) -> list[V] | None:
+def choose(
+    request: Request,
+    free: Mapping[str, Room],
+    candidates: Sequence[V],
+    now: float,
+    borrowing: Mapping[str, int] | None = None,
+) -> list[V] | None:
     """Of ``candidates`` (borrowed tasks of other groups, none stopping or settling in), a set
     whose room lets ``request`` fit and that loses as little work as it can: taken greedily
     losing the least first (then the lowest priority, then the newest), then those the others
     make unnecessary dropped, the one that would lose the most first. None when all of them
-    together are not enough."""
-    if not candidates or place(request, given_back(free, candidates)) is None:
-        return None
+    together are not enough. ``borrowing``: the GPUs each group uses beyond its nominal now
+    (None: no bound); a group gives back no task once those before it in that order cover it."""
     ordered = sorted(candidates, key=lambda c: (lost_work(c, now), c.priority, -c.started_at))
+    if borrowing is not None:
+        ordered = _while_borrowing(ordered, borrowing)
+    if not ordered or place(request, given_back(free, ordered)) is None:
+        return None
     rank = {id(candidate): index for index, candidate in enumerate(ordered)}
     # The last in that order (the most lost work) is dropped first when the others suffice.
     return enough(request, free, ordered, lambda c: -rank[id(c)])
+
+
+def _while_borrowing(ordered: Sequence[V], borrowing: Mapping[str, int]) -> list[V]:
+    """Those of ``ordered`` taken while their group still borrows, the ones before them taken
+    (as Kueue's reclaim: a group at or below its nominal gives nothing back)."""
+    left = dict(borrowing)
+    kept = []
+    for candidate in ordered:
+        if left.get(candidate.group, 0) > 0:
+            kept.append(candidate)
+            left[candidate.group] -= candidate.gpus if candidate.quota_gpus is None else candidate.quota_gpus
+    return kept
 
 
 def next_checkpoint(checkpoint_at: float | None, every_s: float | None, now: float, grace_s: float) -> float:

@@ -487,3 +487,25 @@ def test_a_task_that_would_borrow_does_not_preempt_another_groups_task_in_its_qu
         policy=BEST_EFFORT_FIFO,
     )
     assert decision.preempt == {10: 2}
+
+
+def test_one_reclaim_takes_from_a_group_no_more_than_it_borrows():
+    # nlp runs 8 of its nominal 4 (both recorded borrowed: its in-quota task has ended), the
+    # users without a group 4 of their 0. Vision's task needs two whole nodes: nlp's two tasks
+    # lose the least work, but taking both would put nlp 4 below its nominal (and have it
+    # reclaim in turn); one of nlp's and the ungrouped task are taken.
+    quotas = {"vision": GroupQuota(8), "nlp": GroupQuota(4)}
+    running = [
+        borrower(10, "a", checkpoint=95.0),
+        borrower(11, "b", checkpoint=90.0),
+        Running(12, {"c": 4}, 0.0, None, "ann", started_at=0.0, group="", borrowed=True),
+    ]
+    decision = decide(
+        [req(1, 4, nnodes=2, group="vision")],
+        nodes(a=0, b=0, c=0),
+        nodes(a=4, b=4, c=4),
+        running=running,
+        groups=quotas,
+        now=100.0,
+    )
+    assert decision.reclaim == {10: 1, 12: 1}
