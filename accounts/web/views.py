@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from django import forms
 from django.conf import settings
@@ -31,6 +31,7 @@ from accounts.limits import may_use_high_priority
 from accounts.middleware import SESSION_TOKEN_KEY
 from accounts.models import ApiToken, Secret, hash_token
 from accounts.secrets import NAME_MAX, NAME_PATTERN, VALUE_MAX_BYTES, SecretsUnavailable
+from accounts.sshkeys.models import SshKey
 from accounts.users import request_user
 
 # A token just created travels to the one page view that shows it in a short-lived, signed,
@@ -193,6 +194,10 @@ def account_view(request: HttpRequest) -> HttpResponse:
         "secret_name_pattern": NAME_PATTERN,
         "secret_name_max": NAME_MAX,
         "secret_value_max": VALUE_MAX_BYTES,
+        "ssh_keys": SshKey.objects.filter(user=user),
+        "sftp_port": settings.ARGUS_SFTP_PORT,
+        # The host this page was reached by, without the web port: SFTP is on the same host.
+        "sftp_host": urlsplit("//" + request.get_host()).hostname,
     }
     response = render(request, "accounts/account.html", context, status=400 if form.errors else 200)
     response.delete_cookie(NEW_TOKEN_COOKIE, path="/account/", samesite="Strict")
