@@ -90,8 +90,10 @@ class Client:
         response = self._send("POST", path, content=content, json=json, headers=headers)
         return self._json(response) if response.content else None
 
-    def delete(self, path: str) -> None:
-        self._send("DELETE", path)
+    def delete(self, path: str) -> Any:
+        """The answer's JSON, None when it has none (a 204)."""
+        response = self._send("DELETE", path)
+        return self._json(response) if response.content else None
 
     def get_all(self, path: str, *, limit: int | None = None, **params: Any) -> list[dict[str, Any]]:
         """Every row of a paginated list (up to ``limit``), following the pages."""

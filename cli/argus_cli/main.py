@@ -14,6 +14,7 @@ import click
 from rich.text import Text
 
 from argus_cli import __version__, config, render
+from argus_cli import checkpoints as checkpoint_report
 from argus_cli import follow as following
 from argus_cli import usage as usage_report
 from argus_cli.client import ApiError, Client
@@ -642,6 +643,34 @@ def secret_remove(name: str) -> None:
     """Delete secret NAME: tasks that name it fail their next attempt."""
     client().delete(f"me/secrets/{name}")
     say(f"Secret {name} deleted.")
+
+
+@cli.group()
+def checkpoints() -> None:
+    """A task's checkpoints (global_step_N folders), their sizes, and deleting a finished task's."""
+
+
+@checkpoints.command(name="ls")
+@click.argument("task_id")
+@json_option
+@api_command
+def checkpoint_list(task_id: str, as_json: bool) -> None:
+    """List TASK_ID's checkpoints, oldest first, with their sizes and who needs each."""
+    listing = client().get(f"tasks/{task_id}/checkpoints")
+    if as_json:
+        render.as_json(listing)
+        return
+    checkpoint_report.show(task_id, listing)
+
+
+@checkpoints.command(name="rm")
+@click.argument("task_id")
+@click.argument("step", type=click.IntRange(min=0))
+@api_command
+def checkpoint_remove(task_id: str, step: int) -> None:
+    """Delete checkpoint STEP of finished task TASK_ID (refused while something needs it)."""
+    freed = client().delete(f"tasks/{task_id}/checkpoints/{step}")
+    say(f"Deleted global_step_{step} of {task_id}: {checkpoint_report.human_bytes(freed['bytes'])} freed.")
 
 
 def main() -> None:
