@@ -17,17 +17,12 @@ from tests.tasks.checkpoints.trees import saved, steps_in
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def as_alice(client: Client, alice: User) -> Client:
+def test_the_page_lists_the_checkpoints_with_their_sizes(client: Client, alice: User, make_task) -> None:
     client.force_login(alice)
-    return client
-
-
-def test_the_page_lists_the_checkpoints_with_their_sizes(as_alice: Client, alice: User, make_task) -> None:
     task = make_task(alice, PPO_SPEC + "keep_checkpoints: 2\n", state=TaskState.RUNNING)
     folder = checkpoint_dir("alice", task.task_id)
     saved(folder, 10, 20)
-    page = as_alice.get(f"/tasks/{task.task_id}/").content.decode()
+    page = client.get(f"/tasks/{task.task_id}/").content.decode()
     assert "Keeps the newest 2 (<code>keep_checkpoints</code>)" in page
     for checkpoint in folders.scan(folder).checkpoints:
         assert f'<tr data-step="{checkpoint.step}">' in page
@@ -35,15 +30,16 @@ def test_the_page_lists_the_checkpoints_with_their_sizes(as_alice: Client, alice
     assert "/checkpoints/10/delete/" not in page  # a running task's are its own
 
 
-def test_a_finished_tasks_checkpoint_is_deleted_from_its_page(as_alice: Client, alice: User, make_task) -> None:
+def test_a_finished_tasks_checkpoint_is_deleted_from_its_page(client: Client, alice: User, make_task) -> None:
+    client.force_login(alice)
     task = make_task(alice, state=TaskState.SUCCEEDED)
     folder = checkpoint_dir("alice", task.task_id)
     saved(folder, 1, 2)
-    page = as_alice.get(f"/tasks/{task.task_id}/").content.decode()
+    page = client.get(f"/tasks/{task.task_id}/").content.decode()
     assert f'action="/tasks/{task.task_id}/checkpoints/1/delete/"' in page
-    response = as_alice.post(f"/tasks/{task.task_id}/checkpoints/1/delete/", follow=True)
+    response = client.post(f"/tasks/{task.task_id}/checkpoints/1/delete/", follow=True)
     assert "Deleted checkpoint global_step_1" in response.content.decode()
     assert steps_in(folder) == [2]
     assert task.events.get(kind=EventKind.CHECKPOINT_DELETED).actor.endswith("alice")
-    refused = as_alice.post(f"/tasks/{task.task_id}/checkpoints/9/delete/", follow=True).content.decode()
+    refused = client.post(f"/tasks/{task.task_id}/checkpoints/9/delete/", follow=True).content.decode()
     assert f"Checkpoint not deleted: task {task.task_id} has no checkpoint of step 9." in refused
