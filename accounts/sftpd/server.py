@@ -315,7 +315,10 @@ class Tree(asyncssh.SFTPServer):
 
 
 async def start(host: str, port: int, key_path: Path, **options: Any) -> asyncssh.SSHAcceptor:
-    """Listen on host:port (port 0: any free one). SFTP only: no shell, no forwarding."""
+    """Listen on host:port (port 0: any free one). SFTP only: no shell, no forwarding.
+
+    SFTP version 3, asyncssh's default and OpenSSH's only one, which every client speaks: the
+    versions 5 and 6 opens (open56) are left to asyncssh's default, refused by map_path."""
     return await asyncssh.create_server(
         Gate,
         host,
