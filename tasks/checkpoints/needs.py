@@ -36,7 +36,7 @@ def needs(task: Task, latest: int | None) -> list[Need]:
     folder = re.escape(str(checkpoint_dir(task.user.username, task.task_id)))
     named = re.compile(rf"{folder}/global_step_(\d+)(?![\d])")
     others = Task.objects.filter(user_id=task.user_id, state__in=[*BEFORE_RAY_STATES, *ACTIVE_STATES])
-    for other in others.exclude(pk=task.pk).only("task_id", "state", "spec", "spec_raw", "pipeline_id"):
+    for other in others.exclude(pk=task.pk).only("task_id", "state", "spec", "spec_raw", "pipeline_id", "step"):
         for step in sorted({int(match) for match in named.findall(json.dumps(other.spec))}):
             found.append(Need(step, f"task {other.task_id} ({other.state}), whose spec names it"))
         if latest is not None and _waits_for(other, task):

@@ -50,7 +50,10 @@ def prune_due(budget: Budget, clock: float, now: datetime | None = None) -> int:
     """Prune each due task not pruned within ARGUS_CHECKPOINT_PRUNE_S of ``clock``
     (time.monotonic()) while ``budget`` lasts; returns the checkpoints deleted."""
     deleted = 0
-    for task in due_tasks(now or timezone.now()):
+    due = due_tasks(now or timezone.now())
+    for gone in _pruned.keys() - {task.task_id for task in due}:
+        del _pruned[gone]  # no longer due: the memo stays as small as what runs
+    for task in due:
         if budget.spent():
             break
         if clock - _pruned.get(task.task_id, -math.inf) < settings.ARGUS_CHECKPOINT_PRUNE_S:
