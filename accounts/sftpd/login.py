@@ -20,7 +20,7 @@ from accounts.sshkeys.models import SshKey
 logger = logging.getLogger(__name__)
 
 
-def _request(username: str, address: str) -> HttpRequest:
+def _request(address: str) -> HttpRequest:
     """What axes reads of a sign-in, for one over SSH: the address, and where it came in."""
     request = HttpRequest()
     request.META = {"REMOTE_ADDR": address, "HTTP_USER_AGENT": "sftp", "PATH_INFO": "sftp"}
@@ -33,7 +33,7 @@ def _credentials(username: str) -> dict[str, str]:
 
 
 def locked_out(username: str, address: str) -> bool:
-    if AxesProxyHandler.is_locked(_request(username, address), _credentials(username)):
+    if AxesProxyHandler.is_locked(_request(address), _credentials(username)):
         logger.warning("SFTP sign-in refused for %r from %s: too many failed sign-ins", username, address)
         return True
     return False
@@ -41,12 +41,12 @@ def locked_out(username: str, address: str) -> bool:
 
 def _failed(username: str, address: str, why: str) -> None:
     logger.warning("SFTP sign-in failed for %r from %s: %s", username, address, why)
-    AxesProxyHandler.user_login_failed(__name__, _credentials(username), _request(username, address))
+    AxesProxyHandler.user_login_failed(__name__, _credentials(username), _request(address))
 
 
 def _succeeded(user: User, address: str, how: str) -> None:
     logger.info("SFTP sign-in by %s from %s with %s", user.username, address, how)
-    AxesProxyHandler.user_logged_in(__name__, _request(user.username, address), user)
+    AxesProxyHandler.user_logged_in(__name__, _request(address), user)
 
 
 def key_known(username: str, fingerprint: str) -> bool:
