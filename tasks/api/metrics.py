@@ -6,7 +6,7 @@ figures are not counted in memory: each scrape asks the database, in a handful o
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from statistics import median
 
 from django.db.models import Count, F, Min
@@ -89,28 +89,26 @@ class ArgusCollector:
             value=workers["gpus_free"],
         )
         yield GaugeMetricFamily("argus_worker_nodes", "Live worker nodes.", value=workers["workers"])
-        yield from _sharing()
+        yield from _sharing(kinds)
         yield from _groups(workers["gpus_total"])
         yield _first_waits()
 
 
-def _sharing() -> Iterator[Metric]:
-    """Preemptions, estimated starts and fair share (issue 11): five queries."""
-    # An attempt is marked once (a conditional update) and the mark writes its PREEMPTED or
-    # RECLAIMED event (tasks.scheduler.preempt.mark): counted on attempts, not on the events, a
-    # table many times larger with no index on kind; one query for both reasons.
-    marked = dict(
-        Attempt.objects.filter(preempted_at__isnull=False).values_list("reclaim").annotate(n=Count("id")).order_by()
-    )
+def _sharing(failures: Mapping[str, int]) -> Iterator[Metric]:
+    """Preemptions, estimated starts and fair share (issue 11); ``failures``: the attempts by
+    failure kind, as argus_attempt_failures counts them."""
+    # Counted on the attempts that were stopped (their failure kind, set once at their end), not on
+    # the ones chosen: a choice is withdrawn when the task it served would not start, and a
+    # counter must never go down.
     preemptions = CounterMetricFamily(
         "argus_preemptions",
-        "Running tasks chosen to be stopped to make room for another, by reason (preempted: for a task of "
-        "higher priority, their PREEMPTED events; reclaimed: borrowed quota taken back by its group, their "
-        "RECLAIMED events).",
+        "Running tasks stopped to make room for another, by reason (preempted: for a task of higher "
+        "priority, their attempts PREEMPTED; reclaimed: borrowed quota taken back by its group, their "
+        "attempts RECLAIMED).",
         labels=["reason"],
     )
-    preemptions.add_metric(["preempted"], marked.get(False, 0))
-    preemptions.add_metric(["reclaimed"], marked.get(True, 0))
+    preemptions.add_metric(["preempted"], failures.get(FailureKind.PREEMPTED, 0))
+    preemptions.add_metric(["reclaimed"], failures.get(FailureKind.RECLAIMED, 0))
     yield preemptions
     starts = GaugeMetricFamily(
         "argus_task_estimated_start_timestamp_seconds",

@@ -73,12 +73,15 @@ def test_metrics_count_preemptions_and_give_estimates_and_shares(client, setting
     settings.ARGUS_FAIR_SHARE_WINDOW_S = 7200
     Usage.objects.create(user=alice, gpu_seconds=10 * 3600, as_of=timezone.now())
     victim = make_task(alice, state=TaskState.RUNNING, preemptible=True)
-    for number in (1, 2):
+    # Its first attempt was stopped for a task of higher priority; its second is chosen to be
+    # but runs on (a choice may yet be withdrawn): only a stop counts.
+    for number, kind, chosen in ((1, FailureKind.PREEMPTED, None), (2, "", timezone.now())):
         Attempt.objects.create(
             task=victim,
             attempt_no=number,
             ray_submission_id=f"{victim.task_id}--a0{number}",
-            preempted_at=timezone.now() if number == 1 else None,
+            failure_kind=kind,
+            preempted_at=chosen,
         )
     start = timezone.now().replace(microsecond=0) + timedelta(minutes=20)
     planned = make_task(bob, estimated_start_at=start)
@@ -86,6 +89,9 @@ def test_metrics_count_preemptions_and_give_estimates_and_shares(client, setting
     make_task(bob, state=TaskState.RUNNING, estimated_start_at=start)  # a stale estimate: no series
     values = _scrape(client)
     assert values[("argus_preemptions_total", (("reason", "preempted"),))] == 1
+    # The choice withdrawn (the task it served would not start): a counter never goes down.
+    Attempt.objects.filter(task=victim, attempt_no=2).update(preempted_at=None)
+    assert _scrape(client)[("argus_preemptions_total", (("reason", "preempted"),))] == 1
     estimates = {
         key: value for key, value in values.items() if key[0] == "argus_task_estimated_start_timestamp_seconds"
     }
