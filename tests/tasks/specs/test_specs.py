@@ -110,6 +110,8 @@ def test_it_accepts_the_basic_example(data: Path) -> None:
             after_any=(),
             stall_timeout=1800,
             secrets=(),
+            keep_checkpoints=3,
+            keep_best=None,
             model_id="Qwen/Qwen2.5-0.5B-Instruct",
             train_file=f"{data}/datasets/gsm8k/train.parquet",
             val_file=f"{data}/datasets/gsm8k/test.parquet",
@@ -139,6 +141,8 @@ def test_it_accepts_the_basic_example(data: Path) -> None:
         "after_any": [],
         "stall_timeout": 1800,
         "secrets": [],
+        "keep_checkpoints": 3,
+        "keep_best": None,
         "model_id": "Qwen/Qwen2.5-0.5B-Instruct",
         "train_file": f"{data}/datasets/gsm8k/train.parquet",
         "val_file": f"{data}/datasets/gsm8k/test.parquet",
@@ -215,6 +219,8 @@ def test_it_accepts_the_advanced_example(data: Path) -> None:
         "after",
         "after_any",
         "secrets",
+        "keep_checkpoints",
+        "keep_best",
     }
 
 
