@@ -513,20 +513,27 @@ class _Pass:
             # A group gives back only while it borrows: its use, less what already leaves it,
             # beyond its nominal (a task admitted borrowed may run within it since).
             leaving: dict[str, int] = {}
+            # What each group runs recorded in its quota: beyond its nominal when the quota was
+            # cut, or groups were made, while those tasks ran; they borrow now, as a task admitted
+            # borrowed does, or a group would wait for them to end to get its own quota back.
+            in_quota: dict[str, int] = {}
             for holder in self.running:
                 if holder.stopping or holder.key in taken or holder.key in preempted:
                     leaving[holder.group] = leaving.get(holder.group, 0) + _quota_gpus(holder)
+                elif not holder.borrowed:
+                    in_quota[holder.group] = in_quota.get(holder.group, 0) + _quota_gpus(holder)
+            ledger = self.ledger
+            over = {name for name, used in in_quota.items() if used > ledger.quota(name).nominal}
             candidates = [
                 holder
                 for holder in self.running
-                if holder.borrowed
+                if (holder.borrowed or holder.group in over)
                 and holder.group != group
                 and not holder.stopping
                 and not holder.settling_in
                 and holder.key not in taken
                 and holder.key not in preempted
             ]
-            ledger = self.ledger
             borrowing = {
                 name: borrowed(ledger.quota(name), ledger.used(name) - leaving.get(name, 0))
                 for name in {holder.group for holder in candidates}

@@ -266,13 +266,13 @@ def test_no_reclaim_beyond_nominal_nor_from_its_own_group_nor_the_settling_or_st
     for held in (borrower(11, "b", settling_in=True), borrower(11, "b", stopping=True)):
         decision = decide([req(1, 4, group="vision")], FULL, TWO_NODES, running=[running[0], held], groups=QUOTAS)
         assert decision.reclaim == {}
-    # In quota (tasks admitted without quotas) is never a victim.
+    # Tasks recorded in quota while their group runs within its nominal are never victims.
     decision = decide(
         [req(1, 4, group="vision")],
-        {},
+        FULL,
         TWO_NODES,
         running=[run(10, "a", 4, "nlp"), run(11, "b", 4, "nlp")],
-        groups=QUOTAS,
+        groups={**QUOTAS, "nlp": GroupQuota(8)},
     )
     assert decision.reclaim == {}
     assert not decide([req(1, 4, group="vision")], FULL, TWO_NODES, running=running).reclaim  # no groups
@@ -509,3 +509,19 @@ def test_one_reclaim_takes_from_a_group_no_more_than_it_borrows():
         now=100.0,
     )
     assert decision.reclaim == {10: 1, 12: 1}
+
+
+def test_tasks_recorded_in_quota_beyond_a_cut_nominal_give_it_back_as_borrowed_ones_do():
+    # nlp's two tasks were admitted in its quota of 8 (or before there were groups); its quota
+    # is now 4: it runs 4 beyond it. Vision, within its nominal, takes that back from the one
+    # that loses the least, and no more than nlp runs beyond its nominal.
+    running = [
+        Running(10, {"a": 4}, 0.0, None, "nia", started_at=0.0, group="nlp"),
+        Running(11, {"b": 4}, 0.0, None, "nia", started_at=50.0, group="nlp"),
+    ]
+    queue = [req(1, 4, group="vision"), req(2, 4, group="vision")]
+    decision = decide(queue, FULL, TWO_NODES, running=running, groups=QUOTAS, now=100.0, policy=BACKFILL)
+    assert decision.reclaim == {11: 1}  # 4 x 50 GPU-seconds lost, not 4 x 100
+    # Within its nominal again, nlp's tasks recorded in quota are no one's victims.
+    within = decide(queue, FULL, TWO_NODES, running=running, groups={**QUOTAS, "nlp": GroupQuota(8)}, now=100.0)
+    assert within.reclaim == {}
