@@ -24,6 +24,9 @@ Read it in the order a tick runs it:
    and quota it was admitted in; ``preempt`` marks and withdraws victims, a preemption's or a
    reclaim's;
 8. ``sweep.sweep``, now and then: Ray's whole job table (orphans, retention, foreign jobs).
+9. ``tasks.checkpoints.prune.prune_due``, while the budget lasts: each running (or lately ended)
+   task's checkpoints kept within its keep_checkpoints, at most once every
+   ARGUS_CHECKPOINT_PRUNE_S (the rules: tasks.checkpoints).
 
 An attempt's end is decided in one place, ``settle.settle``: how it failed (``failures``, read
 from Ray's status and the driver log) and what follows, a table (``settle.AFTER_FAILURE``).
