@@ -12,6 +12,7 @@ from devkit.standin import standin_spec
 from devkit.wait import wait_for
 from tasks.choices import EventKind, FailureKind, TaskState
 from tasks.jobfiles import checkpoint_dir
+from tasks.models import Event
 from tasks.scheduler.tick import tick
 from tests.scheduler.conftest import state_of, tick_until
 from tests.scheduler.test_durable import steps_in
@@ -26,7 +27,7 @@ def steps_on_disk(task) -> list[int]:
     return sorted(int(path.name.removeprefix("global_step_")) for path in folder.glob("global_step_*"))
 
 
-def deleted(task) -> dict[int, object]:
+def deleted(task) -> dict[int, Event]:
     """step -> its CHECKPOINT_DELETED event."""
     events = task.events.filter(kind=EventKind.CHECKPOINT_DELETED)
     return {event.data["step"]: event for event in events}
