@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
@@ -37,6 +37,14 @@ class SshKeyAddSerializer(serializers.Serializer[None]):
     )
 
 
+@extend_schema_view(
+    list=extend_schema(summary="Your SSH keys for SFTP", responses={200: SshKeySerializer(many=True), **errors()}),
+    destroy=extend_schema(
+        summary="Delete an SSH key",
+        description="It signs no one in from then on.",
+        responses={204: None, **errors(404)},
+    ),
+)
 class MySshKeyViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet[SshKey]):
     """The SSH keys the user signs in to SFTP with; a deleted key signs no one in again."""
 
