@@ -36,7 +36,6 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),
     # One xdist worker runs them all: one server start (seconds) rather than one per worker.
     pytest.mark.xdist_group("sftp"),
-    pytest.mark.skipif(shutil.which("sftp") is None, reason="needs OpenSSH's sftp client"),
 ]
 
 
