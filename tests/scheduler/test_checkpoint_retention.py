@@ -56,12 +56,12 @@ def test_a_crashed_run_resumes_from_a_checkpoint_kept_for_it(alice, submit, on_r
     settings.ARGUS_CHECKPOINT_PRUNE_S = 0
     settings.ARGUS_NODE_DEATH_WAIT_S = 0  # no node dies here: the crash is the verdict at once
     extra = f"{SAVES} trainer.max_actor_ckpt_to_keep=1 +standin.exit_after=3"
-    spec = standin_spec(gpus=4, steps=8, step_s=0.5, extra=extra) + "keep_checkpoints: 1\nmax_retries: 1\n"
+    spec = standin_spec(gpus=4, steps=12, step_s=0.5, extra=extra) + "keep_checkpoints: 1\nmax_retries: 1\n"
     task = submit(alice, spec)
     tick_until(lambda: task.attempts.filter(attempt_no=2).exists(), timeout=90)
     second = task.attempts.get(attempt_no=2)
     wait_for(lambda: 5 in steps_in(Path(second.log_path)), "step 5 in attempt 2's log", timeout=60, interval=0.05)
-    tick()  # a pass while attempt 2 runs, steps 4 and 5 complete
+    tick()  # a pass while attempt 2 runs (steps 6 to 12 left: 3.5 s), steps 4 and 5 complete
     second.refresh_from_db()
     assert second.resumed_from_step == 3 and second.end_time is None
     folder = checkpoint_dir(alice.username, task.task_id)
@@ -73,8 +73,8 @@ def test_a_crashed_run_resumes_from_a_checkpoint_kept_for_it(alice, submit, on_r
     tick()
     second.refresh_from_db()
     assert task.attempts.get(attempt_no=1).failure_kind == FailureKind.RUNTIME_ERROR
-    assert steps_in(Path(second.log_path)) == [4, 5, 6, 7, 8]
-    assert steps_on_disk(task) == [8]
+    assert steps_in(Path(second.log_path)) == list(range(4, 13))
+    assert steps_on_disk(task) == [12]
     gone = deleted(task)
-    assert sorted(gone) == [1, 2, 3, 4, 5, 6, 7]
+    assert sorted(gone) == list(range(1, 12))
     assert second.end_time is not None and gone[3].created_at >= second.end_time
