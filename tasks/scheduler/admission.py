@@ -232,7 +232,9 @@ def decide(
         reclaim_grace=reclaim_grace,
     )
     state.owe_made_room()
-    _walk(state, pending, shortest_first=shortest_first)
+    state.start_owed()
+    walk = [request for request in pending if request.key not in state.started] if state.started else pending
+    _walk(state, walk, shortest_first=shortest_first)
     if estimate:
         profile = state.profile or Profile(now, state.free, state.releases, totals)
         _estimate(state.decision, pending, profile, estimate, strict=policy == STRICT_FIFO)
@@ -355,6 +357,18 @@ class _Pass:
         for key in self.owed_to:
             beneficiary = self.queued[key]
             self.ledger.owe(beneficiary.group, beneficiary.gpus)
+
+    def start_owed(self) -> None:
+        """The tasks victims yielded to start first, in queue order, where they fit now: the room
+        a reclaim took back for a task is that task's until it starts (or the reclaim is
+        withdrawn). In its turn, a borrower ahead of it in the queue would start in that room,
+        borrowing a third group's idle quota, and be reclaimed for it in the next pass, then the
+        next borrower, pass after pass (the quota owed, Ledger.owe, does not hold the room)."""
+        for key, request in self.queued.items():
+            if key in self.owed_to and self.held_back(request) is None:
+                placement = place(request, self.free)
+                if placement is not None:
+                    self.admit(request, placement)
 
     def held_back(self, request: Request) -> str | None:
         """Why ``request`` waits whatever the room: the task it yielded to, its user's limits,

@@ -525,3 +525,78 @@ def test_tasks_recorded_in_quota_beyond_a_cut_nominal_give_it_back_as_borrowed_o
     # Within its nominal again, nlp's tasks recorded in quota are no one's victims.
     within = decide(queue, FULL, TWO_NODES, running=running, groups={**QUOTAS, "nlp": GroupQuota(8)}, now=100.0)
     assert within.reclaim == {}
+
+
+# --- churn: passes that never settle (found by bench/policy_sim.py) ----------------------------
+
+
+def _next_pass(
+    queue: list[Request], free: dict[str, Room], running: list[Running], yielded: dict[int, int], now: float
+) -> tuple[list[Request], dict[str, Room], list[Running], dict[int, int], dict[int, int]]:
+    """One pass of decide over three groups, then what the tick does with it: the admitted run
+    (borrowed ones recorded so), the reclaim's victims stop at once (no checkpoint due) and wait
+    again yielding to the task they served; a task that started is no longer yielded to.
+    Returns the next pass's queue, free room, running tasks and yields, and this pass's reclaims."""
+    quotas = {"vision": GroupQuota(4), "nlp": GroupQuota(8), "rl": GroupQuota(4)}
+    decision = decide(
+        queue,
+        free,
+        nodes(a=4, b=4, c=4, d=4),
+        policy=BACKFILL,
+        now=now,
+        running=running,
+        yielded=yielded,
+        groups=quotas,
+    )
+    free = dict(free)
+    for request, placement in decision.admitted:
+        for node, gpus in placement.items():
+            free[node] = Room(free[node].gpus - gpus, free[node].cpus)
+        running = [
+            *running,
+            Running(
+                request.key,
+                placement,
+                0.0,
+                None,
+                request.user,
+                started_at=now,
+                group=request.group,
+                borrowed=request.key in decision.borrowing,
+            ),
+        ]
+    started = {request.key for request, _ in decision.admitted}
+    stopped = [holder for holder in running if holder.key in decision.reclaim]
+    for holder in stopped:
+        for node, gpus in holder.placement.items():
+            free[node] = Room(free[node].gpus + gpus, free[node].cpus)
+    running = [holder for holder in running if holder.key not in decision.reclaim]
+    yielded = {victim: task for victim, task in {**yielded, **decision.reclaim}.items() if task not in started}
+    queue = [request for request in queue if request.key not in started]
+    queue += [req(holder.key, holder.gpus, group=holder.group) for holder in stopped]
+    return queue, free, running, yielded, decision.reclaim
+
+
+def test_room_taken_back_for_a_task_is_not_lent_to_a_borrower_ahead_of_it():
+    # rl's task 2 (within rl's nominal of 4) had vision's borrowed tasks 3 and 4 reclaimed for
+    # it: they stopped, node b is free again. Vision (6 of its 4 in use) may still borrow 2 of
+    # nlp's idle quota (nlp runs 4 of 8): its task 1, ahead of 2 in the queue, fits on b and
+    # nowhere else (c and d have 1 GPU free each). Were it to start there, the next pass would
+    # reclaim it for 2 (it lost nothing yet), the next vision task would start there, and so on.
+    running = [
+        run(10, "a", 4, "vision"),
+        run(12, "c", 2, "vision", borrowed=True),
+        run(11, "c", 1, "nlp"),
+        run(13, "d", 3, "nlp"),
+    ]
+    queue = [req(1, 2, group="vision"), req(5, 2, group="vision"), req(2, 4, group="rl", user="rolf")]
+    queue += [req(3, 2, group="vision"), req(4, 2, group="vision")]
+    free, yielded = nodes(a=0, b=4, c=1, d=1), {3: 2, 4: 2}
+    reclaims = []
+    for now in (100.0, 101.0, 102.0, 103.0):
+        queue, free, running, yielded, reclaim = _next_pass(queue, free, running, yielded, now)
+        reclaims.append(reclaim)
+    assert reclaims == [{}, {}, {}, {}]
+    rl_task = next(holder for holder in running if holder.key == 2)
+    assert rl_task.placement == {"b": 4} and not rl_task.borrowed and rl_task.started_at == 100.0
+    assert {request.key for request in queue} == {1, 3, 4, 5}  # nowhere to borrow from now
