@@ -202,7 +202,8 @@ def decide(
     bench/README.md has the figures).
     ``grace``: how long a preempted task may run on before it is stopped. ``yielded``: waiting
     tasks preempted for another that still waits, {victim: beneficiary}: a victim does not take
-    back the room it freed until the task it freed it for has started.
+    back the room it freed until the task it freed it for has started; with ``groups``, that task
+    starts first, before the queue's walk, where it fits (``_Pass.start_owed``).
     ``groups``: the quota groups ({name: quota}; None or {}: no quotas): a task starts within its
     group's nominal quota, or beyond it by borrowing (Decision.borrowing), as
     tasks.scheduler.quotas allows; the users without a group are the group "" (quotas.UNGROUPED).
