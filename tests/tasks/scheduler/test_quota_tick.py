@@ -243,3 +243,33 @@ def test_a_group_counts_its_attempts_gpus_not_the_room_they_hold_while_others_se
     tick()
     third.refresh_from_db()
     assert third.pending_reason == "group vision: 8 of 8 GPUs in use, borrowing limited to 0 (this task needs 4)"
+
+
+def test_the_room_a_reclaim_took_back_goes_to_its_task_before_a_borrower_ahead_of_it(
+    alice, bob, make_task, fake_ray, clock, make_group
+):
+    # The quotas cover more than the cluster: nlp's 4 GPUs, no member running, are idle on paper
+    # and lent. Vision runs its 4 and borrows 4 more; its next task, ahead of rl's in the queue,
+    # may borrow nlp's 4 but has no room. Rl's task, within its nominal, takes vision's borrowed
+    # node back. Once that node is free, vision's next task could borrow it (nlp's quota, not
+    # rl's, which is owed): started there, rl would reclaim it in the next tick, and so on.
+    make_group("vision", alice, nominal_gpus=4)
+    make_group("rl", bob, nominal_gpus=4)
+    make_group("nlp", nominal_gpus=4)
+    ray = fake_ray([4, 4])
+    running(ray, make_task(alice, time_limit_s=36_000, stall_timeout_s=None), clock)
+    lent = make_task(alice, time_limit_s=36_000, stall_timeout_s=None)
+    victim = running(ray, lent, clock)
+    assert victim.quota == Quota.BORROWED
+    ahead = make_task(alice, time_limit_s=3_600, stall_timeout_s=None)
+    owner = make_task(bob, time_limit_s=3_600, stall_timeout_s=None)
+    tick()  # reclaimed for rl's task: no checkpoint is due, so it stops at once
+    tick()
+    assert Attempt.objects.get(pk=victim.pk).preempted_for_id == owner.pk
+    stopped_by_argus(ray, lent, victim)
+    assert Attempt.objects.get(pk=victim.pk).failure_kind == FailureKind.RECLAIMED
+    for _ in range(3):  # the room goes to rl's task, and stays there
+        tick()
+        assert not ahead.attempts.exists()
+        assert admitted(owner).quota == Quota.IN_QUOTA
+        assert not Attempt.objects.filter(reclaim=True).exclude(pk=victim.pk).exists()
