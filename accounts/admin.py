@@ -14,6 +14,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from accounts import limits, users
+from accounts.diskusage import admin as diskusage_admin  # noqa: F401  registers the disk usage's admin
 from accounts.groups.admin import GroupMembershipInline  # registers the groups' admin too
 from accounts.groups.rules import group_of
 from accounts.limits import LIMIT_NAMES

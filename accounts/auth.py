@@ -23,10 +23,12 @@ def token_owner(raw: str) -> ApiToken:
     Each refusal says why, so a script's owner knows whether to ask for a new token or for
     their account back.
     """
-    # The user's limits and group in the same query: /me shows them and every submission
-    # checks max_queued_tasks (accounts.limits), which would otherwise each cost one more.
+    # The user's limits, group and disk usage in the same query: /me shows them and every
+    # submission checks max_queued_tasks (accounts.limits), which would otherwise each cost one more.
     # get, not first: token_hash is unique, and first's ORDER BY costs ~0.1 ms to compile.
-    tokens = ApiToken.objects.select_related("user", "user__limits", "user__group_membership__group")
+    tokens = ApiToken.objects.select_related(
+        "user", "user__limits", "user__group_membership__group", "user__disk_usage"
+    )
     try:
         token = tokens.get(token_hash=hash_token(raw))
     except ApiToken.DoesNotExist:

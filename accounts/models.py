@@ -247,5 +247,6 @@ class Secret(models.Model):
 
 # Last: the group models read LIMIT_MAX and validate_weight above; imported here so that Django
 # registers them in the accounts app.
+from accounts.diskusage.models import DiskUsage  # noqa: E402, F401
 from accounts.groups.models import Membership, QuotaGroup  # noqa: E402, F401
 from accounts.sshkeys.models import SshKey  # noqa: E402, F401

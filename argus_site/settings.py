@@ -348,6 +348,9 @@ ARGUS_RECLAIM_GRACE_S = envint("ARGUS_RECLAIM_GRACE_S", 300)
 ARGUS_KEEP_CHECKPOINTS = envint("ARGUS_KEEP_CHECKPOINTS", 3)
 # How often the tick prunes the checkpoints of running tasks (and of tasks that just ended).
 ARGUS_CHECKPOINT_PRUNE_S = envint("ARGUS_CHECKPOINT_PRUNE_S", 30)
+# The disk-usage scan (accounts.diskusage.scan, a django-q2 job every 5 minutes, off the tick)
+# starts no new user's home past this many seconds; under django-q2's timeout (120 s).
+ARGUS_DISK_SCAN_BUDGET_S = envint("ARGUS_DISK_SCAN_BUDGET_S", 60)
 # Estimated starts are planned for this many waiting tasks at the head of the queue each tick.
 ARGUS_ESTIMATE_DEPTH = envint("ARGUS_ESTIMATE_DEPTH", 200)
 ARGUS_MAX_TASK_GPUS = envint("ARGUS_MAX_TASK_GPUS", 0)

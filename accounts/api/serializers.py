@@ -12,6 +12,7 @@ from rest_framework import serializers
 from accounts import limits, users
 from accounts import secrets as secrets_crypto
 from accounts.bounds import LIMIT_MAX, validate_weight
+from accounts.diskusage.usage import own_usage
 from accounts.groups.fields import GroupRefField
 from accounts.groups.rules import group_of
 from accounts.homes import home_dir
@@ -64,6 +65,11 @@ class UserSerializer(serializers.ModelSerializer[User]):
         "granted (PATCH this user with can_use_high_priority)."
     )
     group = serializers.SerializerMethodField(help_text="The name of the user's group; null: no group.")
+    disk_used_bytes = serializers.SerializerMethodField(
+        help_text="Bytes of the user's files on the shared storage (home, jobs included) at the last scan "
+        "(every few minutes, off the scheduler); null: not measured yet."
+    )
+    disk_measured_at = serializers.SerializerMethodField(help_text="When disk_used_bytes was measured; null: never.")
 
     class Meta:
         model = User
@@ -77,6 +83,8 @@ class UserSerializer(serializers.ModelSerializer[User]):
             "limits",
             "can_use_high_priority",
             "group",
+            "disk_used_bytes",
+            "disk_measured_at",
         ]
         read_only_fields = fields
 
@@ -93,6 +101,14 @@ class UserSerializer(serializers.ModelSerializer[User]):
     def get_group(self, user: User) -> str | None:
         group = group_of(user)
         return group.name if group else None
+
+    def get_disk_used_bytes(self, user: User) -> int | None:
+        usage = own_usage(user)
+        return usage.used_bytes if usage else None
+
+    def get_disk_measured_at(self, user: User) -> datetime | None:
+        usage = own_usage(user)
+        return usage.measured_at if usage else None
 
 
 @extend_schema_field({"type": "number", "format": "double", "minimum": 0, "exclusiveMinimum": True})

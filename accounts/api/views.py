@@ -42,7 +42,7 @@ class UserViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
     """Users, for admins: list, show, create, set limits and permissions (PATCH), disable, enable."""
 
     # select_related: each user's limits come in the same query, not one query per user.
-    queryset = User.objects.select_related("limits", "group_membership__group").order_by("username")
+    queryset = User.objects.select_related("limits", "group_membership__group", "disk_usage").order_by("username")
     serializer_class = UserSerializer
     permission_classes = [permissions.IsAdminUser]
     lookup_field = "username"

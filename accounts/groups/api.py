@@ -13,6 +13,7 @@ from rest_framework.reverse import reverse
 
 from accounts.api.serializers import WeightField
 from accounts.bounds import LIMIT_MAX
+from accounts.diskusage.usage import group_used_bytes
 from accounts.groups import rules
 from accounts.groups.fields import GroupNameField
 from accounts.groups.models import NAME_PATTERN, QuotaGroup
@@ -28,15 +29,21 @@ WEIGHT_HELP = "Greater than 0 (default 1.0): fair share between groups orders th
 
 class GroupSerializer(serializers.ModelSerializer[QuotaGroup]):
     members = serializers.SerializerMethodField(help_text="Its members' usernames, in order.")
+    disk_used_bytes = serializers.SerializerMethodField(
+        help_text="The sum of its members' disk_used_bytes at their last scans (0 before any)."
+    )
 
     class Meta:
         model = QuotaGroup
-        fields = ["name", *rules.QUOTA_FIELDS, "members", "created_at"]
+        fields = ["name", *rules.QUOTA_FIELDS, "members", "disk_used_bytes", "created_at"]
         read_only_fields = fields
 
     def get_members(self, group: QuotaGroup) -> list[str]:
         # From the prefetched memberships (GroupViewSet.queryset): no query per group.
         return sorted(membership.user.username for membership in group.memberships.all())
+
+    def get_disk_used_bytes(self, group: QuotaGroup) -> int:
+        return group_used_bytes(group)  # from the prefetched memberships: no query per group
 
 
 def _gpus(help_text: str, *, required: bool = True, nullable: bool = False) -> JSONIntegerField:
@@ -92,7 +99,7 @@ class GroupViewSet(
     pagination_class = None  # a lab has a handful of groups
 
     def get_queryset(self) -> QuerySet[QuotaGroup]:
-        groups = QuotaGroup.objects.prefetch_related("memberships__user").order_by("name")
+        groups = QuotaGroup.objects.prefetch_related("memberships__user__disk_usage").order_by("name")
         if getattr(self, "swagger_fake_view", False):  # drf-spectacular, building the schema
             return groups
         user = request_user(self.request)

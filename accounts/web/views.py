@@ -25,6 +25,7 @@ from django.views.decorators.http import require_POST
 
 from accounts import files
 from accounts.api.serializers import SecretSetSerializer
+from accounts.diskusage.usage import own_usage
 from accounts.groups.rules import group_of
 from accounts.homes import HOME_SUBDIRS, home_dir
 from accounts.limits import may_use_high_priority
@@ -190,6 +191,7 @@ def account_view(request: HttpRequest) -> HttpResponse:
         "home": home_dir(user.username),
         "can_use_high_priority": may_use_high_priority(user),
         "group": group_of(user),
+        "disk_usage": own_usage(user),
         "secrets": Secret.objects.filter(user=user).order_by("name"),
         "secret_name_pattern": NAME_PATTERN,
         "secret_name_max": NAME_MAX,

@@ -17,6 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.utils import floatToGoString
 
+from accounts.diskusage.models import DiskUsage
 from tasks.api.cluster import worker_totals
 from tasks.attempts import Attempt
 from tasks.choices import QUEUE_STATES, FailureKind, TaskState
@@ -92,6 +93,7 @@ class ArgusCollector:
         yield from _sharing(kinds)
         yield from _groups(workers["gpus_total"])
         yield _first_waits()
+        yield _disk_used()
 
 
 def _sharing(failures: Mapping[str, int]) -> Iterator[Metric]:
@@ -164,6 +166,18 @@ def _groups(total_gpus: float) -> Iterator[Metric]:
     yield nominal
     yield using
     yield lent
+
+
+def _disk_used() -> Metric:
+    """Each measured user's bytes on the shared storage at their last scan (accounts.diskusage)."""
+    family = GaugeMetricFamily(
+        "argus_disk_used_bytes",
+        "Bytes of each user's files on the shared storage (home, jobs included) at the last scan.",
+        labels=["user"],
+    )
+    for username, used in DiskUsage.objects.values_list("user__username", "used_bytes").order_by("user__username"):
+        family.add_metric([username], used)
+    return family
 
 
 def _waiting(by_state: dict[str, int]) -> int:

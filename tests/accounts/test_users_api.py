@@ -76,6 +76,8 @@ def test_it_lists_users_for_admins(api, alice, bob, shared_root, django_assert_m
         },
         "can_use_high_priority": False,
         "group": None,
+        "disk_used_bytes": None,  # not measured yet
+        "disk_measured_at": None,
     }
 
 
