@@ -110,7 +110,7 @@ class UserLimitsInline(admin.StackedInline[UserLimits, User]):
     effect is shown beside."""
 
     model = UserLimits
-    fields = [*LIMIT_NAMES, "fair_share_weight", "can_use_high_priority", "in_effect"]
+    fields = [*LIMIT_NAMES, "fair_share_weight", "can_use_high_priority", "disk_quota_bytes", "in_effect"]
     readonly_fields = ["in_effect"]
     can_delete = False  # emptying a limit is how it goes back to the site default
     max_num = 1

@@ -23,8 +23,8 @@ logger = logging.getLogger(__name__)
 
 # The limits a user may hold, in the order the API and the admin site show them.
 LIMIT_NAMES = ("max_running_gpus", "max_running_tasks", "max_queued_tasks")
-# What set_limits writes: the limits, the weight and the one permission.
-SETTING_NAMES = (*LIMIT_NAMES, "fair_share_weight", "can_use_high_priority")
+# What set_limits writes: the limits, the weight, the one permission and the disk quota.
+SETTING_NAMES = (*LIMIT_NAMES, "fair_share_weight", "can_use_high_priority", "disk_quota_bytes")
 DEFAULT_WEIGHT = 1.0
 # Past this many ids limits_by_user reads the whole table instead of an IN list: one statement's
 # parameters are capped (999 in SQLite before 3.32), and the table holds one row per user at most.
@@ -122,8 +122,8 @@ def high_priority_refusal(user: User) -> str | None:
 
 def set_limits(user: User, *, actor: str, **changes: int | float | bool | None) -> None:
     """Write some of ``user``'s own limits (LIMIT_NAMES; None: back to the site default),
-    ``fair_share_weight`` and ``can_use_high_priority``, already validated; the row is created
-    if need be."""
+    ``fair_share_weight``, ``can_use_high_priority`` and ``disk_quota_bytes`` (None: no quota),
+    already validated; the row is created if need be."""
     unknown = set(changes) - set(SETTING_NAMES)
     if unknown:
         raise TypeError(f"not a limit: {', '.join(sorted(unknown))}")

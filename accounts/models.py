@@ -12,7 +12,7 @@ from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
 from accounts import secrets as secrets_crypto
-from accounts.bounds import LIMIT_MAX, validate_weight
+from accounts.bounds import LIMIT_MAX, disk_quota_field, validate_weight
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -165,6 +165,7 @@ class UserLimits(models.Model):
         help_text="May submit tasks with priority: high, which go before fair share and may preempt "
         "other users' preemptible tasks. Administrators always may.",
     )
+    disk_quota_bytes = disk_quota_field("The user's own files")
 
     class Meta:
         verbose_name = verbose_name_plural = "limits"

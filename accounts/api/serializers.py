@@ -11,7 +11,7 @@ from rest_framework import serializers
 
 from accounts import limits, users
 from accounts import secrets as secrets_crypto
-from accounts.bounds import LIMIT_MAX, validate_weight
+from accounts.bounds import DISK_QUOTA_HELP, DISK_QUOTA_MAX, LIMIT_MAX, validate_weight
 from accounts.diskusage.usage import own_usage
 from accounts.groups.fields import GroupRefField
 from accounts.groups.rules import group_of
@@ -70,6 +70,10 @@ class UserSerializer(serializers.ModelSerializer[User]):
         "(every few minutes, off the scheduler); null: not measured yet."
     )
     disk_measured_at = serializers.SerializerMethodField(help_text="When disk_used_bytes was measured; null: never.")
+    disk_quota_bytes = serializers.SerializerMethodField(
+        help_text="The user's own disk quota in bytes (an admin sets it: PATCH /api/v2/users/NAME); null: none. "
+        "Their group's quota, if any, applies too."
+    )
 
     class Meta:
         model = User
@@ -85,6 +89,7 @@ class UserSerializer(serializers.ModelSerializer[User]):
             "group",
             "disk_used_bytes",
             "disk_measured_at",
+            "disk_quota_bytes",
         ]
         read_only_fields = fields
 
@@ -110,6 +115,10 @@ class UserSerializer(serializers.ModelSerializer[User]):
         usage = own_usage(user)
         return usage.measured_at if usage else None
 
+    def get_disk_quota_bytes(self, user: User) -> int | None:
+        row = limits.own_limits(user)
+        return row.disk_quota_bytes if row else None
+
 
 @extend_schema_field({"type": "number", "format": "double", "minimum": 0, "exclusiveMinimum": True})
 class WeightField(JSONFloatField):
@@ -117,6 +126,13 @@ class WeightField(JSONFloatField):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(validators=[validate_weight], **kwargs)
+
+
+def disk_quota_bytes_field() -> JSONIntegerField:
+    """A disk quota as the users and groups APIs take it: bytes, or null for none."""
+    return JSONIntegerField(
+        required=False, allow_null=True, min_value=0, max_value=DISK_QUOTA_MAX, help_text=DISK_QUOTA_HELP
+    )
 
 
 class UserLimitsUpdateSerializer(RefuseUnknownFields):
@@ -143,6 +159,7 @@ class UserLimitsUpdateSerializer(RefuseUnknownFields):
     group = GroupRefField(
         required=False, allow_null=True, help_text="The user's group, by name (it must exist); null: no group."
     )
+    disk_quota_bytes = disk_quota_bytes_field()
 
 
 class UserCreateSerializer(serializers.Serializer[User]):

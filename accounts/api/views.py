@@ -60,11 +60,12 @@ class UserViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         )
 
     @extend_schema(
-        summary="Set a user's limits, fair-share weight, high-priority permission and group",
+        summary="Set a user's limits, fair-share weight, high-priority permission, group and disk quota",
         description="Only the fields sent change. A limit is a whole number (0: no limit) or null: "
         "the site default (ARGUS_USER_MAX_RUNNING_GPUS, _RUNNING_TASKS, _QUEUED_TASKS) applies. "
         "`can_use_high_priority` grants (or withdraws) the right to submit `priority: high`; an "
-        "admin always has it. `group` puts the user in that group (null: in none). The answer is the "
+        "admin always has it. `group` puts the user in that group (null: in none). `disk_quota_bytes`: "
+        "past it the user's submissions and uploads are refused (null: no quota). The answer is the "
         "user, with each limit as set and as in effect.",
         request=UserLimitsUpdateSerializer,
         responses={200: UserSerializer, **errors(400, 403, 404)},

@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
 
-from accounts.api.serializers import WeightField
+from accounts.api.serializers import WeightField, disk_quota_bytes_field
 from accounts.bounds import LIMIT_MAX
 from accounts.diskusage.usage import group_used_bytes
 from accounts.groups import rules
@@ -58,6 +58,7 @@ class GroupCreateSerializer(RefuseUnknownFields):
     borrow_limit_gpus = _gpus(BORROW_HELP, required=False, nullable=True)
     lend_limit_gpus = _gpus(LEND_HELP, required=False, nullable=True)
     fair_share_weight = WeightField(required=False, help_text=WEIGHT_HELP)
+    disk_quota_bytes = disk_quota_bytes_field()
 
     def validate_name(self, name: str) -> str:
         if QuotaGroup.objects.filter(name=name).exists():
@@ -72,6 +73,7 @@ class GroupUpdateSerializer(RefuseUnknownFields):
     borrow_limit_gpus = _gpus(BORROW_HELP, required=False, nullable=True)
     lend_limit_gpus = _gpus(LEND_HELP, required=False, nullable=True)
     fair_share_weight = WeightField(required=False, help_text=WEIGHT_HELP)
+    disk_quota_bytes = disk_quota_bytes_field()
 
 
 @extend_schema(tags=["groups"])

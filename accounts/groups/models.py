@@ -14,7 +14,7 @@ from django.core.validators import MaxValueValidator
 from django.db import models
 from django.utils import timezone
 
-from accounts.bounds import LIMIT_MAX, validate_weight
+from accounts.bounds import LIMIT_MAX, disk_quota_field, validate_weight
 
 # A group's name is a URL part (/api/v2/groups/NAME) and a /metrics label value: kept to
 # lowercase words, so "NLP" and "nlp" can never be two groups.
@@ -56,6 +56,7 @@ class QuotaGroup(models.Model):
         validators=[validate_weight],
         help_text="Greater than 0. Fair share between groups orders them by decayed usage over this weight.",
     )
+    disk_quota_bytes = disk_quota_field("Its members' files together")
     created_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:

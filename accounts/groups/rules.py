@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 # What a group's quota is made of, in the order the API and the admin site show it.
-QUOTA_FIELDS = ("nominal_gpus", "borrow_limit_gpus", "lend_limit_gpus", "fair_share_weight")
+QUOTA_FIELDS = ("nominal_gpus", "borrow_limit_gpus", "lend_limit_gpus", "fair_share_weight", "disk_quota_bytes")
 
 # Why a group may not be deleted now, asked of the apps above accounts: the tasks app knows
 # which of a group's tasks are live, and accounts may not import it (the layering puts tasks

@@ -19,6 +19,7 @@ from accounts.diskusage.models import DiskUsage
 from accounts.diskusage.scan import measure_all, tree_bytes
 from accounts.groups.models import Membership, QuotaGroup
 from accounts.homes import home_dir
+from tests.accounts.helpers import assert_error
 
 pytestmark = pytest.mark.django_db
 
@@ -159,3 +160,42 @@ def test_metrics_shows_each_measured_users_bytes(client, alice, bob):
         for sample in family.samples
     }
     assert samples == {"alice": 4096, "bob": 0}
+
+
+def test_an_admin_sets_a_users_disk_quota_and_clears_it(alice, admin, client_for):
+    api = client_for(admin)
+    assert client_for(alice).get("/api/v2/me").json()["disk_quota_bytes"] is None
+    response = api.patch("/api/v2/users/alice", {"disk_quota_bytes": 10**12}, format="json")
+    assert response.status_code == 200
+    assert response.json()["disk_quota_bytes"] == 10**12
+    assert client_for(alice).get("/api/v2/me").json()["disk_quota_bytes"] == 10**12
+    assert (
+        api.patch("/api/v2/users/alice", {"disk_quota_bytes": None}, format="json").json()["disk_quota_bytes"] is None
+    )
+
+
+def test_a_user_cannot_set_their_own_disk_quota(alice, client_for):
+    response = client_for(alice).patch("/api/v2/users/alice", {"disk_quota_bytes": 10**15}, format="json")
+    assert response.status_code == 403
+
+
+@pytest.mark.parametrize("bad", [-1, "100", 1.5, True, 2**63, {"bytes": 1}])
+def test_a_bad_disk_quota_is_a_400_naming_the_field(alice, admin, client_for, bad):
+    api = client_for(admin)
+    response = api.patch("/api/v2/users/alice", {"disk_quota_bytes": bad}, format="json")
+    assert_error(response, 400, fields=("disk_quota_bytes",))
+    QuotaGroup.objects.create(name="nlp", nominal_gpus=1)
+    response = api.patch("/api/v2/groups/nlp", {"disk_quota_bytes": bad}, format="json")
+    assert_error(response, 400, fields=("disk_quota_bytes",))
+    response = api.post("/api/v2/groups", {"name": "cv", "nominal_gpus": 1, "disk_quota_bytes": bad}, format="json")
+    assert_error(response, 400, fields=("disk_quota_bytes",))
+
+
+def test_an_admin_sets_a_groups_disk_quota(admin, client_for):
+    api = client_for(admin)
+    created = api.post("/api/v2/groups", {"name": "nlp", "nominal_gpus": 2, "disk_quota_bytes": 5000}, format="json")
+    assert created.status_code == 201
+    assert created.json()["disk_quota_bytes"] == 5000
+    changed = api.patch("/api/v2/groups/nlp", {"disk_quota_bytes": None}, format="json")
+    assert changed.status_code == 200 and changed.json()["disk_quota_bytes"] is None
+    assert QuotaGroup.objects.get(name="nlp").disk_quota_bytes is None

@@ -204,8 +204,10 @@ def test_the_schema_documents_the_patch_and_its_closed_body():
     assert "required" not in body
     assert set(body["properties"]) == {
         *("max_running_gpus", "max_running_tasks", "max_queued_tasks"),
-        *("fair_share_weight", "can_use_high_priority", "group"),
+        *("fair_share_weight", "can_use_high_priority", "group", "disk_quota_bytes"),
     }
+    quota = body["properties"]["disk_quota_bytes"]
+    assert (quota["type"], quota["minimum"], quota["maximum"], quota["nullable"]) == ("integer", 0, 2**63 - 1, True)
     group = body["properties"]["group"]
     assert (group["type"], group["nullable"], group["pattern"]) == ("string", True, "^[a-z][a-z0-9_-]{0,31}$")
     gpus = body["properties"]["max_running_gpus"]

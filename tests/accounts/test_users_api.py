@@ -78,6 +78,7 @@ def test_it_lists_users_for_admins(api, alice, bob, shared_root, django_assert_m
         "group": None,
         "disk_used_bytes": None,  # not measured yet
         "disk_measured_at": None,
+        "disk_quota_bytes": None,  # no quota
     }
 
 
