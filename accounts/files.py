@@ -28,6 +28,7 @@ from typing import BinaryIO
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 
+from accounts.diskusage.quota import user_quota_refusal
 from accounts.homes import HOME_SUBDIRS, ensure_home, home_dir, shared_root
 
 HOME = "home"
@@ -98,6 +99,12 @@ class AccessDenied(FileAreaError):
 
 class NoSpace(FileAreaError):
     code = "no_space"
+
+
+class DiskQuotaExceeded(FileAreaError):
+    """The user, or their group, is at or over a disk quota (accounts.diskusage.quota)."""
+
+    code = "disk_quota_exceeded"
 
 
 @dataclass(frozen=True)
@@ -422,11 +429,16 @@ class PendingUpload:
 
 
 def begin_upload(target: Location) -> PendingUpload:
-    """Start writing the file ``target`` names (in the home only; not over a folder)."""
+    """Start writing the file ``target`` names (in the home only; not over a folder; not while
+    the user or their group is over a disk quota). Every upload starts here: the files API, the
+    data page (save_upload) and SFTP."""
     real_folder = _real_folder(target.parent())
     _check_writable(target, real_folder)
     if target.path.is_dir() and not target.path.is_symlink():
         raise AlreadyExists(f"{target.rel} is a folder: a file cannot replace it.", "file")
+    refusal = user_quota_refusal(target.username)
+    if refusal:
+        raise DiskQuotaExceeded(refusal, "file")
     return PendingUpload(target, real_folder)
 
 
@@ -442,13 +454,10 @@ def save_upload(folder: Location, upload: UploadedFile[bytes], *, name: str = ""
     limit = max_upload_bytes()
     if upload.size is not None and upload.size > limit:
         raise TooLarge(f"{target.name} is {upload.size} bytes; the upload limit is {limit} bytes.", "file")
-    if os.path.lexists(target.path):
-        if not overwrite:
-            raise AlreadyExists(f"{target.rel} already exists: ask to overwrite it to replace it.", "file")
-        if target.path.is_dir() and not target.path.is_symlink():
-            raise AlreadyExists(f"{target.rel} is a folder: a file cannot replace it.", "file")
+    if os.path.lexists(target.path) and not overwrite:
+        raise AlreadyExists(f"{target.rel} already exists: ask to overwrite it to replace it.", "file")
 
-    pending = PendingUpload(target, real_folder)
+    pending = begin_upload(target)
     try:
         for chunk in upload.chunks():
             pending.write(chunk)

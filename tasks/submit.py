@@ -11,6 +11,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 
+from accounts.diskusage.quota import quota_refusal
 from accounts.limits import high_priority_refusal, limits_for, queued_limit_error
 from accounts.models import MissingSecrets, Secret
 from tasks.choices import BEFORE_RAY_STATES, Priority
@@ -22,6 +23,15 @@ from tasks.specs.pools import describe
 
 class QuotaError(Exception):
     """A submission refused by one of the user's limits; the message names the limit and the count."""
+
+    code = "quota_exceeded"
+
+
+class DiskQuotaExceeded(QuotaError):
+    """A submission by a user at or over a disk quota, theirs or their group's; the message names
+    the usage and the quota (accounts.diskusage.quota)."""
+
+    code = "disk_quota_exceeded"
 
 
 class PriorityNotAllowed(Exception):
@@ -50,7 +60,8 @@ def admit_new(user: User, specs: Sequence[tuple[str, ParsedSpec]]) -> None:
     (each with the prefix its errors' fields get: a pipeline's ``steps.NAME.``), in the order a
     person fixes them: what each asks of the site's limits now, every problem of every spec at
     once (``request_errors``: SpecError 400); the user's permissions (PriorityNotAllowed 403);
-    the user's max_queued_tasks, counting them all (QuotaError 429)."""
+    the user's max_queued_tasks, counting them all (QuotaError 429); their disk quota and their
+    group's (DiskQuotaExceeded, a QuotaError)."""
     errors: dict[str, list[str]] = {}
     for field, parsed in specs:
         errors.update(request_errors(user, parsed, field))
@@ -61,6 +72,9 @@ def admit_new(user: User, specs: Sequence[tuple[str, ParsedSpec]]) -> None:
         if refusal:
             raise PriorityNotAllowed(refusal)
     check_quota(user, len(specs))
+    refusal = quota_refusal(user)
+    if refusal:
+        raise DiskQuotaExceeded(refusal)
 
 
 def request_errors(user: User, parsed: ParsedSpec, field: str = "") -> dict[str, list[str]]:

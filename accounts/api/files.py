@@ -27,6 +27,7 @@ STATUS_FOR = {
     files.TooLarge: status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
     files.AccessDenied: status.HTTP_403_FORBIDDEN,
     files.NoSpace: status.HTTP_507_INSUFFICIENT_STORAGE,
+    files.DiskQuotaExceeded: status.HTTP_429_TOO_MANY_REQUESTS,
 }
 
 
@@ -177,11 +178,13 @@ class FilesView(FileAreaView):
         summary="Upload a file into a folder of your home",
         description=(
             "`path` is the folder to upload into; the file keeps its own name unless `name` is "
-            "given. An existing file is replaced only with `overwrite=1` (in the query or the body)."
+            "given. An existing file is replaced only with `overwrite=1` (in the query or the body). "
+            "A user at or over a disk quota, theirs or their group's, gets a 429 (`disk_quota_exceeded`, "
+            "naming the usage and the quota)."
         ),
         parameters=[UploadQuery],
         request={"multipart/form-data": UploadBody},
-        responses={201: SavedSerializer, **error_responses(400, 403, 404, 409, 413)},
+        responses={201: SavedSerializer, **error_responses(400, 403, 404, 409, 413, 429)},
         tags=["files"],
     )
     def post(self, request: Request) -> Response:

@@ -205,7 +205,11 @@ class Tree(asyncssh.SFTPServer):
             mtime=mtime,
         )
 
-    def open(self, path: bytes, pflags: int, attrs: asyncssh.SFTPAttrs) -> BinaryIO | Upload:
+    async def open(self, path: bytes, pflags: int, attrs: asyncssh.SFTPAttrs) -> BinaryIO | Upload:
+        # Off the event loop: an upload asks the database whether the user is over a disk quota.
+        return await in_thread(self._open)(path, pflags, attrs)
+
+    def _open(self, path: bytes, pflags: int, attrs: asyncssh.SFTPAttrs) -> BinaryIO | Upload:
         with refusals():
             if not pflags & WRITE_FLAGS:
                 where = self._where(path)

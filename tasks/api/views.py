@@ -98,7 +98,8 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         "(files that exist and may be read, an advanced command's checks) is a 400 naming each field. "
         "`priority: high` from a user not granted it (can_use_high_priority; admins always may) is a 403 "
         "(`priority_not_allowed`). A user who already has their max_queued_tasks tasks waiting gets a 429 "
-        "(`quota_exceeded`).",
+        "(`quota_exceeded`); one at or over a disk quota, theirs or their group's, a 429 "
+        "(`disk_quota_exceeded`, naming the usage and the quota).",
         request={
             "application/yaml": SpecDocument,
             "text/yaml": SpecDocument,
@@ -131,7 +132,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         except PriorityNotAllowed as error:
             raise PriorityForbidden(str(error)) from error
         except QuotaError as error:
-            raise QuotaExceeded(str(error)) from error
+            raise QuotaExceeded(str(error), code=error.code) from error
         _just_made(task)
         body = TaskDetailSerializer(task, context=self.get_serializer_context()).data
         location = f"/api/v2/tasks/{task.task_id}"

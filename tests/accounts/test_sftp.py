@@ -20,8 +20,11 @@ from pathlib import Path
 import pytest
 from django.conf import settings as django_settings
 from django.contrib.auth.models import User
+from django.utils import timezone
 
+from accounts.diskusage.models import DiskUsage
 from accounts.homes import home_dir
+from accounts.limits import set_limits
 from accounts.models import ApiToken
 from accounts.sshkeys.models import SshKey
 from devkit.wait import wait_for
@@ -329,6 +332,20 @@ def test_no_escape_and_nothing_of_another_users(
     assert sorted(os.listdir(bobs / "datasets")) == ["secret.txt"]
     assert not (shared_root / "datasets" / "gsm8k" / "x.txt").exists()
     assert not Path("/etc/argus").exists()
+
+
+def test_an_upload_over_the_disk_quota_is_refused(sftp: Client, alice: User, alice_key: Key, tmp_path: Path):
+    (tmp_path / "mine.txt").write_text("mine\n")
+    set_limits(alice, actor="test", disk_quota_bytes=1000)
+    DiskUsage.objects.create(user=alice, used_bytes=1000, measured_at=timezone.now())
+    session = sftp.run("alice", "put mine.txt datasets/mine.txt", key=alice_key)
+    assert not session.ok, session.output
+    assert not (home_dir("alice") / "datasets" / "mine.txt").exists()
+    assert not list((home_dir("alice") / "datasets").glob(".argus-upload-*"))
+    # Under it again (files deleted, the next scan): the same upload goes in.
+    DiskUsage.objects.filter(user=alice).update(used_bytes=999)
+    assert sftp.run("alice", "put mine.txt datasets/mine.txt", key=alice_key).ok
+    assert (home_dir("alice") / "datasets" / "mine.txt").read_text() == "mine\n"
 
 
 def test_an_interrupted_upload_never_appears_under_its_name(sftp: Client, alice: User, alice_key: Key, tmp_path: Path):

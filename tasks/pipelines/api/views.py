@@ -112,7 +112,7 @@ class PipelineViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
         except PriorityNotAllowed as error:
             raise PriorityForbidden(str(error)) from error
         except QuotaError as error:
-            raise QuotaExceeded(str(error)) from error
+            raise QuotaExceeded(str(error), code=error.code) from error
         fresh = self.get_queryset().get(pk=pipeline.pk)
         return Response(
             PipelineSerializer(fresh).data,
@@ -172,7 +172,7 @@ class PipelineViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
         except PriorityNotAllowed as error:
             raise PriorityForbidden(str(error)) from error
         except QuotaError as error:
-            raise QuotaExceeded(str(error)) from error
+            raise QuotaExceeded(str(error), code=error.code) from error
         except CheckpointUnavailable as error:
             raise ServiceUnavailable(str(error)) from error
         return self._detail(pipeline)

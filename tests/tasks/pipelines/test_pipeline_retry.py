@@ -16,7 +16,9 @@ import pytest
 import yaml
 from django.contrib.auth.models import User
 from django.db import connection, connections
+from django.utils import timezone
 
+from accounts.diskusage.models import DiskUsage
 from accounts.limits import set_limits
 from accounts.models import Secret, UserLimits
 from devkit.wait import wait_for
@@ -103,6 +105,11 @@ def fewer_places(user: User, settings, make_task) -> None:
     make_task(user)  # one waits already; the retry adds three (every step: the first failed)
 
 
+def disk_full(user: User, settings, make_task) -> None:
+    set_limits(user, actor="test", disk_quota_bytes=100)
+    DiskUsage.objects.create(user=user, used_bytes=100, measured_at=timezone.now())
+
+
 def high_revoked(user: User, settings, make_task) -> None:
     set_limits(user, actor="test", can_use_high_priority=False)
 
@@ -120,6 +127,7 @@ def secret_deleted(user: User, settings, make_task) -> None:
     ("document", "since", "status", "code", "words", "fields"),
     [
         (PIPELINE, fewer_places, 429, "quota_exceeded", "this adds 3; max_queued_tasks is 3", {}),
+        (PIPELINE, disk_full, 429, "disk_quota_exceeded", "alice uses 100 bytes of disk, at or over their", {}),
         (
             {"steps": [{**SFT, "priority": "high"}, EXPORT]},
             high_revoked,
@@ -148,7 +156,7 @@ def secret_deleted(user: User, settings, make_task) -> None:
             {"steps.sft.secrets": "HF_TOKEN"},
         ),
     ],
-    ids=["max_queued_tasks", "high-priority", "ARGUS_MAX_TASK_GPUS", "secrets"],
+    ids=["max_queued_tasks", "disk_quota_bytes", "high-priority", "ARGUS_MAX_TASK_GPUS", "secrets"],
 )
 def test_a_retry_passes_a_submissions_checks_as_things_stand_now(
     alice, client_for, datasets, fake_ray, make_task, settings, document, since, status, code, words, fields
