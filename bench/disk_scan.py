@@ -20,13 +20,16 @@ import argparse
 import os
 import random
 import statistics
+import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import isolated_env, machine_note, make_user, migrate, setup_django, table
+from bench.common import ROOT, isolated_env, machine_note, make_user, migrate, ms, percentile, setup_django, table
 
 
 def build_home(home: Path, files: int, rng: random.Random) -> int:
@@ -51,12 +54,47 @@ def build_home(home: Path, files: int, rng: random.Random) -> int:
     return written
 
 
+SCAN_FOREVER = "from accounts.diskusage.scan import measure_all\nwhile True:\n    measure_all()\n"
+
+
+def tick_times(users: list[Any], ticks: int, env: dict[str, str], queue: int) -> dict[str, list[float]]:
+    """Steady ticks (bench/tick.py's: the fake Ray's 10 busy nodes, ``queue`` tasks waiting) alone,
+    then while another process runs measure_all back to back (as the django-q2 worker would,
+    but without its 5 minutes' rest): each tick's wall seconds."""
+    from unittest import mock
+
+    from accounts.diskusage.models import DiskUsage
+    from bench.tick import MovingClock, busy_cluster, fill_queue, timed_tick
+
+    fill_queue(queue, users)
+    fake_ray = mock.patch("tasks.scheduler.rayjobs.RayJobs.connect", return_value=busy_cluster(10))
+    clock = MovingClock()
+    found: dict[str, list[float]] = {}
+    with fake_ray, mock.patch("django.utils.timezone.now", clock.now):
+        timed_tick()  # the first tick reads the whole queue
+        clock.settle()
+        found["alone"] = [timed_tick()[0][0] for _ in range(ticks)]
+        before = datetime.now(UTC)
+        scanner = subprocess.Popen([sys.executable, "manage.py", "shell", "-c", SCAN_FOREVER], cwd=ROOT, env=env)
+        try:
+            time.sleep(1.0)  # past Django's start: scanning
+            found["while scanning"] = [timed_tick()[0][0] for _ in range(ticks)]
+            assert scanner.poll() is None, "the scanner stopped"
+            assert DiskUsage.objects.filter(measured_at__gt=before).exists(), "the scanner measured nothing"
+        finally:
+            scanner.terminate()  # the one process this started
+            scanner.wait(30)
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--files", type=int, default=100_000)
     parser.add_argument("--users", type=int, default=10)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--ticks", type=int, default=30, help="steady ticks timed alone and while scanning")
+    parser.add_argument("--queue", type=int, default=1000, help="tasks waiting in those ticks")
     args = parser.parse_args()
 
     bench = isolated_env("disk-scan")
@@ -71,9 +109,11 @@ def main() -> None:
         outside = bench.shared_root / "outside.bin"
         outside.write_bytes(b"y" * (1 << 20))
         expected: dict[str, int] = {}
+        users = []
         started = time.perf_counter()
         for n in range(args.users):
             user, _ = make_user(f"user{n}")
+            users.append(user)
             home = home_dir(user.username)
             expected[user.username] = build_home(home, args.files // args.users, rng)
             (home / "loop").symlink_to(home, target_is_directory=True)
@@ -109,6 +149,17 @@ def main() -> None:
             )
         )
         print(f"totals checked: {sum(stored.values())} bytes over {len(stored)} users, as written")
+
+        ticks = tick_times(users, args.ticks, bench.env(), args.queue)
+        print(
+            table(
+                ["ticks", "n", "median ms", "p90 ms", "worst ms"],
+                [
+                    [name, len(times), ms(statistics.median(times)), ms(percentile(times, 90)), ms(max(times))]
+                    for name, times in ticks.items()
+                ],
+            )
+        )
     finally:
         bench.cleanup()
 
