@@ -25,10 +25,11 @@ from django.views.decorators.http import require_POST
 
 from accounts import files
 from accounts.api.serializers import SecretSetSerializer
+from accounts.diskusage.quota import quota_refusal
 from accounts.diskusage.usage import own_usage
 from accounts.groups.rules import group_of
 from accounts.homes import HOME_SUBDIRS, home_dir
-from accounts.limits import may_use_high_priority
+from accounts.limits import may_use_high_priority, own_limits
 from accounts.middleware import SESSION_TOKEN_KEY
 from accounts.models import ApiToken, Secret, hash_token
 from accounts.secrets import NAME_MAX, NAME_PATTERN, VALUE_MAX_BYTES, SecretsUnavailable
@@ -192,6 +193,8 @@ def account_view(request: HttpRequest) -> HttpResponse:
         "can_use_high_priority": may_use_high_priority(user),
         "group": group_of(user),
         "disk_usage": own_usage(user),
+        "disk_quota": limits_row.disk_quota_bytes if (limits_row := own_limits(user)) else None,
+        "disk_refusal": quota_refusal(user),
         "secrets": Secret.objects.filter(user=user).order_by("name"),
         "secret_name_pattern": NAME_PATTERN,
         "secret_name_max": NAME_MAX,

@@ -19,6 +19,7 @@ from accounts.diskusage.models import DiskUsage
 from accounts.diskusage.scan import measure_all, tree_bytes
 from accounts.groups.models import Membership, QuotaGroup
 from accounts.homes import home_dir
+from accounts.limits import set_limits
 from tests.accounts.helpers import assert_error
 
 pytestmark = pytest.mark.django_db
@@ -136,6 +137,22 @@ def test_the_account_page_shows_the_usage(alice):
     measured(alice, 5 * 1024 * 1024)
     page = site.get("/account/").content.decode()
     assert "5.0\xa0MB" in page and "5242880 bytes" in page
+
+
+def test_the_account_page_shows_the_quotas_and_says_when_they_refuse(alice):
+    site = Client()
+    site.force_login(alice)
+    group = QuotaGroup.objects.create(name="nlp", nominal_gpus=1, disk_quota_bytes=10**9)
+    Membership.objects.create(user=alice, group=group)
+    set_limits(alice, actor="test", disk_quota_bytes=2048)
+    measured(alice, 1000)
+    page = site.get("/account/").content.decode()
+    assert "Your disk quota is 2.0\xa0KB (2048 bytes)." in page
+    assert "Your group's is 953.7\xa0MB (1000000000 bytes)" in page
+    assert "disk-quota-refusal" not in page
+    DiskUsage.objects.filter(user=alice).update(used_bytes=2048)
+    page = site.get("/account/").content.decode().replace("&#x27;", "'")
+    assert "New tasks and uploads are refused: alice uses 2048 bytes of disk, at or over their" in page
 
 
 def test_the_admin_site_lists_the_usage_read_only(alice, admin):
