@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Mapping, Sequence
 
 
@@ -19,8 +20,9 @@ def doomed(steps: Sequence[int], latest: int | None, keep: int, needed: Collecti
 
 def best_step(values: Mapping[int, float], steps: Collection[int], mode: str) -> int | None:
     """The step with a checkpoint whose metric value is best (``mode`` max or min; on a tie the
-    later step); None when no step with a checkpoint has a value."""
-    scored = [(values[step], step) for step in steps if step in values]
+    later step); None when no step with a checkpoint has a value. A NaN (a diverged validation)
+    is no value: every comparison with it is false, so it would win as the first seen."""
+    scored = [(values[step], step) for step in steps if step in values and not math.isnan(values[step])]
     if not scored:
         return None
     sign = 1 if mode == "max" else -1

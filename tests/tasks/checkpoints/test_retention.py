@@ -33,3 +33,12 @@ def test_the_best_step_is_the_best_value_among_steps_with_a_checkpoint() -> None
     assert best_step(values, [1, 2, 3, 4], "min") == 1
     assert best_step({1: 0.5, 3: 0.5}, [1, 3], "max") == 3  # a tie: the later
     assert best_step({5: 1.0}, [1, 2], "max") is None
+
+
+def test_a_nan_value_is_never_the_best() -> None:
+    """A diverged validation (NaN) is no best: compared with NaN every value looks no better, so it
+    would win as the first seen and the real best step would be deleted (found in review)."""
+    nan = float("nan")
+    assert best_step({1: nan, 2: 0.9, 3: 0.7}, [1, 2, 3], "max") == 2
+    assert best_step({1: nan, 2: 0.9, 3: 0.7}, [1, 2, 3], "min") == 3
+    assert best_step({1: nan}, [1], "max") is None
