@@ -16,7 +16,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.users import request_user
-from common.api import Conflict, PriorityForbidden, QuotaExceeded, actor_of, error_responses, parse_query
+from common.api import (
+    Conflict,
+    PriorityForbidden,
+    QuotaExceeded,
+    ServiceUnavailable,
+    actor_of,
+    error_responses,
+    parse_query,
+)
 from common.exceptions import PayloadTooLarge
 from common.parsers import JSONParser
 from tasks.api.checkpoints import CheckpointsSerializer, DeletedSerializer, listing_body
@@ -202,7 +210,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         description="A 409 names who needs it: the task itself until it ends, a task or a waiting pipeline "
         "step that names it. The deletion is an event (CHECKPOINT_DELETED) with the bytes freed.",
         request=None,
-        responses={200: DeletedSerializer, **error_responses(404, 409)},
+        responses={200: DeletedSerializer, **error_responses(404, 409, 503)},
     )
     @action(detail=True, methods=["delete"], url_path=r"checkpoints/(?P<step>[0-9]{1,12})")
     def delete_checkpoint(self, request: Request, task_id: str, step: str) -> Response:
@@ -213,6 +221,10 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
             raise exceptions.NotFound(str(error)) from error
         except CheckpointNeeded as error:
             raise Conflict(str(error)) from error
+        except OSError as error:  # shared storage refused (permission) or too slow
+            raise ServiceUnavailable(
+                f"Checkpoint {step} of {task.task_id} could not be deleted now: {error}"
+            ) from error
         return Response({"step": int(step), "bytes": freed})
 
     def _attempt(self, task: Task, number: int | None) -> Attempt | None:

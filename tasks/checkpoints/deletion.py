@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-import contextlib
+import logging
 
 from tasks.checkpoints import folders
 from tasks.checkpoints.needs import needs
@@ -11,6 +11,8 @@ from tasks.choices import TERMINAL_STATES, EventKind
 from tasks.jobfiles import checkpoint_dir
 from tasks.models import Task
 from tasks.scheduler.storage import StorageTimeout, bounded
+
+logger = logging.getLogger(__name__)
 
 
 class NoSuchCheckpoint(LookupError):
@@ -23,20 +25,26 @@ class CheckpointNeeded(Exception):
 
 def delete(task: Task, checkpoint: folders.Checkpoint, why: str, actor: str) -> int:
     """Delete one checkpoint and record it (CHECKPOINT_DELETED, {"step", "bytes"}); returns the
-    bytes freed."""
+    bytes freed. Raises OSError when it cannot be set aside (nothing deleted, nothing recorded)."""
     size = bounded(folders.size_of, checkpoint.path)
     aside = bounded(folders.set_aside, checkpoint)
+    left = 0
+    try:
+        bounded(folders.remove, aside)
+    except StorageTimeout:
+        pass  # finishes in its thread; a later pass removes what is left (folders.leftovers)
+    except OSError as error:  # refused part-way (permission): the bytes still there are not freed
+        left = bounded(folders.size_of, aside)
+        logger.warning("checkpoint %s of %s only partly removed: %s", checkpoint.step, task.task_id, error)
+    rest = f", {left} bytes left to remove" if left else ""
     task.record(
         EventKind.CHECKPOINT_DELETED,
         actor=actor,
         attempt=task.attempts.filter(end_time=None).order_by("-attempt_no").first(),
-        message=f"deleted checkpoint {checkpoint.path.name} ({size / 1e9:.2f} GB): {why}",
-        data={"step": checkpoint.step, "bytes": size},
+        message=f"deleted checkpoint {checkpoint.path.name} ({(size - left) / 1e9:.2f} GB{rest}): {why}",
+        data={"step": checkpoint.step, "bytes": size - left},
     )
-    # One that overruns finishes in its thread; a later pass removes what is left (folders.leftovers).
-    with contextlib.suppress(StorageTimeout):
-        bounded(folders.remove, aside)
-    return size
+    return size - left
 
 
 def delete_step(task: Task, step: int, actor: str) -> int:

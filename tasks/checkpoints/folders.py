@@ -15,6 +15,7 @@ thread, and what is left under that name is removed by a later pass; verl never 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -115,7 +116,7 @@ def set_aside(checkpoint: Checkpoint) -> Path:
 
 
 def remove(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)
+    shutil.rmtree(path)
 
 
 def leftovers(folder: Path) -> None:
@@ -126,4 +127,5 @@ def leftovers(folder: Path) -> None:
         return
     for entry in entries:
         if entry.name.startswith(DELETING) and entry.is_dir(follow_symlinks=False):
-            remove(Path(entry.path))
+            with contextlib.suppress(OSError):  # refused again (permission): the next pass tries again
+                remove(Path(entry.path))

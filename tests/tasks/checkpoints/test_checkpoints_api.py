@@ -63,3 +63,46 @@ def test_a_needed_or_missing_checkpoint_is_refused_naming_why(alice, bob, make_t
     assert client.delete(f"/api/v2/tasks/{ended.task_id}/checkpoints/7").status_code == 404
     assert client_for(bob).delete(f"/api/v2/tasks/{ended.task_id}/checkpoints/2").status_code == 404
     assert steps_in(folder) == [1, 2] and not ended.events.filter(kind=EventKind.CHECKPOINT_DELETED).exists()
+
+
+def test_a_deletion_storage_refuses_is_a_503_naming_it_and_no_event(alice, make_task, client_for, monkeypatch) -> None:
+    """The rename aside refused (permission): nothing was deleted, said as such, not a 500 (found in review)."""
+    task = make_task(alice, state=TaskState.SUCCEEDED)
+    folder = checkpoint_dir("alice", task.task_id)
+    saved(folder, 1, 2)
+
+    def refused(checkpoint: folders.Checkpoint) -> None:
+        raise PermissionError(13, "Permission denied", str(checkpoint.path))
+
+    monkeypatch.setattr(folders, "set_aside", refused)
+    response = client_for(alice).delete(f"/api/v2/tasks/{task.task_id}/checkpoints/1")
+    assert response.status_code == 503, response.content
+    assert "Permission denied" in response.json()["error"]["message"]
+    assert steps_in(folder) == [1, 2] and not task.events.filter(kind=EventKind.CHECKPOINT_DELETED).exists()
+
+
+def test_a_removal_that_fails_mid_way_records_only_the_bytes_freed(alice, make_task, client_for, monkeypatch) -> None:
+    """rmtree stopped by a permission error after one file: the event and the answer say the bytes
+    really freed, not the whole step's (found in review); what is left goes at a later pass."""
+    task = make_task(alice, state=TaskState.SUCCEEDED)
+    folder = checkpoint_dir("alice", task.task_id)
+    saved(folder, 1, 2)
+    size = folders.scan(folder).at(1).bytes
+    model = "actor/model_world_size_1_rank_0.pt"
+
+    def stopped(path, ignore_errors: bool = False) -> None:  # as rmtree: an error ignored when told
+        (path / model).unlink()
+        if ignore_errors:
+            return
+        raise PermissionError(13, "Permission denied", str(path / "actor"))
+
+    monkeypatch.setattr(folders.shutil, "rmtree", stopped)
+    response = client_for(alice).delete(f"/api/v2/tasks/{task.task_id}/checkpoints/1")
+    assert response.status_code == 200, response.content
+    assert response.json() == {"step": 1, "bytes": 4000}
+    event = task.events.get(kind=EventKind.CHECKPOINT_DELETED)
+    assert event.data == {"step": 1, "bytes": 4000} and f"{size - 4000}" in event.message
+    assert steps_in(folder) == [2]  # out of verl's names all the same
+    monkeypatch.undo()
+    folders.leftovers(folder)
+    assert not list(folder.glob(f"{folders.DELETING}*"))
