@@ -436,6 +436,7 @@ def begin_upload(target: Location) -> PendingUpload:
     _check_writable(target, real_folder)
     if target.path.is_dir() and not target.path.is_symlink():
         raise AlreadyExists(f"{target.rel} is a folder: a file cannot replace it.", "file")
+    check_name(target.name, "file")  # SFTP names files in bytes: the API's name rules hold for it too
     refusal = user_quota_refusal(target.username)
     if refusal:
         raise DiskQuotaExceeded(refusal, "file")
@@ -488,6 +489,7 @@ def move(source: Location, target: Location, *, overwrite: bool = False) -> None
     points to); an existing target is refused unless ``overwrite``."""
     _check_removable(source)
     _check_writable(target, target.path.parent)
+    check_name(target.name, "path")
     with _storage(source):
         if not os.path.lexists(source.path):
             raise NotFound(f"{source.rel} does not exist.")

@@ -74,3 +74,15 @@ def test_move_stays_in_the_home_and_keeps_the_home_folders(alice: User, alice_ho
         files.check_changeable(files.locate("alice", "shared"))
     real = files.check_changeable(files.locate("alice", "datasets/b.txt"))
     assert real == alice_home.resolve() / "datasets" / "b.txt"
+
+
+@pytest.mark.parametrize("name", ["bad\x01name", "line\nbreak", os.fsdecode(b"latin1-\xe9")])
+def test_an_upload_or_a_move_gets_the_names_the_files_api_allows(alice: User, alice_home: Path, name: str):
+    # SFTP names paths in bytes: a control character or bytes that are not UTF-8 (decoded as
+    # surrogates) must be refused as the files API refuses them, not written to the storage.
+    with pytest.raises(files.InvalidPath):
+        files.begin_upload(files.locate("alice", f"code/{name}", new=True))
+    (alice_home / "code" / "a.txt").write_text("a")
+    with pytest.raises(files.InvalidPath):
+        files.move(files.locate("alice", "code/a.txt"), files.locate("alice", f"code/{name}", new=True))
+    assert sorted(os.listdir(alice_home / "code")) == ["a.txt"]
