@@ -13,7 +13,8 @@ logger = logging.getLogger(__name__)
 
 
 def host_key(path: Path) -> asyncssh.SSHKey:
-    """The key at ``path``, made there (Ed25519, mode 600) when there is none yet."""
+    """The key at ``path``, made there (Ed25519, mode 600) when there is none yet, and made
+    private (600) when it is there with a mode that lets others read it."""
     if not path.exists():
         key = asyncssh.generate_private_key("ssh-ed25519")
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -29,4 +30,8 @@ def host_key(path: Path) -> asyncssh.SSHKey:
             pass
         finally:
             os.unlink(temp)
+    elif path.stat().st_mode & 0o077:
+        # A key others can read is a key others can serve as this server: made private again.
+        logger.warning("The SFTP host key %s could be read by others: its mode is now 600", path)
+        path.chmod(0o600)
     return asyncssh.read_private_key(path)

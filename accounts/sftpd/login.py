@@ -68,7 +68,8 @@ def password_login(username: str, password: str, address: str) -> bool:
     if locked_out(username, address):
         return False
     try:
-        token = token_owner(password)
+        # Pasted from a file or a password manager: whitespace is never part of a token.
+        token = token_owner(password.strip())
     except TokenRefused as exc:
         _failed(username, address, str(exc))
         return False

@@ -26,6 +26,8 @@ from accounts.diskusage.models import DiskUsage
 from accounts.homes import home_dir
 from accounts.limits import set_limits
 from accounts.models import ApiToken
+from accounts.sftpd import login
+from accounts.sftpd.hostkey import host_key
 from accounts.sshkeys.models import SshKey
 from devkit.wait import wait_for
 
@@ -398,3 +400,18 @@ def test_the_host_key_is_made_once_and_kept_across_restarts(tmp_path: Path, shar
     assert host_key.stat().st_mode & 0o777 == 0o600
     assert served_key() == first
     assert first.startswith("ssh-ed25519 ")
+
+
+def test_a_host_key_file_others_can_read_is_made_private(tmp_path: Path):
+    path = tmp_path / "sftp_host_key"
+    first = host_key(path)
+    path.chmod(0o644)  # copied in, or restored from a backup, with the wrong mode
+    assert host_key(path).get_fingerprint("sha256") == first.get_fingerprint("sha256")
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_token_typed_with_a_trailing_newline_signs_in(alice: User):
+    # Pasted from a file or a password manager: whitespace is never part of a token.
+    _, raw = ApiToken.issue(alice)
+    assert login.password_login("alice", f"{raw}\n", "127.0.0.1")
+    assert login.password_login("alice", f" {raw} ", "127.0.0.1")
