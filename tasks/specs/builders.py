@@ -112,10 +112,15 @@ def _retention_args(resolved: ResolvedSpec) -> list[str]:
     prunes too (tasks.checkpoints), for every run, but verl deletes as soon as it saves.
 
     With keep_best, none: verl deletes by age alone, and would delete the best step's checkpoint
-    as soon as keep_checkpoints newer ones were saved; Argus, which reads the metric, prunes then."""
-    keep = resolved.keep_checkpoints
-    if not keep or resolved.keep_best:
+    as soon as keep_checkpoints newer ones were saved; Argus, which reads the metric, prunes then.
+
+    At least 2: told 1, verl deletes the previous step's shards once the new step's actor is saved
+    (CheckpointManager.register_checkpoint), before data.pt and the tracker: a crash between leaves
+    the tracker naming a step that is gone. Told 2, it never deletes the tracker's step; Argus
+    prunes to 1 once the tracker names the new one."""
+    if not resolved.keep_checkpoints or resolved.keep_best:
         return []
+    keep = max(resolved.keep_checkpoints, 2)
     if resolved.workload == Workload.SFT:
         return [f"{verl.MAX_CKPT_TO_KEEP}={keep}"]
     return [f"{verl.MAX_ACTOR_CKPT_TO_KEEP}={keep}", f"{verl.MAX_CRITIC_CKPT_TO_KEEP}={keep}"]

@@ -177,3 +177,19 @@ def test_the_checkpoint_folder_is_written_into_an_advanced_command(checkpoint_di
 def test_it_refuses_a_checkpoint_folder_outside_the_users_jobs(shared_root: Path, where: str) -> None:
     with pytest.raises(ValueError, match="is not in a job directory of alice"):
         build_argv(resolved("ppo"), username="alice", checkpoint_dir=shared_root / where)
+
+
+@pytest.mark.parametrize(
+    ("workload", "passed"),
+    [
+        ("ppo", ["trainer.max_actor_ckpt_to_keep=2", "trainer.max_critic_ckpt_to_keep=2"]),
+        ("sft", ["trainer.max_ckpt_to_keep=2"]),
+    ],
+)
+def test_keep_checkpoints_1_tells_verl_2(workload: str, passed: list[str], checkpoint_dir: Path) -> None:
+    """verl 0.9.1 told 1 deletes the previous step's shards as soon as the new step's actor is
+    saved (CheckpointManager.register_checkpoint), before data.pt and the tracker are written: a
+    crash then leaves the tracker naming a step whose shards are gone. Told 2 it never deletes the
+    tracker's step; Argus prunes to 1 once the tracker names the new one (found in review)."""
+    argv = build_argv(resolved(workload, keep_checkpoints=1), username="alice", checkpoint_dir=checkpoint_dir)
+    assert [arg for arg in argv if "ckpt_to_keep" in arg] == passed
