@@ -173,6 +173,12 @@ class Tree(asyncssh.SFTPServer):
         return self._stat(path)
 
     async def scandir(self, path: bytes) -> AsyncIterator[asyncssh.SFTPName]:
+        # Off the event loop: a folder of a hundred thousand files takes seconds to list, and
+        # every other session would stand still meanwhile. No database here: any thread will do.
+        for name, attrs in await asyncio.to_thread(self._listing, path):
+            yield asyncssh.SFTPName(name.encode(errors="surrogateescape"), attrs=attrs)
+
+    def _listing(self, path: bytes) -> list[tuple[str, asyncssh.SFTPAttrs]]:
         with refusals():
             where = self._where(path)
             names: list[tuple[str, asyncssh.SFTPAttrs]] = []
@@ -189,8 +195,7 @@ class Tree(asyncssh.SFTPServer):
                     tree = files.tree_children(())
                     names = [(n, a) for n, a in names if n not in tree]
                     names += [(name, self._stat(name.encode())) for name in tree]
-        for name, attrs in [(".", self._stat(path)), ("..", self._stat(path)), *names]:
-            yield asyncssh.SFTPName(name.encode(errors="surrogateescape"), attrs=attrs)
+        return [(".", self._stat(path)), ("..", self._stat(path)), *names]
 
     @staticmethod
     def _entry_attrs(folder: files.Location, entry: files.Entry) -> asyncssh.SFTPAttrs:

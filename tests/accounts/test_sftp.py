@@ -8,26 +8,31 @@ go to OpenSSH's own prompt through SSH_ASKPASS, as a person would type them: no 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.conf import settings as django_settings
 from django.contrib.auth.models import User
 from django.utils import timezone
 
+from accounts import files
 from accounts.diskusage.models import DiskUsage
 from accounts.homes import home_dir
 from accounts.limits import set_limits
 from accounts.models import ApiToken
 from accounts.sftpd import login
 from accounts.sftpd.hostkey import host_key
+from accounts.sftpd.server import Tree
 from accounts.sshkeys.models import SshKey
 from devkit.wait import wait_for
 
@@ -415,3 +420,25 @@ def test_a_token_typed_with_a_trailing_newline_signs_in(alice: User):
     _, raw = ApiToken.issue(alice)
     assert login.password_login("alice", f"{raw}\n", "127.0.0.1")
     assert login.password_login("alice", f" {raw} ", "127.0.0.1")
+
+
+def test_a_folder_is_listed_off_the_event_loop(alice: User, monkeypatch: pytest.MonkeyPatch):
+    # A huge folder takes seconds to list: on the event loop, every other session would wait.
+    listed_in: list[threading.Thread] = []
+    list_folder = files.list_folder
+
+    def recorded(*args: Any, **kwargs: Any) -> files.Listing:
+        listed_in.append(threading.current_thread())
+        return list_folder(*args, **kwargs)
+
+    monkeypatch.setattr(files, "list_folder", recorded)
+    (home_dir("alice") / "code" / "a.txt").write_text("a")
+    tree = Tree.__new__(Tree)  # one session's tree, without a channel: only its listing is asked
+    tree.username = "alice"
+
+    async def listing() -> tuple[threading.Thread, list[bytes | str]]:
+        return threading.current_thread(), [name.filename async for name in tree.scandir(b"/code")]
+
+    loop_thread, names = asyncio.run(listing())
+    assert names == [b".", b"..", b"a.txt"]
+    assert len(listed_in) == 1 and listed_in[0] is not loop_thread
