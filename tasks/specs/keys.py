@@ -167,7 +167,7 @@ SPEC_KEYS: tuple[SpecKey, ...] = (
         "Checkpoints (global_step_N folders) the task keeps: its latest complete ones; an older one is deleted only "
         "once a newer one is complete, never the one a running attempt resumed from or one a pipeline step waits "
         "for. 0: keep all.",
-        default=lambda: settings.ARGUS_KEEP_CHECKPOINTS,
+        default=lambda: max(0, settings.ARGUS_KEEP_CHECKPOINTS),  # a default is not checked: below 0 keeps all
         low=0,
         high=MAX_KEEP_CHECKPOINTS,
         workloads=TRAINING_WORKLOADS,

@@ -23,6 +23,14 @@ def test_basic_and_advanced_specs_take_them_with_the_sites_default(alice, datase
     assert (parsed.resolved.keep_checkpoints, parsed.resolved.keep_best) == (0, {"metric": "val/loss", "mode": "min"})
 
 
+def test_a_negative_site_default_keeps_all(alice, datasets, settings) -> None:
+    """ARGUS_KEEP_CHECKPOINTS=-1 reached specs unchecked (a default is not the spec's value): the
+    pass then kept up_to[1:], deleting every older step one a pass, and verl was told -1 (found
+    in review). Below 0 it keeps all, as 0."""
+    settings.ARGUS_KEEP_CHECKPOINTS = -1
+    assert parse_spec(PPO_SPEC, username="alice").resolved.keep_checkpoints == 0
+
+
 @pytest.mark.parametrize(
     ("value", "field", "words"),
     [
