@@ -25,8 +25,9 @@ class CheckpointNeeded(Exception):
 
 def delete(task: Task, checkpoint: folders.Checkpoint, why: str, actor: str) -> int:
     """Delete one checkpoint and record it (CHECKPOINT_DELETED, {"step", "bytes"}); returns the
-    bytes freed. Raises OSError when it cannot be set aside (nothing deleted, nothing recorded)."""
-    size = bounded(folders.size_of, checkpoint.path)
+    bytes freed (a file another task holds too, hard-linked, frees none). Raises OSError when it
+    cannot be set aside (nothing deleted, nothing recorded)."""
+    size = bounded(folders.size_of, checkpoint.path, alone=True)
     aside = bounded(folders.set_aside, checkpoint)
     left = 0
     try:
@@ -34,7 +35,7 @@ def delete(task: Task, checkpoint: folders.Checkpoint, why: str, actor: str) -> 
     except StorageTimeout:
         pass  # finishes in its thread; a later pass removes what is left (folders.leftovers)
     except OSError as error:  # refused part-way (permission): the bytes still there are not freed
-        left = bounded(folders.size_of, aside)
+        left = bounded(folders.size_of, aside, alone=True)
         logger.warning("checkpoint %s of %s only partly removed: %s", checkpoint.step, task.task_id, error)
     rest = f", {left} bytes left to remove" if left else ""
     task.record(

@@ -19,6 +19,7 @@ import contextlib
 import os
 import re
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,15 +54,19 @@ class Folder:
         return next(checkpoint for checkpoint in self.checkpoints if checkpoint.step == step)
 
 
-def size_of(path: Path) -> int:
-    """Bytes under ``path``, links not followed (a link's own size)."""
+def size_of(path: Path, *, alone: bool = False) -> int:
+    """Bytes under ``path``, links not followed (a link's own size). ``alone``: only what deleting
+    ``path`` frees, not a file with another hard link (a retried pipeline step's checkpoint is
+    its old task's, linked file by file: tasks.pipelines.retry)."""
     total = 0
     for root, dirs, files in os.walk(path):
         for name in [*dirs, *files]:
             try:
-                total += os.lstat(os.path.join(root, name)).st_size
+                found = os.lstat(os.path.join(root, name))
             except FileNotFoundError:  # deleted meanwhile (verl prunes its own)
                 continue
+            if not (alone and found.st_nlink > 1 and not stat.S_ISDIR(found.st_mode)):
+                total += found.st_size
     return total
 
 

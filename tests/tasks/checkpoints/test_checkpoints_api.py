@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+
 import pytest
 
 from tasks.checkpoints import folders
@@ -106,3 +109,24 @@ def test_a_removal_that_fails_mid_way_records_only_the_bytes_freed(alice, make_t
     monkeypatch.undo()
     folders.leftovers(folder)
     assert not list(folder.glob(f"{folders.DELETING}*"))
+
+
+def test_a_checkpoint_carried_by_hard_links_frees_only_what_it_alone_holds(alice, make_task, client_for) -> None:
+    """A retried pipeline step starts from its old task's checkpoint hard-linked file by file
+    (tasks.pipelines.retry._carry_checkpoint): deleting the new task's copy frees none of the
+    files the old task still holds; the event said the whole step's size (found in review)."""
+    old = make_task(alice, state=TaskState.FAILED)
+    new = make_task(alice, state=TaskState.SUCCEEDED)
+    source, target = checkpoint_dir("alice", old.task_id), checkpoint_dir("alice", new.task_id)
+    saved(source, 3)
+    target.mkdir(parents=True)
+    shutil.copytree(source / "global_step_3", target / "global_step_3", copy_function=os.link)
+    saved(target, 4)
+    (target / "global_step_3" / "own.pt").write_bytes(b"x" * 500)  # written by the new task alone
+    linked = sum(path.stat().st_size for path in (source / "global_step_3").rglob("*") if path.is_file())
+    whole = folders.scan(target).at(3).bytes
+    response = client_for(alice).delete(f"/api/v2/tasks/{new.task_id}/checkpoints/3")
+    assert response.status_code == 200, response.content
+    assert response.json()["bytes"] == whole - linked
+    assert new.events.get(kind=EventKind.CHECKPOINT_DELETED).data == {"step": 3, "bytes": whole - linked}
+    assert steps_in(source) == [3]  # the old task's files are whole
