@@ -402,8 +402,12 @@ class PendingUpload:
         self.file: BinaryIO = os.fdopen(fd, "w+b")
 
     def write(self, data: bytes, offset: int | None = None) -> None:
+        """Write ``data`` at ``offset``, or (None) at the end, as O_APPEND does: whatever was
+        read last through the same handle (SFTP's open for reading and appending)."""
         with _storage(self.target):
-            if offset is not None:
+            if offset is None:
+                self.file.seek(0, os.SEEK_END)
+            else:
                 self.file.seek(offset)
             self.file.write(data)
 

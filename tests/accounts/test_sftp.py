@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import asyncssh
 import pytest
 from django.conf import settings as django_settings
 from django.contrib.auth.models import User
@@ -32,7 +33,7 @@ from accounts.limits import set_limits
 from accounts.models import ApiToken
 from accounts.sftpd import login
 from accounts.sftpd.hostkey import host_key
-from accounts.sftpd.server import Tree
+from accounts.sftpd.server import Tree, Upload
 from accounts.sshkeys.models import SshKey
 from devkit.wait import wait_for
 
@@ -442,3 +443,20 @@ def test_a_folder_is_listed_off_the_event_loop(alice: User, monkeypatch: pytest.
     loop_thread, names = asyncio.run(listing())
     assert names == [b".", b"..", b"a.txt"]
     assert len(listed_in) == 1 and listed_in[0] is not loop_thread
+
+
+def test_an_append_write_goes_to_the_end_after_a_read(alice: User):
+    # FXF_APPEND: every write lands at the end, whatever the handle last read (as O_APPEND).
+    (home_dir("alice") / "code" / "log.txt").write_bytes(b"abc")
+    tree = Tree.__new__(Tree)  # one session's tree, without a channel: only the handle is used
+    tree.username = "alice"
+    flags = asyncssh.FXF_READ | asyncssh.FXF_WRITE | asyncssh.FXF_APPEND
+    upload = tree._open(b"/code/log.txt", flags, asyncssh.SFTPAttrs())
+    assert isinstance(upload, Upload)
+    try:
+        assert tree.read(upload, 0, 1) == b"a"
+        tree.write(upload, 0, b"d")
+        upload.pending.file.flush()
+        assert upload.pending.temp.read_bytes() == b"abcd"
+    finally:
+        upload.pending.discard()
