@@ -10,18 +10,20 @@ asyncssh's default, which would act on the real file system.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import posixpath
 import shutil
 import stat
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
 import asyncssh
 from asgiref.sync import sync_to_async
+from django.contrib.auth.models import User
 from django.db import close_old_connections
 
 from accounts import files
@@ -91,6 +93,22 @@ class Gate(asyncssh.SSHServer):
             task.add_done_callback(self.tasks.discard)
 
 
+def for_active_user(method: Callable[..., T]) -> Callable[..., Coroutine[Any, Any, T]]:
+    """A Tree method run off the event loop (in_thread: it may query the database), once the
+    session's user is found still active: a session opened before they were disabled (kept
+    open for hours by a client's keepalives) can do nothing more."""
+
+    @functools.wraps(method)
+    async def run(tree: Tree, *args: Any) -> T:
+        def checked(*args: Any) -> T:
+            tree.check_active()
+            return method(tree, *args)
+
+        return await in_thread(checked)(*args)
+
+    return run
+
+
 @contextmanager
 def refusals() -> Iterator[None]:
     """files.py's refusals as SFTP status codes, with the same messages the API gives."""
@@ -148,6 +166,10 @@ class Tree(asyncssh.SFTPServer):
             raise files.ReadOnly(f"/{'/'.join(where)} holds only the shared folders: nothing can be changed there.")
         return where
 
+    def check_active(self) -> None:
+        if not User.objects.filter(username=self.username, is_active=True).exists():
+            raise asyncssh.SFTPPermissionDenied("This user is disabled.")
+
     def map_path(self, path: bytes) -> bytes:
         raise asyncssh.SFTPOpUnsupported("This operation is not offered here.")
 
@@ -174,7 +196,9 @@ class Tree(asyncssh.SFTPServer):
 
     async def scandir(self, path: bytes) -> AsyncIterator[asyncssh.SFTPName]:
         # Off the event loop: a folder of a hundred thousand files takes seconds to list, and
-        # every other session would stand still meanwhile. No database here: any thread will do.
+        # every other session would stand still meanwhile. No database in the listing itself:
+        # any thread will do, not in_thread's one, which every sign-in's queries wait for.
+        await in_thread(self.check_active)()
         for name, attrs in await asyncio.to_thread(self._listing, path):
             yield asyncssh.SFTPName(name.encode(errors="surrogateescape"), attrs=attrs)
 
@@ -210,11 +234,8 @@ class Tree(asyncssh.SFTPServer):
             mtime=mtime,
         )
 
-    async def open(self, path: bytes, pflags: int, attrs: asyncssh.SFTPAttrs) -> BinaryIO | Upload:
-        # Off the event loop: an upload asks the database whether the user is over a disk quota.
-        return await in_thread(self._open)(path, pflags, attrs)
-
-    def _open(self, path: bytes, pflags: int, attrs: asyncssh.SFTPAttrs) -> BinaryIO | Upload:
+    @for_active_user  # an upload also asks the database whether the user is over a disk quota
+    def open(self, path: bytes, pflags: int, attrs: asyncssh.SFTPAttrs) -> BinaryIO | Upload:
         with refusals():
             if not pflags & WRITE_FLAGS:
                 where = self._where(path)
@@ -276,6 +297,7 @@ class Tree(asyncssh.SFTPServer):
             file_obj.pending.file.flush()
             os.utime(file_obj.pending.temp, (attrs.atime or attrs.mtime, attrs.mtime))
 
+    @for_active_user
     def setstat(self, path: bytes, attrs: asyncssh.SFTPAttrs) -> None:
         with refusals():
             real = files.check_changeable(self._location(path))
@@ -287,10 +309,12 @@ class Tree(asyncssh.SFTPServer):
             file_obj.pending.file.flush()
             os.fsync(file_obj.pending.file.fileno())
 
+    @for_active_user
     def mkdir(self, path: bytes, attrs: asyncssh.SFTPAttrs) -> None:
         with refusals():
             files.make_folder(self._location(path, new=True))
 
+    @for_active_user
     def rmdir(self, path: bytes) -> None:
         with refusals():
             location = self._location(path)
@@ -298,6 +322,7 @@ class Tree(asyncssh.SFTPServer):
                 raise files.WrongType(f"{location.rel} is not a folder.")
             files.delete(location)
 
+    @for_active_user
     def remove(self, path: bytes) -> None:
         with refusals():
             location = self._location(path)
@@ -305,10 +330,12 @@ class Tree(asyncssh.SFTPServer):
                 raise files.WrongType(f"{location.rel} is a folder.")
             files.delete(location)
 
+    @for_active_user
     def rename(self, oldpath: bytes, newpath: bytes) -> None:
         with refusals():
             files.move(self._location(oldpath), self._location(newpath, new=True))
 
+    @for_active_user
     def posix_rename(self, oldpath: bytes, newpath: bytes) -> None:
         with refusals():
             files.move(self._location(oldpath), self._location(newpath, new=True), overwrite=True)

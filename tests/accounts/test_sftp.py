@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -451,7 +451,7 @@ def test_an_append_write_goes_to_the_end_after_a_read(alice: User):
     tree = Tree.__new__(Tree)  # one session's tree, without a channel: only the handle is used
     tree.username = "alice"
     flags = asyncssh.FXF_READ | asyncssh.FXF_WRITE | asyncssh.FXF_APPEND
-    upload = tree._open(b"/code/log.txt", flags, asyncssh.SFTPAttrs())
+    upload = asyncio.run(tree.open(b"/code/log.txt", flags, asyncssh.SFTPAttrs()))
     assert isinstance(upload, Upload)
     try:
         assert tree.read(upload, 0, 1) == b"a"
@@ -460,3 +460,33 @@ def test_an_append_write_goes_to_the_end_after_a_read(alice: User):
         assert upload.pending.temp.read_bytes() == b"abcd"
     finally:
         upload.pending.discard()
+
+
+def test_a_session_opened_before_its_user_was_disabled_can_do_nothing_more(alice: User):
+    tree = Tree.__new__(Tree)  # a session signed in while alice was active
+    tree.username = "alice"
+    (home_dir("alice") / "code" / "a.txt").write_text("a")
+    alice.is_active = False
+    alice.save(update_fields=["is_active"])
+
+    async def refused(operation: Awaitable[object]) -> str:
+        with pytest.raises(asyncssh.SFTPPermissionDenied) as refusal:
+            await operation
+        return str(refusal.value)
+
+    async def every_operation() -> list[str]:
+        read, write = asyncssh.FXF_READ, asyncssh.FXF_WRITE | asyncssh.FXF_CREAT
+        return [
+            await refused(tree.open(b"/code/a.txt", read, asyncssh.SFTPAttrs())),
+            await refused(tree.open(b"/code/b.txt", write, asyncssh.SFTPAttrs())),
+            await refused(tree.mkdir(b"/code/x", asyncssh.SFTPAttrs())),
+            await refused(tree.remove(b"/code/a.txt")),
+            await refused(tree.rename(b"/code/a.txt", b"/code/c.txt")),
+            await refused(tree.posix_rename(b"/code/a.txt", b"/code/c.txt")),
+            await refused(tree.setstat(b"/code/a.txt", asyncssh.SFTPAttrs(mtime=0))),
+            await refused(tree.rmdir(b"/models")),
+            await refused(anext(aiter(tree.scandir(b"/code")))),
+        ]
+
+    assert set(asyncio.run(every_operation())) == {"This user is disabled."}
+    assert sorted(os.listdir(home_dir("alice") / "code")) == ["a.txt"]
