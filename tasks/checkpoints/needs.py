@@ -7,10 +7,11 @@ import json
 import re
 from dataclasses import dataclass
 
-from tasks.choices import ACTIVE_STATES, BEFORE_RAY_STATES, TaskState
+from tasks.choices import ACTIVE_STATES, BEFORE_RAY_STATES, TERMINAL_STATES, TaskState
 from tasks.jobfiles import checkpoint_dir
 from tasks.models import Task
 from tasks.pipelines.macros import macros_in, stored_spec
+from tasks.specs.paths import CHECKPOINT_MACRO
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,7 @@ def needs(task: Task, latest: int | None) -> list[Need]:
     complete step, which a pipeline step's ``${steps.NAME.checkpoint}`` will name):
 
     - the step a running attempt of the task resumed from (Attempt.resumed_from_step);
+    - a step the task's own spec names until it ends (verl's resume_path pins every attempt to it);
     - a step another task of the owner's that has not ended names in its spec (an export's
       checkpoint, a command's path: a pipeline step's macro as resolved when it was queued);
     - the newest, for a WAITING pipeline step whose macro names this task's checkpoint (it is
@@ -33,8 +35,12 @@ def needs(task: Task, latest: int | None) -> list[Need]:
         for attempt in task.attempts.filter(end_time=None, resumed_from_step__isnull=False)
         if attempt.resumed_from_step is not None
     ]
-    folder = re.escape(str(checkpoint_dir(task.user.username, task.task_id)))
-    named = re.compile(rf"{folder}/global_step_(\d+)(?![\d])")
+    own = str(checkpoint_dir(task.user.username, task.task_id))
+    named = re.compile(rf"{re.escape(own)}/global_step_(\d+)(?![\d])")
+    if task.state not in TERMINAL_STATES:  # its command's resume_from_path, $ARGUS_CHECKPOINT_DIR written in
+        spec = CHECKPOINT_MACRO.sub(lambda _: own, json.dumps(task.spec))
+        for step in sorted({int(match) for match in named.findall(spec)}):
+            found.append(Need(step, f"task {task.task_id} itself, whose spec names it (each attempt resumes from it)"))
     others = Task.objects.filter(user_id=task.user_id, state__in=[*BEFORE_RAY_STATES, *ACTIVE_STATES])
     for other in others.exclude(pk=task.pk).only("task_id", "state", "spec", "spec_raw", "pipeline_id", "step"):
         for step in sorted({int(match) for match in named.findall(json.dumps(other.spec))}):

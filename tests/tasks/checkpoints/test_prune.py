@@ -157,3 +157,22 @@ def test_the_checkpoint_a_waiting_steps_macro_names_is_kept(alice, client_for, d
     assert need.step == 2 and export.task_id in need.who and "'sft-export'" in need.who
     assert prune(sft) == [1]
     assert steps_in(folder_of(sft)) == [2]
+
+
+def test_the_step_a_tasks_own_command_resumes_from_is_kept_until_it_ends(alice, make_task) -> None:
+    """verl's resume_mode=resume_path pins every attempt to that step; the task's own spec names
+    it through $ARGUS_CHECKPOINT_DIR (written in at build time), so a pass between two attempts
+    deleted it and the retry could not resume (found in review)."""
+    command = (
+        "python3 -m verl.trainer.sft_trainer_ray trainer.nnodes=1 trainer.n_gpus_per_node=1 "
+        "trainer.resume_mode=resume_path trainer.resume_from_path=$ARGUS_CHECKPOINT_DIR/global_step_1"
+    )
+    spec = f"kind: advanced\nworkload: sft\nnnodes: 1\nn_gpus_per_node: 1\nkeep_checkpoints: 1\ncommand: {command}\n"
+    task = make_task(alice, spec, state=TaskState.RUNNING)
+    folder = folder_of(task)
+    saved(folder, 1, 2, 3, files={"model_world_size_1_rank_0.pt": 100})
+    assert prune(task) == [2]
+    assert steps_in(folder) == [1, 3]
+    Task.objects.filter(pk=task.pk).update(state=TaskState.SUCCEEDED)
+    task.refresh_from_db()
+    assert prune(task) == [1]
