@@ -18,6 +18,7 @@ import shutil
 import stat
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
@@ -50,7 +51,9 @@ def in_thread(func: Callable[..., T]) -> Callable[..., Awaitable[T]]:
 class Gate(asyncssh.SSHServer):
     """One connection's sign-in: a registered key or an API token (accounts/sftpd/login.py)."""
 
-    def __init__(self) -> None:
+    def __init__(self, connections: set[asyncssh.SSHServerConnection]) -> None:
+        self.connections = connections  # the server's open connections, closed when it stops
+        self.conn: asyncssh.SSHServerConnection | None = None
         self.address = ""
         self.key: tuple[str, str] | None = None  # (username, fingerprint) last accepted
         self.tasks: set[asyncio.Task[None]] = set()
@@ -58,6 +61,12 @@ class Gate(asyncssh.SSHServer):
     def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
         peer = conn.get_extra_info("peername")
         self.address = str(peer[0]) if peer else ""
+        self.conn = conn
+        self.connections.add(conn)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.conn is not None:
+            self.connections.discard(self.conn)
 
     def begin_auth(self, username: str) -> bool:
         return True  # everyone signs in
@@ -350,13 +359,33 @@ class Tree(asyncssh.SFTPServer):
         raise asyncssh.SFTPOpUnsupported("Links cannot be made over SFTP.")
 
 
-async def start(host: str, port: int, key_path: Path, **options: Any) -> asyncssh.SSHAcceptor:
+@dataclass
+class Sftpd:
+    """The listening server and its open connections."""
+
+    acceptor: asyncssh.SSHAcceptor
+    connections: set[asyncssh.SSHServerConnection]
+
+    async def stop(self) -> None:
+        """Stop listening and close every session: an upload under way is discarded (Tree.close),
+        never left behind under its temporary name. (Closing the listener alone leaves the
+        sessions to die with the process, their files never closed.)"""
+        self.acceptor.close()
+        await self.acceptor.wait_closed()
+        open_now = list(self.connections)
+        for conn in open_now:
+            conn.close()
+        await asyncio.gather(*(conn.wait_closed() for conn in open_now))
+
+
+async def start(host: str, port: int, key_path: Path, **options: Any) -> Sftpd:
     """Listen on host:port (port 0: any free one). SFTP only: no shell, no forwarding.
 
     SFTP version 3, asyncssh's default and OpenSSH's only one, which every client speaks: the
     versions 5 and 6 opens (open56) are left to asyncssh's default, refused by map_path."""
-    return await asyncssh.create_server(
-        Gate,
+    connections: set[asyncssh.SSHServerConnection] = set()
+    acceptor = await asyncssh.create_server(
+        lambda: Gate(connections),
         host,
         port,
         server_host_keys=[host_key(key_path)],
@@ -367,3 +396,4 @@ async def start(host: str, port: int, key_path: Path, **options: Any) -> asyncss
         kbdint_auth=False,
         **options,
     )
+    return Sftpd(acceptor, connections)

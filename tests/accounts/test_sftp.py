@@ -490,3 +490,28 @@ def test_a_session_opened_before_its_user_was_disabled_can_do_nothing_more(alice
 
     assert set(asyncio.run(every_operation())) == {"This user is disabled."}
     assert sorted(os.listdir(home_dir("alice") / "code")) == ["a.txt"]
+
+
+def test_an_upload_held_open_when_the_server_stops_is_discarded(
+    alice: User, alice_key: Key, shared_root: Path, tmp_path: Path
+):
+    # SIGTERM (a deploy, `make run` stopped) with an upload under way: the sessions are closed,
+    # and the partial file is removed, not left hidden in the folder for ever.
+    server = start_server(shared_root, tmp_path / "sftp_host_key", tmp_path / "sftpd.log")
+    (tmp_path / "big.bin").write_bytes(os.urandom(4 << 20))
+    flag = tmp_path / "relay-held"
+    client = Client(server, tmp_path)
+    argv = client.argv("alice", client.batch("put big.bin datasets/big.bin"), key=alice_key)
+    argv[1:1] = ["-o", f"ProxyCommand={sys.executable} {RELAY} 127.0.0.1 {server.port} {1 << 20} {flag}"]
+    sftp = subprocess.Popen(argv, cwd=tmp_path, stdin=subprocess.DEVNULL, start_new_session=True)
+    folder = home_dir("alice") / "datasets"
+    try:
+        wait_for(flag.exists, "the relay to hold the upload", interval=0.02)
+        wait_for(lambda: list(folder.glob(".argus-upload-*")), "the upload begun on the server", interval=0.02)
+        stop_server(server)
+    finally:
+        os.killpg(sftp.pid, signal.SIGKILL)  # sftp, its ssh and the relay: this test's own group
+        sftp.wait(30)
+        if server.process.poll() is None:
+            server.process.kill()
+    assert os.listdir(folder) == []

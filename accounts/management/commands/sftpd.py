@@ -34,8 +34,7 @@ class Command(BaseCommand):
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
-        self.stdout.write(f"SFTP listening on {host}:{server.sockets[0].getsockname()[1]}")
+        self.stdout.write(f"SFTP listening on {host}:{server.acceptor.get_port()}")
         self.stdout.flush()
         await stop.wait()
-        server.close()
-        await server.wait_closed()
+        await server.stop()
