@@ -260,9 +260,14 @@ class Tree(asyncssh.SFTPServer):
             pending = files.begin_upload(target)
             if exists and not pflags & asyncssh.FXF_TRUNC:
                 # Writing into an existing file (a resumed upload): into a copy, which replaces it
-                # once complete, like any upload.
-                with files.open_file(target) as current:
-                    shutil.copyfileobj(current, pending.file)
+                # once complete, like any upload. Not a copy of what cannot be read: then no
+                # upload at all, nothing of it left behind.
+                try:
+                    with files.open_file(target) as current:
+                        shutil.copyfileobj(current, pending.file)
+                except BaseException:
+                    pending.discard()
+                    raise
             return Upload(pending, append=bool(pflags & asyncssh.FXF_APPEND))
 
     def read(self, file_obj: object, offset: int, size: int) -> bytes:

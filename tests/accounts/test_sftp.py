@@ -515,3 +515,17 @@ def test_an_upload_held_open_when_the_server_stops_is_discarded(
         if server.process.poll() is None:
             server.process.kill()
     assert os.listdir(folder) == []
+
+
+def test_a_refused_write_into_an_existing_file_leaves_no_partial_upload(alice: User):
+    # Writing into (not over) a file starts from a copy of it: when it cannot be read (a link
+    # out of what alice may read, a link to a folder), nothing of the upload begun is left.
+    code = home_dir("alice") / "code"
+    (code / "out").symlink_to("/etc/hostname")
+    (code / "folder").symlink_to(code.parent / "models")
+    tree = Tree.__new__(Tree)
+    tree.username = "alice"
+    for name in (b"out", b"folder"):
+        with pytest.raises(asyncssh.SFTPError):
+            asyncio.run(tree.open(b"/code/" + name, asyncssh.FXF_WRITE, asyncssh.SFTPAttrs()))
+    assert sorted(os.listdir(code)) == ["folder", "out"]
