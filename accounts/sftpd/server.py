@@ -139,6 +139,7 @@ class Upload:
     def __init__(self, pending: files.PendingUpload, append: bool) -> None:
         self.pending = pending
         self.append = append
+        self.failed = False  # a write failed: what it holds is not the file, whatever comes next
 
 
 def _attrs(st: os.stat_result, writable: bool) -> asyncssh.SFTPAttrs:
@@ -279,8 +280,12 @@ class Tree(asyncssh.SFTPServer):
     def write(self, file_obj: object, offset: int, data: bytes) -> int:
         if not isinstance(file_obj, Upload):
             raise asyncssh.SFTPPermissionDenied("This file was opened for reading.")
-        with refusals():
-            file_obj.pending.write(data, None if file_obj.append else offset)
+        try:
+            with refusals():
+                file_obj.pending.write(data, None if file_obj.append else offset)
+        except asyncssh.SFTPError:
+            file_obj.failed = True
+            raise
         return len(data)
 
     def close(self, file_obj: object) -> None:
@@ -294,6 +299,11 @@ class Tree(asyncssh.SFTPServer):
             if self.channel.is_closing():
                 logger.info("SFTP: %s's upload of %s was interrupted; discarded", self.username, pending.target.rel)
                 return
+            # A client closes its handle after a failed write too (the storage full, say): that
+            # upload is not whole either.
+            if file_obj.failed:
+                logger.info("SFTP: %s's upload of %s failed in a write; discarded", self.username, pending.target.rel)
+                raise asyncssh.SFTPFailure(f"The upload of {pending.target.rel} failed: it was not saved.")
             with refusals():
                 pending.commit(overwrite=True)
             logger.info("SFTP: %s uploaded %s", self.username, pending.target.spec_path)

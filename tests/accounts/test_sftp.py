@@ -529,3 +529,31 @@ def test_a_refused_write_into_an_existing_file_leaves_no_partial_upload(alice: U
         with pytest.raises(asyncssh.SFTPError):
             asyncio.run(tree.open(b"/code/" + name, asyncssh.FXF_WRITE, asyncssh.SFTPAttrs()))
     assert sorted(os.listdir(code)) == ["folder", "out"]
+
+
+class OpenChannel:
+    """The one thing Tree.close asks of its session's channel: still open."""
+
+    def is_closing(self) -> bool:
+        return False
+
+
+def test_an_upload_whose_write_failed_is_discarded_when_closed(alice: User, monkeypatch: pytest.MonkeyPatch):
+    # The storage fills mid-upload: the client is told, then closes its handle as after any
+    # error. What it wrote before is not the file: it never appears under the name.
+    tree = Tree.__new__(Tree)
+    tree.username = "alice"
+    tree._chan = OpenChannel()  # type: ignore[assignment]
+    flags = asyncssh.FXF_WRITE | asyncssh.FXF_CREAT | asyncssh.FXF_TRUNC
+    upload = asyncio.run(tree.open(b"/code/big.bin", flags, asyncssh.SFTPAttrs()))
+    tree.write(upload, 0, b"first part")
+
+    def full(*args: Any) -> None:
+        raise files.NoSpace("The storage is full: code/big.bin could not be written.")
+
+    monkeypatch.setattr(files.PendingUpload, "write", full)
+    with pytest.raises(asyncssh.SFTPFailure, match="The storage is full"):
+        tree.write(upload, 10, b"second part")
+    with pytest.raises(asyncssh.SFTPFailure, match="it was not saved"):
+        tree.close(upload)
+    assert os.listdir(home_dir("alice") / "code") == []
