@@ -441,10 +441,16 @@ def begin_upload(target: Location) -> PendingUpload:
     if target.path.is_dir() and not target.path.is_symlink():
         raise AlreadyExists(f"{target.rel} is a folder: a file cannot replace it.", "file")
     check_name(target.name, "file")  # SFTP names files in bytes: the API's name rules hold for it too
-    refusal = user_quota_refusal(target.username)
+    check_disk_quota(target.username)
+    return PendingUpload(target, real_folder)
+
+
+def check_disk_quota(username: str) -> None:
+    """Refuse any upload while the user or their group is at or over a disk quota (asked by
+    begin_upload, and by the files API before it reads a body that may be a gigabyte)."""
+    refusal = user_quota_refusal(username)
     if refusal:
         raise DiskQuotaExceeded(refusal, "file")
-    return PendingUpload(target, real_folder)
 
 
 def save_upload(folder: Location, upload: UploadedFile[bytes], *, name: str = "", overwrite: bool = False) -> Location:

@@ -190,6 +190,7 @@ class FilesView(FileAreaView):
     def post(self, request: Request) -> Response:
         query = parse_query(UploadQuery, request)
         files.check_upload_length(request.META.get("CONTENT_LENGTH"))
+        files.check_disk_quota(request.user.username)
         body = UploadBody(data=request.data)
         refuse_blank(body, request.data)
         body.is_valid(raise_exception=True)

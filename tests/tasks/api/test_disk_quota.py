@@ -114,3 +114,18 @@ def test_a_running_task_is_left_alone_when_its_owner_goes_over(alice, make_task)
     assert running.state == TaskState.RUNNING
     stops = (EventKind.STOP_REQUESTED, EventKind.CANCEL_REQUESTED, EventKind.STATE_TRANSITION)
     assert not running.events.filter(kind__in=stops).exists()
+
+
+def test_an_upload_over_the_quota_is_refused_before_its_body_is_read(alice, client_for, monkeypatch):
+    # An upload may be a gigabyte: refused at once, not after the whole body has come in.
+    set_limits(alice, actor="test", disk_quota_bytes=1000)
+    uses(alice, 1000)
+
+    def read(*args, **kwargs):
+        raise AssertionError("the body was read")
+
+    monkeypatch.setattr("rest_framework.parsers.MultiPartParser.parse", read)
+    body = {"file": SimpleUploadedFile("x.jsonl", b"{}\n")}
+    response = client_for(alice).post("/api/v2/files?path=datasets", body, format="multipart")
+    error = assert_error(response, 429, fields=("file",))
+    assert (error["code"], error["message"]) == ("disk_quota_exceeded", ALICE_FULL)
