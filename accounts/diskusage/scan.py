@@ -41,7 +41,10 @@ def tree_bytes(root: Path) -> int:
                             total += entry.stat(follow_symlinks=False).st_size
                     except OSError:  # removed while we looked (a checkpoint pruned): not there
                         continue
-        except OSError:  # the root missing, or a folder gone or unreadable meanwhile
+        except (FileNotFoundError, NotADirectoryError):  # the root missing, or a folder removed meanwhile
+            continue
+        except OSError as exc:  # unreadable (a job's folder with another owner's modes, say)
+            logger.warning("Disk usage: cannot read %s (%s): not counted", folder, exc.strerror or exc)
             continue
     return total
 

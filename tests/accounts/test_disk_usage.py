@@ -55,6 +55,23 @@ def test_tree_bytes_of_a_missing_folder_is_zero(tmp_path):
     assert tree_bytes(tmp_path / "nobody") == 0
 
 
+def test_a_folder_the_scan_may_not_read_is_logged_and_the_rest_counted(tmp_path, monkeypatch, caplog):
+    # Usage then falls short of the truth: the log says where, so an administrator can see it.
+    root = tmp_path / "home"
+    expected = write(root / "a.bin", 100)
+    write(root / "locked" / "hidden.bin", 5000)
+    scandir = os.scandir
+
+    def refusing(path):
+        if os.fspath(path) == os.fspath(root / "locked"):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", refusing)
+    assert tree_bytes(root) == expected
+    assert f"Disk usage: cannot read {root / 'locked'} (Permission denied): not counted" in caplog.text
+
+
 def test_measure_all_stores_each_users_home_jobs_included(alice, bob):
     alice_bytes = write(home_dir("alice") / "datasets" / "train.parquet", 3000)
     alice_bytes += write(home_dir("alice") / "jobs" / "t-1" / "checkpoints" / "global_step_1" / "m.pt", 5000)
