@@ -15,6 +15,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -61,7 +62,11 @@ def measure_all(clock: Callable[[], float] = time.monotonic) -> int:
             break
         used = tree_bytes(home_dir(username))
         now = timezone.now()
-        DiskUsage.objects.update_or_create(user_id=user_id, defaults={"used_bytes": used, "measured_at": now})
+        try:
+            with transaction.atomic():
+                DiskUsage.objects.update_or_create(user_id=user_id, defaults={"used_bytes": used, "measured_at": now})
+        except IntegrityError:  # the user was deleted while their home was scanned
+            continue
         measured += 1
     logger.info("Disk usage measured for %d users", measured)
     return measured

@@ -91,6 +91,21 @@ def test_measure_all_stores_each_users_home_jobs_included(alice, bob):
     assert DiskUsage.objects.get(user__username="alice").used_bytes == 3000
 
 
+@pytest.mark.django_db(transaction=True)  # the foreign key checked at each write, as in production
+def test_a_user_deleted_while_their_home_is_scanned_ends_nothing_but_their_row(alice, bob, monkeypatch):
+    write(home_dir("bob") / "models" / "m.safetensors", 123)
+    scanned = tree_bytes
+
+    def deleting_alice(root: Path) -> int:
+        if root == home_dir("alice"):
+            User.objects.filter(username="alice").delete()  # by an admin, between list and write
+        return scanned(root)
+
+    monkeypatch.setattr("accounts.diskusage.scan.tree_bytes", deleting_alice)
+    assert measure_all() == 1
+    assert [(row.user.username, row.used_bytes) for row in DiskUsage.objects.select_related("user")] == [("bob", 123)]
+
+
 def test_past_its_budget_a_scan_starts_no_new_home_and_the_next_goes_on_with_the_oldest(settings, alice, bob):
     settings.ARGUS_DISK_SCAN_BUDGET_S = 10
     write(home_dir("alice") / "a", 10)
