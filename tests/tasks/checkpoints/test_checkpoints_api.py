@@ -99,7 +99,7 @@ def test_a_removal_that_fails_mid_way_records_only_the_bytes_freed(alice, make_t
             return
         raise PermissionError(13, "Permission denied", str(path / "actor"))
 
-    monkeypatch.setattr(folders.shutil, "rmtree", stopped)
+    monkeypatch.setattr("tasks.checkpoints.folders.shutil.rmtree", stopped)
     response = client_for(alice).delete(f"/api/v2/tasks/{task.task_id}/checkpoints/1")
     assert response.status_code == 200, response.content
     assert response.json() == {"step": 1, "bytes": 4000}
