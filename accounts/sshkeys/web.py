@@ -12,6 +12,7 @@ from django.views.decorators.http import require_POST
 from accounts.sshkeys.api import SshKeyAddSerializer
 from accounts.sshkeys.models import KeyRefused, SshKey
 from accounts.users import request_user
+from common.pages import report_errors
 
 BACK = "/account/#ssh-keys"
 
@@ -24,9 +25,7 @@ def ssh_key_add_view(request: HttpRequest) -> HttpResponse:
         data={"name": request.POST.get("name", ""), "public_key": request.POST.get("public_key", "")}
     )
     if not form.is_valid():
-        for field, problems in form.errors.items():
-            for problem in problems:
-                messages.error(request, f"{field}: {problem}")
+        report_errors(request, form.errors)
         return redirect(BACK)
     try:
         key = SshKey.register(request_user(request), **form.validated_data)

@@ -35,6 +35,7 @@ from accounts.models import ApiToken, Secret, hash_token
 from accounts.secrets import NAME_MAX, NAME_PATTERN, VALUE_MAX_BYTES, SecretsUnavailable
 from accounts.sshkeys.models import SshKey
 from accounts.users import request_user
+from common.pages import report_errors
 
 # A token just created travels to the one page view that shows it in a short-lived, signed,
 # HttpOnly cookie scoped to /account/: the browser that asked for it holds it for one redirect,
@@ -338,9 +339,7 @@ def secret_set_view(request: HttpRequest) -> HttpResponse:
         data={"name": request.POST.get("name", ""), "value": request.POST.get("value", "")}
     )
     if not serializer.is_valid():
-        for field, problems in serializer.errors.items():
-            for problem in problems:
-                messages.error(request, f"{field}: {problem}")
+        report_errors(request, serializer.errors)
         return redirect("/account/#secrets")
     try:
         secret, created = Secret.put(request_user(request), **serializer.validated_data)

@@ -10,6 +10,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from accounts.users import request_user
+from common.pages import report_errors
 from webhooks.api.serializers import WebhookSerializer
 from webhooks.models import Webhook
 
@@ -22,9 +23,7 @@ def webhook_create_view(request: HttpRequest) -> HttpResponse:
     data = {"url": request.POST.get("url", ""), "events": request.POST.getlist("events")}
     serializer = WebhookSerializer(data=data, context={"user": request.user})
     if not serializer.is_valid():
-        for field, problems in serializer.errors.items():
-            for problem in problems:
-                messages.error(request, problem if field == "non_field_errors" else f"{field}: {problem}")
+        report_errors(request, serializer.errors)
         return redirect("/account/#webhooks")
     hook = Webhook.create(user=request_user(request), **serializer.validated_data)
     return render(request, "webhooks/created.html", {"webhook": hook}, status=201)
