@@ -38,6 +38,17 @@ class PipelineState(models.TextChoices):
     CANCELED = "CANCELED"
 
 
+class SweepState(models.TextChoices):
+    """A sweep's state, read off its trials' tasks: RUNNING while any is unfinished; then
+    SUCCEEDED when at least one did, CANCELED when a person canceled the sweep, else FAILED.
+    An early-stopped trial ends CANCELED (Task.early_stopped) and counts as ended."""
+
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELED = "CANCELED"
+
+
 class Role(models.TextChoices):
     """Who makes a move: the scheduler follows Ray; people act through the API, the web UI and
     the admin site."""
@@ -140,6 +151,9 @@ class Workload(models.TextChoices):
     SFT = "sft"
     # verl's model merger: a checkpoint into a Hugging Face folder; no GPU (fitted by CPUs).
     EXPORT = "export"
+    # verl's validation only (trainer.val_only=True, val_before_train=True): a model scored on a
+    # validation file; it ends SUCCEEDED with its metrics as the task's result_metrics.
+    EVAL = "eval"
 
 
 # The workloads that train (verl's trainers); the others are Argus's own steps around them.
@@ -221,6 +235,12 @@ class EventKind(models.TextChoices):
     # An older checkpoint (global_step_N) was deleted to keep the task within keep_checkpoints,
     # or by a person; data: {"step", "bytes"} (the bytes freed).
     CHECKPOINT_DELETED = "CHECKPOINT_DELETED"
+    # This sweep trial was stopped by the sweep's early stopping (successive halving); data:
+    # {"rung", "metric", "value", "cutoff", "mode"} (tasks.sweeps.early_stop).
+    EARLY_STOPPED = "EARLY_STOPPED"
+    # The sweep this task is a trial of ended (written on the trial whose end ended it).
+    SWEEP_SUCCEEDED = "SWEEP_SUCCEEDED"
+    SWEEP_FAILED = "SWEEP_FAILED"
 
 
 class Quota(models.TextChoices):

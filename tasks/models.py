@@ -47,6 +47,7 @@ from tasks.specs.pools import Actor, Pool, task_pools
 from tasks.specs.pools import total_gpus as pools_gpus
 from tasks.specs.resolved import ResolvedSpec
 from tasks.specs.verl_names import TOTAL_TRAINING_STEPS
+from tasks.sweeps.models import RungValue, Sweep  # noqa: F401  (Django finds the sweep models here)
 from tasks.usage.models import UsageRecord  # noqa: F401  (Django finds the usage ledger here)
 
 if TYPE_CHECKING:
@@ -137,6 +138,15 @@ class Task(models.Model):
     # The pipeline it is a step of, and the step's name (a retried step's earlier tasks keep both).
     pipeline = models.ForeignKey("Pipeline", models.PROTECT, null=True, blank=True, related_name="tasks")
     step = models.CharField(max_length=64, blank=True)
+    # The sweep it is a trial of, the trial's place in the sweep's order (grid order, or the
+    # random samples' order) and the parameters it sets ({"key": value}, as the sweep names them).
+    sweep = models.ForeignKey("Sweep", models.PROTECT, null=True, blank=True, related_name="trials")
+    trial_index = models.PositiveIntegerField(null=True, blank=True)
+    params = models.JSONField(default=dict, blank=True)
+    # A sweep trial its sweep's early stopping stopped (it ends CANCELED; an EARLY_STOPPED event says why).
+    early_stopped = models.BooleanField(default=False)
+    # An evaluation's result: its validation metrics ({"val-core/…": value}), written when it SUCCEEDED.
+    result_metrics = models.JSONField(default=dict, blank=True)
 
     objects = TaskQuerySet.as_manager()
 
@@ -181,6 +191,10 @@ class Task(models.Model):
             models.Index(fields=["state", "-created_at", "-id"], name="task_state_recent"),
             # The tick's dependencies (tasks.pipelines.waiting): only the WAITING tasks.
             models.Index(fields=["state"], name="task_waiting", condition=models.Q(state="WAITING")),
+            # A sweep's trials in their order (its page, its cap).
+            models.Index(
+                fields=["sweep", "trial_index"], name="task_sweep_trials", condition=models.Q(sweep__isnull=False)
+            ),
         ]
 
     def __str__(self) -> str:

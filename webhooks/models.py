@@ -24,6 +24,9 @@ class WebhookEvent(models.TextChoices):
     # The pipeline the task is a step of ended (sent for the step whose end ended it).
     PIPELINE_SUCCEEDED = "PIPELINE_SUCCEEDED"
     PIPELINE_FAILED = "PIPELINE_FAILED"
+    # The sweep the task is a trial of ended (sent for the trial whose end ended it).
+    SWEEP_SUCCEEDED = "SWEEP_SUCCEEDED"
+    SWEEP_FAILED = "SWEEP_FAILED"
 
 
 # Events of the trail that stand for a webhook event by their kind alone.
@@ -31,6 +34,8 @@ _BY_KIND = {
     EventKind.RETRY_SCHEDULED: WebhookEvent.RETRYING,
     EventKind.PIPELINE_SUCCEEDED: WebhookEvent.PIPELINE_SUCCEEDED,
     EventKind.PIPELINE_FAILED: WebhookEvent.PIPELINE_FAILED,
+    EventKind.SWEEP_SUCCEEDED: WebhookEvent.SWEEP_SUCCEEDED,
+    EventKind.SWEEP_FAILED: WebhookEvent.SWEEP_FAILED,
 }
 
 
