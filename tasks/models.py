@@ -47,7 +47,7 @@ from tasks.specs.pools import Actor, Pool, task_pools
 from tasks.specs.pools import total_gpus as pools_gpus
 from tasks.specs.resolved import ResolvedSpec
 from tasks.specs.verl_names import TOTAL_TRAINING_STEPS
-from tasks.sweeps.models import RungValue, Sweep  # noqa: F401  (Django finds the sweep models here)
+from tasks.sweeps.models import RungValue, Sweep, TrialCurve  # noqa: F401  (Django finds the sweep models here)
 from tasks.usage.models import UsageRecord  # noqa: F401  (Django finds the usage ledger here)
 
 if TYPE_CHECKING:

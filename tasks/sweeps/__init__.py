@@ -2,6 +2,6 @@
 max_concurrent at once, stops the losers early on verl's own validation metrics (successive
 halving) and names the best trial.
 
-- models.py: Sweep and RungValue (the tasks app's models: tasks.models imports them); each trial
+- models.py: Sweep, RungValue and TrialCurve (the tasks app's models: tasks.models imports them); each trial
   is a Task (Task.sweep, .trial_index, .params, .early_stopped)
 """

@@ -88,3 +88,19 @@ class RungValue(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task_id}@{self.rung}={self.value}"
+
+
+class TrialCurve(models.Model):
+    """A trial's curve of its sweep's metric as the tick last read it (tasks.sweeps reads it with
+    the task's curves, tasks.logs.curves): what the sweep's API, page and early stopping read,
+    without parsing every trial's logs on each request."""
+
+    task = models.OneToOneField("tasks.Task", models.CASCADE, primary_key=True, related_name="trial_curve")
+    # [[step, value], …] in step order: the metric's points over the trial's attempts.
+    points = models.JSONField(default=list, blank=True)
+    # The task's last logged step when the curve was read: read again when it moves on.
+    read_step = models.IntegerField(null=True, blank=True)
+    read_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"curve of {self.task_id}"
