@@ -1,0 +1,96 @@
+"""A sweep's trials as people read them: each trial's params, state, last step and values of the
+sweep's metric, and the best trial. One function for GET /api/v2/sweeps/ID and the sweep's page,
+read from the database alone: the metric's points are the TrialCurve the tick keeps
+(tasks.sweeps.models), never a log read on a request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.db.models import OuterRef, QuerySet, Subquery
+
+from tasks.attempts import Attempt
+from tasks.models import Task
+from tasks.sweeps.models import Mode, Sweep, TrialCurve
+
+
+@dataclass(frozen=True)
+class TrialRow:
+    """One trial: its task, and its metric's points as the tick last read them."""
+
+    task: Task
+    # [(step, value), …] in step order; empty before the first point (or with no metric).
+    points: list[tuple[int, float]]
+    # The task's last logged step: the latest attempt's that logged one (as its curves say).
+    last_step: int | None
+    best_value: float | None
+    last_value: float | None
+
+    @property
+    def task_id(self) -> str:
+        return self.task.task_id
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    sweep: Sweep
+    trials: list[TrialRow]  # in the sweep's order (trial_index)
+    best_trial: TrialRow | None  # the best best_value (ties: the first); None when no trial has one
+
+
+def trial_tasks(sweep: Sweep) -> QuerySet[Task]:
+    """The sweep's trials in order, each with its curve joined and ``logged_step`` annotated: the
+    last step of its latest attempt that logged one (one subquery, not a query per trial)."""
+    logged = (
+        Attempt.objects.filter(task=OuterRef("pk"), last_step__isnull=False)
+        .order_by("-attempt_no")
+        .values("last_step")[:1]
+    )
+    return (
+        sweep.trials.select_related("trial_curve", "user")
+        .annotate(logged_step=Subquery(logged))
+        .order_by("trial_index", "id")
+    )
+
+
+def summarize(sweep: Sweep) -> SweepSummary:
+    rows = [_row(task, sweep.mode) for task in trial_tasks(sweep)]
+    return SweepSummary(sweep=sweep, trials=rows, best_trial=best_of(rows, sweep.mode))
+
+
+def best_of(rows: Sequence[TrialRow], mode: str) -> TrialRow | None:
+    """The row with the best best_value; on a tie the earlier one (rows are in trial order)."""
+    best: TrialRow | None = None
+    top = 0.0
+    for row in rows:
+        if row.best_value is not None and (best is None or _better(row.best_value, top, mode)):
+            best, top = row, row.best_value
+    return best
+
+
+def _better(value: float, than: float, mode: str) -> bool:
+    return value > than if mode == Mode.MAX else value < than
+
+
+def _points(task: Task) -> list[tuple[int, float]]:
+    try:
+        curve = task.trial_curve
+    except TrialCurve.DoesNotExist:
+        return []
+    # A value verl logged as NaN has no place on a line nor in a comparison.
+    return [(int(step), float(value)) for step, value in curve.points if value is not None]
+
+
+def _row(task: Task, mode: str) -> TrialRow:
+    points = _points(task)
+    values = [value for _, value in points]
+    best = (max if mode == Mode.MAX else min)(values) if values else None
+    return TrialRow(
+        task=task,
+        points=points,
+        last_step=getattr(task, "logged_step", None),
+        best_value=best,
+        last_value=values[-1] if values else None,
+    )
