@@ -32,8 +32,8 @@ def build_argv(resolved: ResolvedSpec, *, username: str, checkpoint_dir: Path) -
     """The argv that runs ``resolved``, checkpointing in
     ``checkpoint_dir``: the task's own folder, shared by its attempts, so that each retry
     resumes from the last checkpoint (verl's ``resume_mode=auto``). An advanced spec runs its
-    command (_advanced_argv), an export verl's merger (_export_argv), a training spec verl's
-    trainer (_trainer_argv).
+    command (_advanced_argv), an export verl's merger (_export_argv), an eval verl's validation
+    alone (_eval_argv), a training spec verl's trainer (_trainer_argv).
 
     ``checkpoint_dir`` must lie in ``username``'s jobs directory: outputs never go anywhere else,
     and a caller mixing up users gets a ValueError rather than checkpoints in someone else's home.
@@ -46,6 +46,8 @@ def build_argv(resolved: ResolvedSpec, *, username: str, checkpoint_dir: Path) -
         return _advanced_argv(resolved.command, checkpoint_dir)
     if resolved.workload == Workload.EXPORT:
         return _export_argv(resolved, checkpoint_dir)
+    if resolved.workload == Workload.EVAL:
+        return _eval_argv(resolved, checkpoint_dir)
     return _trainer_argv(resolved, checkpoint_dir)
 
 
@@ -69,6 +71,37 @@ def _export_argv(resolved: ResolvedSpec, checkpoint_dir: Path) -> list[str]:
     assert resolved.backend is not None and resolved.checkpoint is not None  # an export's, by the table
     merge = ["python3", "-m", verl.MERGER_MODULE, "merge", "--backend", resolved.backend]
     return [*merge, "--local_dir", resolved.checkpoint, "--target_dir", str(hf_model_dir(checkpoint_dir))]
+
+
+def _eval_argv(resolved: ResolvedSpec, checkpoint_dir: Path) -> list[str]:
+    """verl's PPO trainer validating ``model_id`` on ``val_file`` and returning: fit() with
+    val_before_train and val_only logs the validation metrics at the step it starts from (0) and
+    ends, saving nothing::
+
+        python3 -m verl.trainer.main_ppo
+          data.train_files=<val_file> data.val_files=<val_file>
+          actor_rollout_ref.model.path=<model_id> critic.enable=False
+          trainer.nnodes=<nnodes> trainer.n_gpus_per_node=<n_gpus_per_node>
+          trainer.val_before_train=True trainer.val_only=True trainer.resume_mode=disable
+          trainer.logger=… and the tracker's names      (_tracking_args)
+
+    verl 0.9.1 builds its train dataloader whatever val_only says (the trainer's _init_dataloader),
+    so data.train_files must name a dataset: the validation file, read, never trained on. No critic:
+    validation generates with the actor alone (verl starts one for PPO's GAE estimator, loading a
+    second model for nothing). resume_mode=disable: the model evaluated is model_id, never a
+    checkpoint verl would find in its default folder."""
+    assert resolved.model_id is not None and resolved.val_file is not None  # an eval's, by the table
+    argv = ["python3", "-m", verl.PPO_MODULE, f"{verl.TRAIN_FILES}={resolved.val_file}"]
+    argv += [f"{verl.VAL_FILES}={resolved.val_file}", f"{verl.ACTOR_MODEL_PATH}={resolved.model_id}"]
+    argv += [
+        f"{verl.CRITIC_ENABLE}=False",
+        f"{verl.NNODES}={resolved.nnodes}",
+        f"{verl.N_GPUS_PER_NODE}={resolved.n_gpus_per_node}",
+        f"{verl.VAL_BEFORE_TRAIN}=True",
+        f"{verl.VAL_ONLY}=True",
+        f"{verl.RESUME_MODE}=disable",
+    ]
+    return argv + _tracking_args(resolved, checkpoint_dir)
 
 
 def _trainer_argv(resolved: ResolvedSpec, checkpoint_dir: Path) -> list[str]:

@@ -36,6 +36,10 @@ class MergerBackend(models.TextChoices):
     MEGATRON = "megatron"
 
 
+# The workloads that load a model and validate it: the trainers, and an eval (verl's validation alone).
+EVALUATED_WORKLOADS = (*TRAINING_WORKLOADS, Workload.EVAL)
+
+
 def _zero_is_none(value: object) -> object:
     return value or None
 
@@ -54,7 +58,8 @@ SPEC_KEYS: tuple[SpecKey, ...] = (
         "workload",
         COMMON,
         str,
-        "Which verl trainer runs (export: verl's model merger turns a checkpoint into a Hugging Face model).",
+        "Which verl trainer runs (export: verl's model merger turns a checkpoint into a Hugging Face model; "
+        "eval: verl's validation of model_id on val_file alone, its metrics the task's result_metrics).",
         required=True,
         choices=Workload,
         rule=rules.workload,
@@ -185,10 +190,11 @@ SPEC_KEYS: tuple[SpecKey, ...] = (
         "model_id",
         BASIC,
         str,
-        "A hub id such as Qwen/Qwen2.5-0.5B-Instruct (fetched through the shared cache), or a path.",
+        "A hub id such as Qwen/Qwen2.5-0.5B-Instruct (fetched through the shared cache), or a path; for an eval, "
+        "the model evaluated: a hub id, a Hugging Face folder, or ${steps.NAME.hf_model} in a pipeline.",
         required=True,
         rule=rules.model_id,
-        workloads=TRAINING_WORKLOADS,
+        workloads=EVALUATED_WORKLOADS,
     ),
     SpecKey(
         "train_file",
@@ -203,10 +209,10 @@ SPEC_KEYS: tuple[SpecKey, ...] = (
         "val_file",
         BASIC,
         str,
-        "The validation data: a parquet file.",
+        "The validation data: a parquet file (an eval's results are verl's validation metrics on it).",
         required=True,
         rule=rules.input_file,
-        workloads=TRAINING_WORKLOADS,
+        workloads=EVALUATED_WORKLOADS,
     ),
     SpecKey(
         "total_epochs",

@@ -136,6 +136,14 @@ def workload(check: Checker, key: SpecKey, resolved: Mapping[str, object]) -> ob
     workload = check.generic(key)
     if workload == Workload.EXPORT and resolved.get("kind") == TaskKind.ADVANCED:
         check.fail(key.name, "export is Argus's own step (verl's model merger): it has no advanced form")
+    if workload == Workload.EVAL and resolved.get("kind") == TaskKind.ADVANCED:
+        # Argus writes an eval's command so that it knows the run only validates; an advanced
+        # command that does is a ppo or grpo spec with trainer.val_only=True.
+        check.fail(
+            key.name,
+            "eval is a basic spec (Argus writes verl's validation-only command); an advanced command "
+            "that only validates is workload ppo or grpo with trainer.val_only=True",
+        )
     return workload
 
 

@@ -17,6 +17,7 @@ TRAIN_FILES = "data.train_files"
 VAL_FILES = "data.val_files"
 ACTOR_MODEL_PATH = "actor_rollout_ref.model.path"
 CRITIC_MODEL_PATH = "critic.model.path"
+CRITIC_ENABLE = "critic.enable"  # null: verl's need_critic starts one for the GAE estimator (PPO's)
 SFT_MODEL_PATH = "model.path"  # sft_trainer_engine's hf_model group
 ADV_ESTIMATOR = "algorithm.adv_estimator"
 # verl's own key, and verl >= 0.7.1's `reward.custom_reward_function.path`.
