@@ -16,6 +16,7 @@ from rich.text import Text
 from argus_cli import __version__, config, render
 from argus_cli import checkpoints as checkpoint_report
 from argus_cli import follow as following
+from argus_cli import sweeps as sweep_report
 from argus_cli import usage as usage_report
 from argus_cli.client import ApiError, Client
 from argus_cli.render import say
@@ -34,11 +35,13 @@ STATES = [
     "FAILED",
     "CANCELED",
 ]
-WORKLOADS = ["ppo", "grpo", "sft", "export"]
-# A pipeline document is a mapping with steps: (a task spec never has that key). The command has
-# no YAML parser (no dependency beyond click, rich and httpx): a top-level key of a block
+WORKLOADS = ["ppo", "grpo", "sft", "export", "eval"]
+# A pipeline document is a mapping with steps:, a sweep document one with base:, grid: or
+# random: (a task spec has none of them; tasks.sweeps.document.is_sweep_document). The command
+# has no YAML parser (no dependency beyond click, rich and httpx): a top-level key of a block
 # mapping starts a line; a flow mapping or JSON names it after its opening brace.
-PIPELINE_KEY = re.compile(r"""^(?:\{\s*)?(["']?)steps\1\s*:""", re.MULTILINE)
+PIPELINE_KEYS = ("steps",)
+SWEEP_KEYS = ("base", "grid", "random")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -122,25 +125,33 @@ def submit(file: Any, follow: bool, interval: float, as_json: bool) -> None:
     """Submit the task spec FILE (YAML; - for standard input) and print the new task's id.
 
     A pipeline document (a mapping with steps:) is submitted as a pipeline: its id is printed,
-    and --follow follows each step in turn."""
+    and --follow follows each step in turn. A sweep document (a mapping with base:, grid: or
+    random:) is submitted as a sweep, as `argus sweep submit` does."""
     api = client()
     content = file.read()
-    if is_pipeline(content):
+    if has_key(content, PIPELINE_KEYS):
         pipeline = api.post("pipelines", content=content, content_type="application/yaml")
         announce_pipeline(api, pipeline, follow=follow, interval=interval, as_json=as_json)
+        return
+    if has_key(content, SWEEP_KEYS):
+        if follow:
+            fail("--follow follows a task or a pipeline; a sweep's trials: argus sweep show ID")
+        announce_sweep(api.post("sweeps", content=content, content_type="application/yaml"), as_json=as_json)
         return
     task = api.post("tasks", content=content, content_type="application/yaml")
     announce(api, task, follow=follow, interval=interval, as_json=as_json)
 
 
-def is_pipeline(content: bytes) -> bool:
-    """Whether ``content`` is a pipeline document rather than a task spec (see PIPELINE_KEY)."""
+def has_key(content: bytes, keys: tuple[str, ...]) -> bool:
+    """Whether the document ``content`` is a mapping with one of ``keys`` at its top level
+    (PIPELINE_KEYS, SWEEP_KEYS): a pipeline or a sweep rather than a task spec."""
     text = content.decode("utf-8", errors="replace")
     try:
         data = json.loads(text)
     except ValueError:
-        return PIPELINE_KEY.search(text) is not None
-    return isinstance(data, dict) and "steps" in data
+        names = "|".join(map(re.escape, keys))
+        return re.search(rf"""^(?:\{{\s*)?(["']?)(?:{names})\1\s*:""", text, re.MULTILINE) is not None
+    return isinstance(data, dict) and any(key in data for key in keys)
 
 
 def announce_pipeline(api: Client, pipeline: dict[str, Any], *, follow: bool, interval: float, as_json: bool) -> None:
@@ -152,6 +163,18 @@ def announce_pipeline(api: Client, pipeline: dict[str, Any], *, follow: bool, in
     if follow:
         ended = following.follow_pipeline(api, pipeline["pipeline_id"], interval=interval)
         sys.exit(following.exit_code(ended))
+
+
+def announce_sweep(sweep: dict[str, Any], *, as_json: bool) -> None:
+    """A new sweep: its id (alone on stdout, for scripts), and its trials on stderr."""
+    if as_json:
+        render.as_json(sweep)
+        return
+    click.echo(sweep["sweep_id"])
+    trials = sweep["trials"]
+    waiting = sum(1 for trial in trials if trial["state"] == "WAITING")
+    plural = "s" if len(trials) != 1 else ""
+    say(f"{len(trials)} trial{plural}: {len(trials) - waiting} queued, {waiting} waiting their turn")
 
 
 def announce(api: Client, task: dict[str, Any], *, follow: bool, interval: float, as_json: bool) -> None:
@@ -515,11 +538,91 @@ def pipeline_retry(pipeline_id: str, follow: bool, interval: float, as_json: boo
 
 
 @cli.group()
+def sweep() -> None:
+    """Your sweeps: a base spec run over a grid (or random samples) of parameters, each trial a task."""
+
+
+@sweep.command(name="submit")
+@click.argument("file", type=click.File("rb"))
+@json_option
+@api_command
+def sweep_submit(file: Any, as_json: bool) -> None:
+    """Submit the sweep document FILE (YAML or JSON; - for standard input) and print its id."""
+    announce_sweep(client().post("sweeps", content=file.read(), content_type="application/yaml"), as_json=as_json)
+
+
+@sweep.command(name="ls")
+@click.option("--limit", "-n", default=50, show_default=True, type=click.IntRange(min=1), help="At most this many.")
+@json_option
+@api_command
+def sweep_list(limit: int, as_json: bool) -> None:
+    """List your sweeps (an admin sees everyone's), newest first."""
+    rows = client().get_all("sweeps", limit=limit)
+    if as_json:
+        render.as_json(rows)
+        return
+    render.table(
+        ["SWEEP", "NAME", "STATE", "USER", "TRIALS", "BEST", "CREATED", "FINISHED"],
+        [
+            [
+                row["sweep_id"],
+                row.get("name"),
+                render.state(row["state"]),
+                row.get("user"),
+                sweep_report.progress(row["trials"]),
+                sweep_report.best_id(row),
+                render.when(row.get("created_at")),
+                render.when(row.get("finished_at")),
+            ]
+            for row in rows
+        ],
+        empty="No sweeps.",
+    )
+
+
+@sweep.command(name="show")
+@click.argument("sweep_id")
+@json_option
+@api_command
+def sweep_show(sweep_id: str, as_json: bool) -> None:
+    """A sweep: its state, and each trial's params, state, last step and values of the metric."""
+    data = client().get(f"sweeps/{sweep_id}")
+    if as_json:
+        render.as_json(data)
+        return
+    sweep_report.show(data)
+
+
+@sweep.command(name="cancel")
+@click.argument("sweep_id")
+@json_option
+@api_command
+def sweep_cancel(sweep_id: str, as_json: bool) -> None:
+    """Cancel every trial that has not ended: at once if it waits, else once Ray has stopped it."""
+    data = client().post(f"sweeps/{sweep_id}/cancel")
+    if as_json:
+        render.as_json(data)
+    elif data["state"] == "CANCELED":
+        say(f"{sweep_id}: CANCELED")
+    else:
+        say(f"{sweep_id}: canceled; its trials on Ray become CANCELED when Ray has stopped them.")
+
+
+@cli.group()
 def webhook() -> None:
     """Your webhooks: Argus POSTs signed JSON to them when your tasks end or are retried."""
 
 
-EVENTS = ["SUCCEEDED", "FAILED", "CANCELED", "RETRYING", "PIPELINE_SUCCEEDED", "PIPELINE_FAILED"]
+EVENTS = [
+    "SUCCEEDED",
+    "FAILED",
+    "CANCELED",
+    "RETRYING",
+    "PIPELINE_SUCCEEDED",
+    "PIPELINE_FAILED",
+    "SWEEP_SUCCEEDED",
+    "SWEEP_FAILED",
+]
 
 
 @webhook.command(name="add")
