@@ -96,8 +96,8 @@ def test_an_eval_needs_a_gpu(val_file: Path) -> None:
 
 
 def test_an_eval_has_no_advanced_form(val_file: Path) -> None:
-    spec = {"kind": "advanced", "workload": "eval", "nnodes": 1, "n_gpus_per_node": 1}
-    spec["command"] = "python3 -m verl.trainer.main_ppo trainer.val_only=True trainer.nnodes=1 trainer.n_gpus_per_node=1"
+    command = "python3 -m verl.trainer.main_ppo trainer.val_only=True trainer.nnodes=1 trainer.n_gpus_per_node=1"
+    spec = {"kind": "advanced", "workload": "eval", "nnodes": 1, "n_gpus_per_node": 1, "command": command}
     fields = errors(spec)
     assert list(fields) == ["workload"]
     assert fields["workload"][0].startswith("eval is a basic spec (Argus writes verl's validation-only command)")

@@ -425,7 +425,7 @@ def test_it_names_keys_of_the_other_kind(data: Path) -> None:
         ("max_retries", False, "must be an integer, not a boolean"),
         ("total_epochs", [1], "must be an integer, not a list"),
         ("save_freq", {"every": 10}, "must be an integer, not a mapping"),
-        ("workload", 1, "must be one of ppo, grpo, sft, export, not an integer"),
+        ("workload", 1, "must be one of ppo, grpo, sft, export, eval, not an integer"),
         ("priority", True, "must be one of normal, high, not a boolean"),
         ("model_id", 5, "must be a string, not an integer"),
         ("train_file", ["a", "b"], "must be a string, not a list"),
@@ -471,7 +471,7 @@ def test_it_rejects_numbers_out_of_range(data: Path, key: str, value: int, messa
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [
-        ("workload", "dpo", "must be one of ppo, grpo, sft, export, not 'dpo'"),
+        ("workload", "dpo", "must be one of ppo, grpo, sft, export, eval, not 'dpo'"),
         ("kind", "expert", "must be one of basic, advanced, not 'expert'"),
         ("priority", "urgent", "must be one of normal, high, not 'urgent'"),
         ("model_id", "  ", "must not be empty"),
