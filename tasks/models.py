@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.conf import settings
 from django.db import IntegrityError, models, transaction
@@ -47,6 +48,7 @@ from tasks.specs.pools import Actor, Pool, task_pools
 from tasks.specs.pools import total_gpus as pools_gpus
 from tasks.specs.resolved import ResolvedSpec
 from tasks.specs.verl_names import TOTAL_TRAINING_STEPS
+from tasks.sweeps import lifecycle as sweep_lifecycle
 from tasks.sweeps.models import RungValue, Sweep, TrialCurve  # noqa: F401  (Django finds the sweep models here)
 from tasks.usage.models import UsageRecord  # noqa: F401  (Django finds the usage ledger here)
 
@@ -69,6 +71,21 @@ class CancelPending(StaleState):
 def new_task_id(username: str, workload: str, now: datetime | None = None) -> str:
     now = now or timezone.now()
     return f"{username}-{workload}-{now:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+
+
+_Row = TypeVar("_Row")
+
+
+def with_new_id(create: Callable[[str], _Row], username: str, kind: str) -> _Row:
+    """``create(id)`` with a readable id (new_task_id of ``kind``: a pipeline's, a sweep's), drawn
+    again while it collides with another's (the 4 hex digits within the same second)."""
+    for _ in range(5):
+        try:
+            with transaction.atomic():
+                return create(new_task_id(username, kind))
+        except IntegrityError:
+            continue
+    raise IntegrityError(f"could not draw a unique {kind} id")
 
 
 class TaskQuerySet(models.QuerySet["Task"]):
@@ -309,10 +326,13 @@ class Task(models.Model):
         actor: str = "api",
         after: list[Task] | tuple[Task, ...] = (),
         after_any: list[Task] | tuple[Task, ...] = (),
+        message: str = "",
+        data: dict[str, object] | None = None,
         **fields: Any,
     ) -> Task:
         """A new task with a readable id, and its CREATED event: QUEUED, or WAITING for the tasks
-        ``after`` (each must succeed) and ``after_any`` (each must end, however it ends)."""
+        ``after`` (each must succeed) and ``after_any`` (each must end, however it ends). The
+        event says ``message`` and ``data`` where the caller knows more (a sweep's trial)."""
         if after or after_any:
             fields["state"] = TaskState.WAITING
         for _ in range(5):
@@ -325,8 +345,8 @@ class Task(models.Model):
                         + [TaskDependency(task=task, depends_on=other, any_end=True) for other in after_any]
                     )
                     waits = task.state == TaskState.WAITING
-                    message = "Task created; it waits for its dependencies." if waits else "Task queued."
-                    task.record(EventKind.CREATED, actor=actor, to_state=task.state, message=message)
+                    told = message or ("Task created; it waits for its dependencies." if waits else "Task queued.")
+                    task.record(EventKind.CREATED, actor=actor, to_state=task.state, message=told, data=data)
                 request_tick()
                 return task
             except IntegrityError:
@@ -424,12 +444,15 @@ class Task(models.Model):
 
     def _ended(self, actor: str) -> None:
         """In the move's transaction: the tasks that wait for this one are judged at the next
-        tick, asked for now; the pipeline it ends (if it is its last unfinished step) ends too."""
+        tick, asked for now; the pipeline it ends (if it is its last unfinished step) ends too;
+        a sweep trial frees its place under the cap, or ends its sweep."""
         if TaskDependency.objects.filter(depends_on=self, task__state=TaskState.WAITING).exists():
             request_tick()
         if self.pipeline_id is not None:
             pipeline = Pipeline.objects.get(pk=self.pipeline_id)
             pipeline.finish_if_done(actor)
+        if self.sweep_id is not None:
+            sweep_lifecycle.trial_ended(self.sweep_id, actor)
 
     def cancel(self, actor: str) -> bool:
         """Cancel: at once when nothing runs on Ray; otherwise ask the scheduler to stop it.
@@ -471,14 +494,19 @@ class Task(models.Model):
         if not self.can_requeue:
             raise IllegalTransition(f"{self.task_id}: {self.state} cannot be requeued")
         waits = self.dependencies.exists()
+        # A trial of a sweep with a cap waits for a place under it (tasks.sweeps.cap), as it did at first.
+        capped = (
+            self.sweep_id is not None and Sweep.objects.filter(pk=self.sweep_id, max_concurrent__isnull=False).exists()
+        )
         # A task back to WAITING enters the queue again only when its dependencies are met.
-        changes: dict[str, Any] = {"queued_at": None} if waits else {}
+        changes: dict[str, Any] = {"queued_at": None} if waits or capped else {}
         budgets_from = (self.attempts.aggregate(last=models.Max("attempt_no"))["last"] or 0) + 1
         self.transition(
-            TaskState.WAITING if waits else TaskState.QUEUED,
+            TaskState.WAITING if waits or capped else TaskState.QUEUED,
             actor=actor,
             message="Requeued by an operator; its retry budgets start afresh."
-            + (" It waits for its dependencies." if waits else ""),
+            + (" It waits for its dependencies." if waits else "")
+            + (" It waits for a place under its sweep's cap." if capped else ""),
             data={"budgets_from_attempt": budgets_from},
             budgets_from=budgets_from,
             finished_at=None,
@@ -492,6 +520,8 @@ class Task(models.Model):
             Pipeline.objects.filter(pk=self.pipeline_id, steps__task=self).update(
                 state=PipelineState.RUNNING, finished_at=None, updated_at=timezone.now()
             )
+        if self.sweep_id is not None:
+            sweep_lifecycle.reopen(self.sweep_id)  # the trial runs again: its sweep has not ended after all
         request_tick()
 
 

@@ -21,6 +21,9 @@ _VERBS = {
     "RETRYING": "will be retried",
 }
 _PIPELINE_VERBS = {"PIPELINE_SUCCEEDED": "succeeded", "PIPELINE_FAILED": "failed"}
+_SWEEP_VERBS = {"SWEEP_SUCCEEDED": "succeeded", "SWEEP_FAILED": "failed"}
+# Events of a pipeline or a sweep as a whole: the payload's state is theirs, not the task's.
+_WHOLE_EVENTS = _PIPELINE_VERBS.keys() | _SWEEP_VERBS.keys()
 
 
 class Payload(TypedDict):
@@ -41,6 +44,7 @@ class Payload(TypedDict):
     text: str
     pipeline_id: str | None
     step: str | None
+    sweep_id: str | None
 
 
 def task_url(task: Task) -> str:
@@ -59,9 +63,12 @@ def body_for(event: Event, name: str) -> str:
     task = event.task
     url = task_url(task)
     pipeline_id = task.pipeline.pipeline_id if task.pipeline is not None else None
+    sweep_id = task.sweep.sweep_id if task.sweep is not None else None
     if name in _PIPELINE_VERBS:
         last = f"its step {task.step}, <{url}|{task.task_id}>, ended last"
         text = f"Argus: pipeline {pipeline_id} {_PIPELINE_VERBS[name]} ({last})"
+    elif name in _SWEEP_VERBS:
+        text = f"Argus: sweep {sweep_id} {_SWEEP_VERBS[name]} (its trial <{url}|{task.task_id}> ended last)"
     else:
         summary = task.error_summary or (event.message if name != "SUCCEEDED" else "")
         text = f"Argus: task <{url}|{task.task_id}> {_VERBS[name]}"
@@ -70,8 +77,8 @@ def body_for(event: Event, name: str) -> str:
     payload: Payload = {
         "event": name,
         "task_id": task.task_id,
-        # A pipeline's event: the pipeline's state; a task's: the task's.
-        "state": event.data.get("state") if name in _PIPELINE_VERBS else (event.to_state or task.state),
+        # A pipeline's or a sweep's event: its state; a task's: the task's.
+        "state": event.data.get("state") if name in _WHOLE_EVENTS else (event.to_state or task.state),
         "user": task.user.username,
         "workload": task.workload,
         "created_at": _iso(task.created_at),
@@ -84,6 +91,7 @@ def body_for(event: Event, name: str) -> str:
         "text": text,
         "pipeline_id": pipeline_id,
         "step": task.step or None,
+        "sweep_id": sweep_id,
     }
     # What the task's events and summary say was redacted as it was written; again here, since a
     # receiver is outside Argus.

@@ -65,9 +65,10 @@ def reason_for(unmet: list[tuple[str, str]]) -> str:
 
 def verdicts() -> dict[int, Waiting]:
     """Every WAITING task's verdict, by pk, and each held one's reason written where it changed."""
-    # Each WAITING task once per dependency (an outer join: once, with None, if it has none).
+    # Each WAITING task once per dependency (an outer join: once, with None, if it has none). A
+    # sweep's trials wait for its cap, not for dependencies (tasks.sweeps.cap): not judged here.
     rows = list(
-        Task.objects.filter(state=TaskState.WAITING)
+        Task.objects.filter(state=TaskState.WAITING, sweep=None)
         .order_by("pk", "dependencies__id")
         .values_list(
             "pk",

@@ -30,6 +30,9 @@ from tasks.scheduler.sweep import sweep, sweep_due
 from tasks.scheduler.sync import sync
 from tasks.scheduler.turns import Budget, guarded
 from tasks.scheduler.usage import charge
+from tasks.sweeps.cap import release_trials
+from tasks.sweeps.curves import refresh_trials
+from tasks.sweeps.lifecycle import finish_sweeps
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +65,9 @@ def tick(budget: Budget | None = None, *, force_sweep: bool = False) -> TickRepo
         recorded = False
         try:
             sync(ray, cluster, budget, report.ended)
+            # Sweeps' trial curves, read as sync saw them move; early stopping cancels the losers,
+            # whose stops go just below (their places under the sweep's cap free once they end).
+            refresh_trials(budget)
             stop_canceled(ray, budget)
             charge(timezone.now())  # fair share: what ran since the last tick, before ordering the queue
             if report.ended:
@@ -74,7 +80,7 @@ def tick(budget: Budget | None = None, *, force_sweep: bool = False) -> TickRepo
             room = free_room(cluster, holdings)
             _record_cluster(cluster, room, "", url)
             recorded = True
-            release(budget)  # WAITING tasks whose dependencies ended (in this sync too): QUEUED or CANCELED
+            release(budget)  # WAITING tasks a sweep's cap or their dependencies no longer hold: QUEUED or CANCELED
             # Each submission may wait on Ray: none is started once the budget is spent.
             if not budget.spent():
                 admit(ray, room, holdings, budget, report.submitted)
@@ -105,9 +111,11 @@ def tick(budget: Budget | None = None, *, force_sweep: bool = False) -> TickRepo
 
 
 def release(budget: Budget) -> None:
-    """WAITING tasks no dependency holds any more, each in its turn: QUEUED, or CANCELED when an
-    `after` one broke; then the pipelines whose last step ended. The rules are the pipelines'
-    (tasks.pipelines.waiting); the shared storage a step's outputs are read from is bounded."""
+    """Sweep trials a place under their sweep's cap freed (tasks.sweeps.cap) and WAITING tasks no
+    dependency holds any more, each in its turn: QUEUED, or CANCELED when an `after` one broke;
+    then the pipelines and sweeps whose last task ended. The dependencies' rules are the
+    pipelines' (tasks.pipelines.waiting); the shared storage a step's outputs are read from is bounded."""
+    release_trials(budget)
     for pk, verdict in dependencies.verdicts().items():
         if budget.spent():
             break
@@ -118,6 +126,7 @@ def release(budget: Budget) -> None:
             continue  # moved meanwhile (canceled by its owner)
         guarded(task, partial(dependencies.release, task, verdict, ACTOR, bounded))
     dependencies.finish_pipelines(ACTOR)
+    finish_sweeps(ACTOR)
 
 
 def _record_cluster(
