@@ -13,6 +13,7 @@ from django.db.models import OuterRef, QuerySet, Subquery
 
 from tasks.attempts import Attempt
 from tasks.models import Task
+from tasks.sweeps.early_stop import better
 from tasks.sweeps.models import Mode, Sweep, TrialCurve
 
 
@@ -65,13 +66,9 @@ def best_of(rows: Sequence[TrialRow], mode: str) -> TrialRow | None:
     best: TrialRow | None = None
     top = 0.0
     for row in rows:
-        if row.best_value is not None and (best is None or _better(row.best_value, top, mode)):
+        if row.best_value is not None and (best is None or better(row.best_value, top, mode)):
             best, top = row, row.best_value
     return best
-
-
-def _better(value: float, than: float, mode: str) -> bool:
-    return value > than if mode == Mode.MAX else value < than
 
 
 def _points(task: Task) -> list[tuple[int, float]]:
