@@ -30,6 +30,7 @@ from tasks.scheduler.sweep import sweep, sweep_due
 from tasks.scheduler.sync import sync
 from tasks.scheduler.turns import Budget, guarded
 from tasks.scheduler.usage import charge
+from tasks.sweeps.curves import refresh_trials
 from tasks.sweeps.cap import release_trials
 from tasks.sweeps.lifecycle import finish_sweeps
 
@@ -64,6 +65,9 @@ def tick(budget: Budget | None = None, *, force_sweep: bool = False) -> TickRepo
         recorded = False
         try:
             sync(ray, cluster, budget, report.ended)
+            # Sweeps' trial curves, read as sync saw them move; early stopping cancels the losers,
+            # whose stops go just below (their places under the sweep's cap free once they end).
+            refresh_trials(budget)
             stop_canceled(ray, budget)
             charge(timezone.now())  # fair share: what ran since the last tick, before ordering the queue
             if report.ended:

@@ -1,0 +1,155 @@
+"""The tick's pass over sweeps' trials, after sync (which keeps each attempt's last logged step)
+and before the cancels are sent: refresh each trial's TrialCurve from the curves Argus already
+reads (tasks.jobfiles.task_curves, what the task's metrics API reads), and stop the losers of
+its early stopping (tasks.sweeps.early_stop) at the rungs each trial newly reached.
+
+A curve is read again only when its trial's logged step moved past what the curve last read,
+and once more after the trial ended (its last steps, so that finished trials' curves and rung
+values are whole). Every read is bounded (tasks.scheduler.storage) and the pass stops when the
+tick's budget is spent; what it did not reach is due at the next tick.
+
+A loser is stopped at once: Task.early_stopped, an EARLY_STOPPED event, then the task's
+ordinary cancel (it ends CANCELED through the scheduler's stop, just below in the tick; its
+checkpoints stay). The claim is one conditional UPDATE, so a trial that ended meanwhile, one a
+person canceled first, or one another tick stopped is left alone.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.db.models import F, OuterRef, Q, Subquery
+from django.utils import timezone
+
+from tasks.attempts import Attempt
+from tasks.choices import ACTIVE_STATES, TERMINAL_STATES, EventKind
+from tasks.jobfiles import task_curves
+from tasks.models import Task
+from tasks.scheduler.settle import ACTOR
+from tasks.scheduler.storage import bounded
+from tasks.scheduler.turns import Budget
+from tasks.sweeps.early_stop import Verdict, judge, rungs, value_at
+from tasks.sweeps.models import Mode, RungValue, Sweep, TrialCurve
+
+logger = logging.getLogger(__name__)
+
+# An ended trial's last read is due for this long after its end: beyond it (shared storage
+# unreadable all that while) its curve stays as last read, rather than every ended trial of
+# every sweep being looked at each tick for ever.
+AFTER_END = timedelta(minutes=10)
+
+
+def due_trials(now: datetime) -> list[Task]:
+    """Trials of sweeps with a metric whose curve is behind: running ones whose latest attempt
+    logged a step past the curve's last read, and ones that ended after it; least lately read first."""
+    logged = (
+        Attempt.objects.filter(task=OuterRef("pk"), last_step__isnull=False)
+        .order_by("-attempt_no")
+        .values("last_step")[:1]
+    )
+    moved = Q(state__in=ACTIVE_STATES, logged_step__isnull=False) & (
+        Q(trial_curve__read_step__isnull=True) | Q(logged_step__gt=F("trial_curve__read_step"))
+    )
+    # read_at is taken before the read: a trial that ended during a read is read again.
+    ended = Q(state__in=TERMINAL_STATES, finished_at__gte=now - AFTER_END) & (
+        Q(trial_curve__read_at__isnull=True) | Q(trial_curve__read_at__lt=F("finished_at"))
+    )
+    trials = (
+        Task.objects.filter(sweep__isnull=False)
+        .exclude(sweep__metric="")
+        .annotate(logged_step=Subquery(logged))
+        .filter(moved | ended)
+        .select_related("sweep", "user")
+        .order_by(F("trial_curve__read_at").asc(nulls_first=True), "pk")
+    )
+    return list(trials)
+
+
+def refresh_trials(budget: Budget, now: datetime | None = None) -> int:
+    """Refresh the due trials' curves while ``budget`` lasts; returns the trials stopped early."""
+    stopped = 0
+    for task in due_trials(now or timezone.now()):
+        if budget.spent():
+            break
+        try:
+            stopped += refresh(task) is not None
+        except OSError as error:  # shared storage slow or failing: the next tick reads again
+            logger.warning("curve of trial %s unread: %s", task.task_id, error)
+        except Exception:  # one trial it cannot read never stops the tick
+            logger.exception("curve of trial %s unread", task.task_id)
+    return stopped
+
+
+def refresh(task: Task) -> Verdict | None:
+    """Read ``task``'s curve of its sweep's metric, keep it, and judge it at the rungs it newly
+    reached; returns the verdict that stopped it, if one did."""
+    sweep = task.sweep
+    assert sweep is not None
+    read_at = timezone.now()
+    attempts = list(task.attempts.order_by("attempt_no"))
+    read = bounded(task_curves, task, attempts).curves
+    points = sorted(read.series.get(sweep.metric, {}).items())
+    TrialCurve.objects.update_or_create(
+        task=task,
+        defaults={"points": [[step, value] for step, value in points], "read_step": read.last_step, "read_at": read_at},
+    )
+    if not sweep.early_stop or read.last_step is None:
+        return None
+    # The read's own last step, not the attempt's: verl writes a step's record (its validation
+    # included) whole and in order, so every point up to it is in what was read.
+    return judge_rungs(task, sweep, points, read.last_step)
+
+
+def judge_rungs(task: Task, sweep: Sweep, points: list[tuple[int, float]], last_step: int) -> Verdict | None:
+    """Record ``task``'s value at each rung it reached that has none recorded yet, and judge it
+    there while it has not ended; stop it at the first it loses."""
+    eta = int(sweep.early_stop["eta"])
+    done = set(RungValue.objects.filter(task=task).values_list("rung", flat=True))
+    for rung in rungs(int(sweep.early_stop["min_steps"]), eta, last_step):
+        point = None if rung in done else value_at(points, rung)
+        if point is None:
+            continue  # recorded already, or no point at or before it: not judged
+        step, value = point
+        _, created = RungValue.objects.get_or_create(
+            task=task, rung=rung, defaults={"sweep": sweep, "step": step, "value": value}
+        )
+        if not created or task.state in TERMINAL_STATES:
+            continue  # another tick recorded (and judged) it; an ended trial's values only count
+        recorded = list(RungValue.objects.filter(sweep=sweep, rung=rung).values_list("value", flat=True))
+        verdict = judge(rung, step, value, recorded, eta, sweep.mode)
+        if verdict.stop:
+            return verdict if stop(task, sweep, verdict) else None
+    return None
+
+
+def stop(task: Task, sweep: Sweep, verdict: Verdict) -> bool:
+    """Stop a trial that lost at a rung: False when it ended, a cancel was requested or it was
+    stopped early already before this claim."""
+    worse = "below" if sweep.mode == Mode.MAX else "above"
+    message = (
+        f"Stopped early at rung {verdict.rung}: {sweep.metric} was {verdict.value:g} (step {verdict.step}), "
+        f"{worse} the cutoff {verdict.cutoff:g}: of the {verdict.recorded} values the sweep's trials had at "
+        f"this rung, the best {verdict.kept} go on. Its checkpoints stay."
+    )
+    data: dict[str, object] = {
+        "rung": verdict.rung,
+        "step": verdict.step,
+        "metric": sweep.metric,
+        "value": verdict.value,
+        "cutoff": verdict.cutoff,
+        "mode": sweep.mode,
+    }
+    with transaction.atomic():
+        claimed = (
+            Task.objects.filter(pk=task.pk, cancel_requested_at=None, early_stopped=False)
+            .exclude(state__in=TERMINAL_STATES)
+            .update(early_stopped=True, updated_at=timezone.now())
+        )
+        if not claimed:
+            return False
+        task.refresh_from_db()
+        task.record(EventKind.EARLY_STOPPED, actor=ACTOR, message=message, data=data)
+        task.cancel(ACTOR)
+    return True
