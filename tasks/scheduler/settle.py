@@ -23,6 +23,7 @@ from tasks.choices import ACTIVE_STATES, EventKind, FailureKind, Role, TaskState
 from tasks.jobfiles import checkpoint_dir
 from tasks.models import StaleState, Task
 from tasks.scheduler.failures import INSUFFICIENT, trim
+from tasks.scheduler.results import eval_result
 from tasks.scheduler.storage import bounded
 from tasks.specs.paths import NoCheckpoint, latest_checkpoint
 from tasks.usage import ledger
@@ -75,6 +76,8 @@ def settle(task: Task, attempt: Attempt, outcome: Outcome) -> Task:
     # And what it will redo, for the usage ledger (tasks.usage.ledger.lost_gpu_seconds).
     reads = (rule is not None and rule.progress_resets) or outcome.failure in REDOES_WORK
     checkpoint = checkpoint_step(task) if reads else None
+    # An eval's result, ending with it (read before the transaction too).
+    result = eval_result(task, attempt) if outcome.succeeded else None
     with transaction.atomic():
         fresh = Task.objects.select_for_update().get(pk=task.pk)
         if fresh.state not in ACTIVE_STATES:
@@ -89,6 +92,8 @@ def settle(task: Task, attempt: Attempt, outcome: Outcome) -> Task:
             since = budgets.window(AFTER_FAILURE[FailureKind.NODE_FAILURE]).first
             outcome = replace(outcome, nodes=tuple(sorted({*_dead_nodes(fresh, since), *outcome.nodes})))
         move = next_move(fresh, attempt, outcome, budgets.counts, budgets.windows)
+        if move.to == TaskState.SUCCEEDED and result is not None:
+            move.changes["result_metrics"] = result
         data = {**move.data, **({"failure_kind": outcome.failure} if outcome.failure else {})}
         if outcome.nodes:
             data["dead_nodes"] = list(outcome.nodes)
