@@ -30,8 +30,8 @@ from tasks.scheduler.sweep import sweep, sweep_due
 from tasks.scheduler.sync import sync
 from tasks.scheduler.turns import Budget, guarded
 from tasks.scheduler.usage import charge
-from tasks.sweeps.curves import refresh_trials
 from tasks.sweeps.cap import release_trials
+from tasks.sweeps.curves import refresh_trials
 from tasks.sweeps.lifecycle import finish_sweeps
 
 logger = logging.getLogger(__name__)
