@@ -223,6 +223,16 @@ EXPORT = {"name": "sft-export", "workload": "export", "checkpoint": "${steps.sft
 GRPO = {"name": "grpo", "workload": "grpo", "model_id": "${steps.sft-export.hf_model}", **TRAIN}
 PIPELINE = {"name": "qwen-sft-grpo", "steps": [SFT, EXPORT, GRPO]}
 PIPELINE_YAML = yaml.safe_dump(PIPELINE, sort_keys=False)
+# SFT -> export -> an eval of the exported model: the pipeline that ends with a result.
+EVAL = {
+    "name": "eval",
+    "workload": "eval",
+    "model_id": "${steps.sft-export.hf_model}",
+    "nnodes": 1,
+    "n_gpus_per_node": 4,
+    "val_file": TRAIN["val_file"],
+}
+EVAL_PIPELINE = {"name": "qwen-sft-eval", "steps": [SFT, EXPORT, EVAL]}
 
 
 @pytest.fixture

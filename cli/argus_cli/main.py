@@ -246,6 +246,7 @@ def show(task_id: str, as_json: bool) -> None:
             ("warnings", "; ".join(task["warnings"])),
         ]
     )
+    render.result_metrics(task.get("result_metrics") or {})
     attempts = task.get("attempts") or []
     if attempts:
         click.echo()
@@ -487,6 +488,8 @@ def show_pipeline(data: dict[str, Any]) -> None:
         ],
         empty="",
     )
+    for step in data["steps"]:
+        render.result_metrics(step.get("result_metrics") or {}, f"RESULT OF {step['name'].upper()}")
 
 
 @pipeline.command(name="show")

@@ -75,6 +75,13 @@ def table(columns: list[str], rows: list[list[Any]], empty: str) -> None:
     out.print(grid)
 
 
+def result_metrics(metrics: dict[str, float], title: str = "RESULT") -> None:
+    """An eval's result: each validation metric verl logged and its last value; nothing for none."""
+    if metrics:
+        out.print()
+        table([title, "VALUE"], [[name, f"{value:g}"] for name, value in metrics.items()], empty="")
+
+
 def fields(pairs: list[tuple[str, Any]]) -> None:
     """``name  value`` lines, names aligned; empty values are left out."""
     width = max(len(name) for name, _ in pairs)

@@ -111,6 +111,12 @@ def _holds_fields(field: AnyField) -> bool:
     return isinstance(field, serializers.BaseSerializer) or hasattr(field, "child")
 
 
+RESULT_METRICS_HELP = (
+    "An eval's result, once it SUCCEEDED: the validation metrics verl logged (val-core/…, val-aux/…), each one's "
+    "last value; empty for any other task."
+)
+
+
 class TaskSerializer(serializers.ModelSerializer[Task]):
     user = serializers.CharField(source="user.username", read_only=True)
     pipeline_id = serializers.CharField(
@@ -133,6 +139,9 @@ class TaskSerializer(serializers.ModelSerializer[Task]):
         "trainers'), each on one worker node: it starts only where each fits beside its pools. Empty for others.",
     )
     cancel_requested = serializers.SerializerMethodField()
+    result_metrics = serializers.DictField(
+        child=serializers.FloatField(), read_only=True, help_text=RESULT_METRICS_HELP
+    )
     quota = serializers.ChoiceField(
         choices=Quota.choices,
         read_only=True,
@@ -187,6 +196,7 @@ class TaskSerializer(serializers.ModelSerializer[Task]):
             "estimated_start_at",
             "pending_reason",
             "error_summary",
+            "result_metrics",
             "cancel_requested",
             "warnings",
             "pipeline_id",

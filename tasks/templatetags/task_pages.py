@@ -51,3 +51,9 @@ def state_label(state: str) -> str:
         return str(TaskState(state).label).capitalize()
     except ValueError:
         return state
+
+
+@register.filter
+def metric_value(value: float) -> str:
+    """A metric's value as a person reads it: six significant digits (0.625, 0.666667, 1.5e-05)."""
+    return f"{value:.6g}"

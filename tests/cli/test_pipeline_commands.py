@@ -170,6 +170,7 @@ def test_show_gives_each_steps_task_state_and_reason(alice, argus_as, datasets):
         "created_at",
         "queued_at",
         "finished_at",
+        "result_metrics",
     }
     assert (body["steps"][1]["after"], body["steps"][1]["reason"]) == (["sft"], reason)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from tasks.api.serializers import AnyField, SpecDocument, json_body
+from tasks.api.serializers import RESULT_METRICS_HELP, AnyField, SpecDocument, json_body
 from tasks.choices import TaskState
 from tasks.pipelines.document import PIPELINE_NAME_PATTERN, STEP_NAME_PATTERN
 from tasks.pipelines.models import Pipeline, PipelineStep
@@ -69,10 +69,13 @@ class PipelineStepDetailSerializer(PipelineStepSerializer):
         source="task.queued_at", read_only=True, allow_null=True, help_text="null while it waits for its dependencies."
     )
     finished_at = serializers.DateTimeField(source="task.finished_at", read_only=True, allow_null=True)
+    result_metrics = serializers.DictField(
+        source="task.result_metrics", child=serializers.FloatField(), read_only=True, help_text=RESULT_METRICS_HELP
+    )
 
     class Meta(PipelineStepSerializer.Meta):
         fields = [*PipelineStepSerializer.Meta.fields, "workload", "after", "after_any", "reason"]
-        fields += ["created_at", "queued_at", "finished_at"]
+        fields += ["created_at", "queued_at", "finished_at", "result_metrics"]
         read_only_fields = fields
         extra_kwargs = {
             "after": {"help_text": "Step names it runs after, once each SUCCEEDED."},
