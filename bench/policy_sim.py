@@ -59,9 +59,10 @@ Prints one JSON object per policy per line: ``policy``, ``mean_wait_s``, ``p95_w
 ``max_wait_s``, ``utilization`` (busy GPU-seconds, redone work included, over the cluster's
 GPU-seconds from the first arrival to the last end), ``preemptions`` (victims stopped),
 ``withdrawn``, ``wasted_gpu_h``, ``high_mean_wait_s``, ``high_p95_wait_s``,
-``normal_mean_wait_s``, ``unsettled`` (instants where passes never stopped changing things) and
-more; ``default`` also gets its ratios to ``backfill``. A task's wait
-is all its time in the queue, before its first start and after each preemption.
+``normal_mean_wait_s``, ``unsettled`` (instants where passes never stopped changing things),
+``longest_waiter_gpus`` / ``_group`` (the task that waited longest) and more; ``default`` also
+gets its ratios to ``backfill``. A task's wait is all its time in the queue, before its first
+start and after each preemption.
 """
 
 from __future__ import annotations
@@ -634,6 +635,7 @@ class Simulation:
         # apart (``never_started``), not averaged.
         done = [t for t in self.tasks if t.key not in self.unplaceable and t.started is not None]
         waits = sorted(t.waited for t in done)
+        longest = max(done, key=lambda t: t.waited, default=None)
         high = sorted(t.waited for t in done if t.priority >= HIGH)
         normal = sorted(t.waited for t in done if t.priority < HIGH)
         last_end = max((t.ends_at for t in done), default=first)
@@ -653,6 +655,10 @@ class Simulation:
             "mean_wait_s": mean(waits),
             "p95_wait_s": round(percentile(waits, 95), 1) if waits else 0.0,
             "max_wait_s": round(waits[-1], 1) if waits else 0.0,
+            # Who waited longest: its GPUs and group (with quotas, whether it needed more than its
+            # group's nominal, so could only run on borrowed GPUs).
+            "longest_waiter_gpus": longest.gpus if longest is not None else 0,
+            "longest_waiter_group": longest.group if longest is not None else "",
             "utilization": round(self.busy_gpu_s / capacity, 4),
             "makespan_s": round(span, 1),
             "preemptions": self.preemptions,

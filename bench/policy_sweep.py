@@ -17,6 +17,12 @@ most 0.85x EASY's, longest at most 1.1x, utilization not below EASY's); then the
 figures, and per quota mode the groups' figures (never started, borrowed share, quota waits,
 wasted GPU-hours, the least-used group's quota).
 
+The same traces with every arrival moved later by less than ``--jitter`` seconds (60; 0: none),
+run through EASY backfill, give the row ``backfill, arrivals moved``: EASY against itself. A
+policy's decisions differ from EASY's in a few places, and each difference moves every later wait
+as such a minute does, so this row is the spread any policy other than EASY meets on a trace
+before it does anything better or worse: the floor under a bound checked trace by trace.
+
 Then preemption: the default (groups off) once more on each trace with preemption off, and a
 table with and without it: preemptions and wasted GPU-hours per trace, the high tasks' mean and
 p95 wait, the normal tasks' mean wait (means over the traces), and the per-trace ratios.
@@ -28,6 +34,7 @@ import argparse
 import csv
 import io
 import json
+import random
 import statistics
 import sys
 from dataclasses import dataclass, replace
@@ -36,6 +43,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import policy_sim, trace_gen
+from tasks.scheduler.quotas import GroupQuota
 
 
 def seeds(text: str) -> list[int]:
@@ -80,6 +88,13 @@ def outcome(seed: int, result: Result, easy: Result) -> Outcome:
     )
 
 
+def jitter(tasks: list[policy_sim.Task], seconds: float, seed: int) -> list[policy_sim.Task]:
+    """``tasks`` with each arrival moved later by less than ``seconds`` (a stream of the seed's
+    own), all else as it was."""
+    rng = random.Random(f"{seed}-jitter")
+    return [replace(task, arrive=task.arrive + rng.uniform(0.0, seconds)) for task in tasks]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", default="1-30")
@@ -92,6 +107,9 @@ def main() -> None:
     parser.add_argument("--high", type=float, default=0.1, help="share of the tasks of high priority")
     parser.add_argument("--preemptible", type=float, default=0.25, help="share of the normal tasks preemptible")
     parser.add_argument("--groups", type=int, default=3, help="quota groups (bench/trace_gen.py; 0: none)")
+    parser.add_argument(
+        "--jitter", type=float, default=60.0, help="EASY once more, each arrival moved up to this many s later (0: not)"
+    )
     parser.add_argument(
         "--quotas",
         default=",".join(policy_sim.QUOTA_MODES),
@@ -108,7 +126,10 @@ def main() -> None:
     quotas = policy_sim.read_quotas(quota_json)
     runs = [(c.policy, c) for c in configs[:-1]]
     runs += [(f"default, groups {mode}", policy_sim.with_quotas(shipped, quotas, mode)) for mode in modes]
+    jittered = f"backfill, arrivals moved < {args.jitter:g} s"
     outcomes: dict[str, list[Outcome]] = {label: [] for label, _ in runs}
+    if args.jitter:
+        outcomes[jittered] = []
     groups: dict[str, list[tuple[int, list[GroupRow], Result]]] = {mode: [] for mode in modes}
     preemption: dict[str, list[Result]] = {"on": [], "off": []}
     work_gpu_h = []
@@ -136,6 +157,9 @@ def main() -> None:
             results[label] = simulation.run()
             if config.policy == "default":
                 groups[config.quota_mode].append((seed, simulation.per_group(quotas), results[label]))
+        if args.jitter:
+            moved = policy_sim.Simulation(jitter(tasks, args.jitter, seed), args.nodes, args.gpus, configs[2])
+            results[jittered] = moved.run()
         for label, result in results.items():
             outcomes[label].append(outcome(seed, result, results["backfill"]))
         preemption["on"].append(results[runs[3][0]])
@@ -151,7 +175,7 @@ def main() -> None:
     print_against_easy(outcomes, count)
     print()
     if args.groups:
-        print_groups(groups, modes)
+        print_groups(groups, modes, quotas)
         print()
     print_preemption(preemption, work_gpu_h, shipped.preemption)
 
@@ -196,10 +220,20 @@ def print_against_easy(outcomes: dict[str, list[Outcome]], count: int) -> None:
             )
 
 
-def print_groups(groups: dict[str, list[tuple[int, list[GroupRow], Result]]], modes: list[str]) -> None:
+def oversized(result: Result, quotas: dict[str, GroupQuota]) -> bool:
+    """Whether the task that waited longest needs more GPUs than its group's nominal quota: one
+    that only borrowed GPUs can hold, idle in the other groups' quotas all at once."""
+    quota = quotas.get(str(result["longest_waiter_group"]))
+    return quota is not None and int(result["longest_waiter_gpus"]) > quota.nominal
+
+
+def print_groups(
+    groups: dict[str, list[tuple[int, list[GroupRow], Result]]], modes: list[str], quotas: dict[str, GroupQuota]
+) -> None:
     """The default under each quota mode, per trace summed over its groups: never started, GPU-hours
     borrowed, the quota waits, reclaims and the work redone, the lowest use of a group's quota,
-    and the instants where passes never settled (a reclaim chosen and withdrawn in turn)."""
+    the instants where passes never settled (a reclaim chosen and withdrawn in turn), and on how
+    many traces the longest waiter needed more than its group's nominal quota."""
 
     def number(row: GroupRow, name: str) -> float:
         value = row[name]
@@ -208,9 +242,9 @@ def print_groups(groups: dict[str, list[tuple[int, list[GroupRow], Result]]], mo
     print(
         "| default, groups | never started / trace | borrowed share of GPU-h | tasks waiting in quota / trace | "
         "quota wait: mean (min), longest (h, seed) | reclaims / trace | wasted GPU-h / trace | "
-        "least-used group's quota | unsettled instants / trace |"
+        "least-used group's quota | unsettled instants / trace | longest waiter larger than its group's nominal |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for mode in modes:
         traces = [rows for _, rows, _ in groups[mode]]
         runs = [result for _, _, result in groups[mode]]
@@ -229,7 +263,8 @@ def print_groups(groups: dict[str, list[tuple[int, list[GroupRow], Result]]], mo
             f"{sum(owed) / max(1.0, sum(waits)) / 60:.0f}, {longest[worst] / 3600:.1f} ({groups[mode][worst][0]}) | "
             f"{statistics.mean(float(r['reclaims']) for r in runs):.1f} | "
             f"{statistics.mean(sum(number(r, 'wasted_gpu_h') for r in t) for t in traces):.1f} | "
-            f"{statistics.mean(lowest):.2f} | {statistics.mean(float(r['unsettled']) for r in runs):.1f} |"
+            f"{statistics.mean(lowest):.2f} | {statistics.mean(float(r['unsettled']) for r in runs):.1f} | "
+            f"{sum(oversized(result, quotas) for result in runs)} of {len(runs)} traces |"
         )
 
 

@@ -11,7 +11,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from bench import policy_sim
+from bench import policy_sim, policy_sweep
 from tasks.scheduler.quotas import GroupQuota
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -338,3 +338,25 @@ def test_generated_groups_through_the_command_line(tmp_path: Path) -> None:
             assert sum(1 for row in rows if row["group"] == line["group"]) == line["tasks"] + line["never_started"]
     bad = run(trace, "--groups", '{"vision": {"nominal": -1}}')
     assert bad.returncode != 0 and "group 'vision': GPUs may not be negative" in bad.stderr
+
+
+def test_the_longest_waiter_and_whether_it_outgrows_its_groups_quota() -> None:
+    # Borrowing, as worked out above: alice (8 GPUs, vision's nominal 4) waits 500 s, the longest.
+    rows = "0,alice,1,8,1000,1000,normal,false,100,vision\n250,bob,1,4,500,600,normal,false,,nlp\n"
+    result, _ = quota_run(rows, "borrow")
+    assert (result["longest_waiter_gpus"], result["longest_waiter_group"]) == (8, "vision")
+    assert policy_sweep.oversized(result, QUOTAS)
+    # No quotas: bob (4 GPUs, nlp's nominal 4) is the one who waits; he fits his group's quota.
+    result, _ = quota_run(rows, "none")
+    assert (result["longest_waiter_gpus"], result["longest_waiter_group"]) == (4, "nlp")
+    assert not policy_sweep.oversized(result, QUOTAS)
+
+
+def test_jitter_moves_each_arrival_later_by_less_than_the_seconds_and_nothing_else() -> None:
+    tasks = policy_sim.read_rows(csv.DictReader(io.StringIO(TRACE)))
+    moved = policy_sweep.jitter(tasks, 60.0, 7)
+    assert moved == policy_sweep.jitter(tasks, 60.0, 7)  # the seed's own stream
+    assert moved != policy_sweep.jitter(tasks, 60.0, 8)
+    assert all(0 <= m.arrive - t.arrive < 60 for m, t in zip(moved, tasks, strict=True))
+    assert any(m.arrive != t.arrive for m, t in zip(moved, tasks, strict=True))
+    assert [replace(m, arrive=t.arrive) for m, t in zip(moved, tasks, strict=True)] == tasks
