@@ -354,6 +354,8 @@ ARGUS_DISK_SCAN_BUDGET_S = envint("ARGUS_DISK_SCAN_BUDGET_S", 60)
 # Estimated starts are planned for this many waiting tasks at the head of the queue each tick.
 ARGUS_ESTIMATE_DEPTH = envint("ARGUS_ESTIMATE_DEPTH", 200)
 ARGUS_MAX_TASK_GPUS = envint("ARGUS_MAX_TASK_GPUS", 0)
+# The most trials one sweep document may make (tasks.sweeps.document): every one is a task.
+ARGUS_SWEEP_MAX_TRIALS = envint("ARGUS_SWEEP_MAX_TRIALS", 256)
 # Per-user limits where a user's own (accounts.UserLimits, set in the admin site or by PATCH
 # /api/v2/users/<name>) is empty; 0: no limit. A submission past the queued limit is refused
 # (429); the running ones are the scheduler's to apply (accounts.limits.limits_by_user).

@@ -19,7 +19,7 @@ from tasks.pause import REASON_MAX, AdmissionControl
 from tasks.specs.checks import ADVANCED, BASIC, COMMON, Duration, SpecKey
 from tasks.specs.keys import SPEC_KEYS
 from tasks.specs.pools import POOL_NAMES, Actor, Pool
-from tasks.specs.rules import MAX_DEPENDENCIES, MAX_SECRETS
+from tasks.specs.rules import MAX_DEPENDENCIES, MAX_OVERRIDES, MAX_SECRETS
 
 if TYPE_CHECKING:
     from drf_spectacular.openapi import AutoSchema
@@ -347,6 +347,8 @@ def _list_items(key: SpecKey) -> tuple[serializers.ChoiceField | serializers.Cha
         return serializers.ChoiceField(choices=key.choices.choices), len(key.choices.values)
     if key.name == "secrets":
         return serializers.RegexField(rf"^{NAME_PATTERN}$", max_length=NAME_MAX), MAX_SECRETS
+    if key.name == "overrides":
+        return serializers.CharField(), MAX_OVERRIDES
     # after, after_any: task ids. No pattern: the parser's is Python's \w (Unicode), not JSON Schema's.
     return serializers.CharField(max_length=Task._meta.get_field("task_id").max_length), MAX_DEPENDENCIES
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.db import IntegrityError, transaction
+from django.db import transaction
 
-from tasks.models import IllegalTransition, StaleState, Task, new_task_id
+from tasks.models import IllegalTransition, StaleState, Task, with_new_id
 from tasks.pipelines.dag import topological
 from tasks.pipelines.document import PipelineDocument, parse_pipeline
 from tasks.pipelines.models import Pipeline, PipelineStep
@@ -50,18 +50,13 @@ def _create(user: User, document: PipelineDocument, actor: str) -> Pipeline:
 
 
 def _new_pipeline(user: User, document: PipelineDocument) -> Pipeline:
-    for _ in range(5):
-        try:
-            with transaction.atomic():
-                return Pipeline.objects.create(
-                    pipeline_id=new_task_id(user.username, "pipe"),
-                    user=user,
-                    name=document.name,
-                    document=document.raw,
-                )
-        except IntegrityError:
-            continue  # the 4 hex digits collided within the same second: draw again
-    raise IntegrityError("could not draw a unique pipeline id")
+    return with_new_id(
+        lambda pipeline_id: Pipeline.objects.create(
+            pipeline_id=pipeline_id, user=user, name=document.name, document=document.raw
+        ),
+        user.username,
+        "pipe",
+    )
 
 
 def step_task(

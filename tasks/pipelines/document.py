@@ -17,7 +17,7 @@ from typing import Any
 from tasks.choices import Workload
 from tasks.pipelines.dag import ancestors, find_cycle, topological
 from tasks.pipelines.macros import OUTPUTS, macros_in, parse_step_spec
-from tasks.specs.errors import SpecError
+from tasks.specs.errors import Problems, SpecError
 from tasks.specs.parse import ParsedSpec
 from tasks.specs.yaml_load import load_document
 
@@ -68,21 +68,6 @@ def is_pipeline_document(source: str | bytes) -> bool:
     return isinstance(data, dict) and "steps" in data
 
 
-class _Problems:
-    """Every problem found so far, by field: what SpecError carries."""
-
-    def __init__(self) -> None:
-        self.fields: dict[str, list[str]] = {}
-
-    def add(self, field: str, message: str) -> None:
-        self.fields.setdefault(field, []).append(message)
-
-    def raise_any(self) -> None:
-        """End the parse with them, if there are any: each stage reads what the one before found."""
-        if self.fields:
-            raise SpecError(self.fields)
-
-
 # The dependencies of each step by name: (after, after_any).
 Dependencies = dict[str, tuple[tuple[str, ...], tuple[str, ...]]]
 
@@ -92,7 +77,7 @@ def parse_pipeline(source: bytes | str | dict[str, Any], *, username: str) -> Pi
     stages, each on what the one before found: the document's keys, the steps' names, their
     dependencies, their macros, then each step's task spec."""
     raw, data = load_document(source)
-    problems = _Problems()
+    problems = Problems()
     name, steps = _document(data, problems)
     names = _names(steps, problems)
     problems.raise_any()
@@ -121,7 +106,7 @@ def parse_pipeline(source: bytes | str | dict[str, Any], *, username: str) -> Pi
     )
 
 
-def _document(data: Any, problems: _Problems) -> tuple[str | None, list[Any]]:
+def _document(data: Any, problems: Problems) -> tuple[str | None, list[Any]]:
     """The document's name (None when it has none, or a bad one) and its steps, as written."""
     if not isinstance(data, dict):
         raise SpecError({"spec": [f"must be a mapping with steps, not {type(data).__name__}"]})
@@ -144,7 +129,7 @@ def _document(data: Any, problems: _Problems) -> tuple[str | None, list[Any]]:
     return name, steps
 
 
-def _names(steps: list[Any], problems: _Problems) -> list[str]:
+def _names(steps: list[Any], problems: Problems) -> list[str]:
     """Each step's name, unique; "" where a step has none, a bad one, or another's."""
     names: list[str] = []
     for index, step in enumerate(steps):
@@ -167,7 +152,7 @@ def _names(steps: list[Any], problems: _Problems) -> list[str]:
     return names
 
 
-def _dependencies(steps: list[dict[str, Any]], names: list[str], problems: _Problems) -> Dependencies:
+def _dependencies(steps: list[dict[str, Any]], names: list[str], problems: Problems) -> Dependencies:
     """What each step runs after, by step name: known steps, not itself, in no cycle; a step with
     neither after nor after_any runs after the step before it."""
     deps: Dependencies = {}
@@ -187,7 +172,7 @@ def _dependencies(steps: list[dict[str, Any]], names: list[str], problems: _Prob
 
 
 def _named_steps(
-    step: dict[str, Any], key: str, step_name: str, names: list[str], problems: _Problems
+    step: dict[str, Any], key: str, step_name: str, names: list[str], problems: Problems
 ) -> tuple[str, ...]:
     """The steps a step's ``after`` or ``after_any`` names that exist and are not itself, once each."""
     value = step.get(key)
@@ -207,7 +192,7 @@ def _named_steps(
     return tuple(dict.fromkeys(other for other in value if other in names and other != step_name))
 
 
-def _macros(steps: list[dict[str, Any]], names: list[str], graph: dict[str, list[str]], problems: _Problems) -> None:
+def _macros(steps: list[dict[str, Any]], names: list[str], graph: dict[str, list[str]], problems: Problems) -> None:
     """Each macro names a known output of a step this one runs after (directly or through others)."""
     workloads = {names[i]: step.get("workload") for i, step in enumerate(steps)}
     for index, step in enumerate(steps):
@@ -236,7 +221,7 @@ def _task_spec(step: dict[str, Any]) -> dict[str, Any]:
 
 
 def _step_specs(
-    specs: list[dict[str, Any]], names: list[str], username: str, problems: _Problems
+    specs: list[dict[str, Any]], names: list[str], username: str, problems: Problems
 ) -> dict[str, ParsedSpec]:
     """Each step's task spec checked as a task spec, its problems named by step."""
     parsed: dict[str, ParsedSpec] = {}

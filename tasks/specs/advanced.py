@@ -449,6 +449,20 @@ class _CommandCheck:
                 self.errors.append(f"sets {shown} but the spec says {field}: {wanted}")
 
 
+def check_overrides(
+    overrides: Sequence[str], module: str, username: str, pending: Sequence[Path] = ()
+) -> tuple[list[str], hydra_argv.HydraArgv | None]:
+    """The errors of a basic spec's Hydra overrides (their $HOME macros expanded), which Argus
+    appends to the verl command it writes for ``module``: each is held to exactly the rules of an
+    advanced command's arguments, as the words of ``python3 -m <module> <overrides>``. Also the
+    arguments as Hydra reads them (None when they cannot be read), for the basic spec's own rules.
+    The command's warnings are not the overrides' (Argus writes the data files, the resources and
+    the checkpoint folder itself)."""
+    command = " ".join(["python3", "-m", module, *(shlex.quote(override) for override in overrides)])
+    checked = _CommandCheck(command, username, None, None, pending)
+    return checked.errors, checked.argv
+
+
 def check_command(
     expanded: str, username: str, nnodes: int | None, n_gpus: int | None, pending: Sequence[Path] = ()
 ) -> tuple[list[str], list[str]]:

@@ -118,10 +118,10 @@ def _trainer_argv(resolved: ResolvedSpec, checkpoint_dir: Path) -> list[str]:
           trainer.default_local_dir=<checkpoint_dir> trainer.resume_mode=auto
           trainer.max_actor_ckpt_to_keep=<keep_checkpoints> … (_retention_args)
           trainer.logger=… and the tracker's names      (_tracking_args)
+          <overrides>                                   (the spec's own Hydra overrides)
     """
     assert resolved.model_id is not None  # a training spec's, by the table
-    module = verl.SFT_MODULE if resolved.workload == Workload.SFT else verl.PPO_MODULE
-    argv = ["python3", "-m", module, f"{verl.TRAIN_FILES}={resolved.train_file}"]
+    argv = ["python3", "-m", verl.trainer_module(resolved.workload), f"{verl.TRAIN_FILES}={resolved.train_file}"]
     argv += [f"{verl.VAL_FILES}={resolved.val_file}", *_model_args(resolved.workload, resolved.model_id)]
     argv += [
         f"{verl.NNODES}={resolved.nnodes}",
@@ -137,7 +137,8 @@ def _trainer_argv(resolved: ResolvedSpec, checkpoint_dir: Path) -> list[str]:
         f"{verl.RESUME_MODE}=auto",
         *_retention_args(resolved),
     ]
-    return argv + _tracking_args(resolved, checkpoint_dir)
+    # The person's own overrides last (tasks.specs.rules.overrides: none sets a key written above).
+    return argv + _tracking_args(resolved, checkpoint_dir) + list(resolved.overrides)
 
 
 def _retention_args(resolved: ResolvedSpec) -> list[str]:

@@ -1,4 +1,4 @@
-"""The one error a spec or pipeline document can raise: every problem found, by field."""
+"""The one error a spec, pipeline or sweep document can raise: every problem found, by field."""
 
 from __future__ import annotations
 
@@ -16,3 +16,21 @@ class SpecError(Exception):
 def whole(message: str, code: str = "invalid") -> SpecError:
     """An error of the whole document (field "spec")."""
     return SpecError({"spec": [message]}, code)
+
+
+class Problems:
+    """Every problem a document's parser found so far, by field: what its SpecError carries (the
+    parser goes on after one, so that a person fixes the document in one round trip)."""
+
+    def __init__(self) -> None:
+        self.fields: dict[str, list[str]] = {}
+
+    def add(self, field: str, message: str) -> None:
+        messages = self.fields.setdefault(field, [])
+        if message not in messages:
+            messages.append(message)
+
+    def raise_any(self) -> None:
+        """End the parse with them, if there are any: each stage reads what the one before found."""
+        if self.fields:
+            raise SpecError(self.fields)

@@ -294,6 +294,17 @@ SPEC_KEYS: tuple[SpecKey, ...] = (
         rule=rules.project,
     ),
     SpecKey(
+        "overrides",
+        BASIC,
+        list,
+        "Hydra overrides appended to the verl command Argus writes: [actor_rollout_ref.actor.optim.lr=1e-6, "
+        "data.train_batch_size=256]. Each is checked as an advanced command's are; a key Argus writes from "
+        "another spec key (data.train_files, trainer.nnodes, trainer.default_local_dir…) is refused: set that "
+        "key instead.",
+        rule=rules.overrides,
+        workloads=TRAINING_WORKLOADS,
+    ),
+    SpecKey(
         "command",
         ADVANCED,
         str,

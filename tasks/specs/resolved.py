@@ -49,6 +49,7 @@ class ResolvedSpec:
     backend: str | None
     trackers: tuple[str, ...]
     project: str | None
+    overrides: tuple[str, ...]  # Hydra overrides, $HOME macros expanded
     command: str | None
 
     @classmethod

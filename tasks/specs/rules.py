@@ -14,7 +14,7 @@ from django.conf import settings
 
 from accounts import secrets as secrets_crypto
 from tasks.choices import TaskKind, Tracker, Workload
-from tasks.specs import advanced, paths
+from tasks.specs import advanced, paths, pools, verl_names
 from tasks.specs.checks import Checker, Rule, SpecKey, type_name
 
 # Tasks a spec may wait for (after + after_any): a few steps' worth, not a whole history.
@@ -130,6 +130,60 @@ def project(check: Checker, key: SpecKey, resolved: Mapping[str, object]) -> obj
         )
         return None
     return project
+
+
+# A basic spec's own Hydra overrides: a few dozen at most in practice (Hydra's reader is bounded too).
+MAX_OVERRIDES = 128
+
+
+def overrides(check: Checker, key: SpecKey, resolved: Mapping[str, object]) -> object:
+    """Hydra overrides ("key=value") Argus appends to the verl command it writes, their $HOME
+    macros expanded: each held to an advanced command's rules (tasks.specs.advanced.check_overrides);
+    none may set a key Argus writes (verl_names.SET_FROM_SPEC: the message names the spec key to
+    set instead), nor start a verl pool besides the trainer's (a basic spec reserves only that one)."""
+    texts = _names(check, key, 'Hydra overrides such as "actor_rollout_ref.actor.optim.lr=1e-6"')
+    if not texts:
+        return [] if texts is not None else None
+    if len(texts) > MAX_OVERRIDES:
+        check.fail(key.name, f"has {len(texts)} overrides; at most {MAX_OVERRIDES} are allowed")
+        return None
+    expanded: list[str] = []
+    for text in texts:
+        if text.startswith("-"):
+            # Hydra's argv switches (--config-name, --multirun, …) change what runs, not a value.
+            check.fail(key.name, f"{text[:60]!r} is a switch; an override is key=value")
+            continue
+        try:
+            expanded.append(paths.expand_macros(text, check.username))
+        except paths.PathPolicyError as exc:
+            check.fail(key.name, str(exc))
+    if len(expanded) < len(texts):
+        return None
+    module = verl_names.trainer_module(_text(resolved.get("workload")))
+    errors, argv = advanced.check_overrides(expanded, module, check.username, check.pending)
+    for message in errors:
+        check.fail(key.name, message)
+    if argv is not None:
+        for name in sorted({leaf.key for leaf in argv.leaves} | set(argv.deleted)):
+            if name in verl_names.SET_FROM_SPEC:
+                check.fail(key.name, _set_by_argus(name, verl_names.SET_FROM_SPEC[name]))
+        for pool in pools.command_pools(module, argv)[0]:
+            check.fail(
+                key.name,
+                f"start verl's {pool.name} pool besides the trainer's: a basic spec reserves only the "
+                "trainer's (nnodes x n_gpus_per_node); write an advanced spec to size the others",
+            )
+    return None if key.name in check.errors else expanded
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _set_by_argus(name: str, spec_key: str) -> str:
+    if spec_key:
+        return f"may not set {name}: Argus sets it from the spec's {spec_key}; set {spec_key} instead"
+    return f"may not set {name}: Argus sets it itself (the task's own checkpoint folder, resume and run name)"
 
 
 def workload(check: Checker, key: SpecKey, resolved: Mapping[str, object]) -> object:

@@ -7,10 +7,18 @@ by the other."""
 
 from __future__ import annotations
 
+from tasks.choices import Workload
+
 # Entry modules.
 PPO_MODULE = "verl.trainer.main_ppo"  # PPO and GRPO
 SFT_MODULE = "verl.trainer.sft_trainer_ray"
 MERGER_MODULE = "verl.model_merger"
+
+
+def trainer_module(workload: str | None) -> str:
+    """The module a basic training spec runs: SFT's trainer, else PPO's (PPO and GRPO)."""
+    return SFT_MODULE if workload == Workload.SFT else PPO_MODULE
+
 
 # Data and model.
 TRAIN_FILES = "data.train_files"
@@ -47,3 +55,30 @@ EXPERIMENT_NAME = "trainer.experiment_name"
 
 # Ray: `+ray_kwargs.ray_init.address=auto` joins the cluster rather than starting a Ray of its own.
 RAY_ADDRESS = "ray_kwargs.ray_init.address"
+
+# The keys Argus writes into a basic spec's command (tasks.specs.builders), each with the spec key
+# that sets it ("" for Argus's own: the task's checkpoint folder, its resume, its run's name). A
+# basic spec's `overrides` may not set them: two values for one key, and Argus's reservation, its
+# checkpoints or its trackers would no longer say what runs.
+SET_FROM_SPEC: dict[str, str] = {
+    TRAIN_FILES: "train_file",
+    VAL_FILES: "val_file",
+    ACTOR_MODEL_PATH: "model_id",
+    CRITIC_MODEL_PATH: "model_id",
+    SFT_MODEL_PATH: "model_id",
+    ADV_ESTIMATOR: "workload",
+    NNODES: "nnodes",
+    N_GPUS_PER_NODE: "n_gpus_per_node",
+    TOTAL_EPOCHS: "total_epochs",
+    TOTAL_TRAINING_STEPS: "total_training_steps",
+    SAVE_FREQ: "save_freq",
+    TEST_FREQ: "test_freq",
+    LOCAL_DIR: "",
+    RESUME_MODE: "",
+    MAX_ACTOR_CKPT_TO_KEEP: "keep_checkpoints",
+    MAX_CRITIC_CKPT_TO_KEEP: "keep_checkpoints",
+    MAX_CKPT_TO_KEEP: "keep_checkpoints",
+    LOGGER: "trackers",
+    PROJECT_NAME: "project",
+    EXPERIMENT_NAME: "",
+}

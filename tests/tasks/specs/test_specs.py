@@ -123,6 +123,7 @@ def test_it_accepts_the_basic_example(data: Path) -> None:
             backend=None,
             trackers=(),
             project="alice",
+            overrides=(),
             command=None,
         ),
         warnings=[],
@@ -152,6 +153,7 @@ def test_it_accepts_the_basic_example(data: Path) -> None:
         "test_freq": -1,
         "trackers": [],
         "project": "alice",
+        "overrides": [],
     }
     fields = parsed.model_fields()
     assert (fields["time_limit_s"], fields["stall_timeout_s"]) == (None, 1800)

@@ -1,0 +1,273 @@
+"""Sweep documents: trial expansion (grid order, random reproducibility), the trials' specs, and
+every refusal a 400 names by its field."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tasks.specs.advanced import command_argv
+from tasks.specs.errors import SpecError
+from tasks.sweeps.document import SweepDocument, is_sweep_document, parse_sweep
+from tests.conftest import PIPELINE, PPO_SPEC, TRAIN
+
+pytestmark = pytest.mark.django_db
+
+LR = "actor_rollout_ref.actor.optim.lr"
+BATCH = "data.train_batch_size"
+KL = "algorithm.kl_ctrl.kl_coef"
+BASE = {"workload": "grpo", "model_id": "Qwen/Qwen2.5-0.5B-Instruct", **TRAIN}
+ADVANCED_BASE = {
+    "kind": "advanced",
+    "workload": "grpo",
+    "nnodes": 1,
+    "n_gpus_per_node": 4,
+    "command": (
+        "python3 -m verl.trainer.main_ppo \\\n"
+        "  data.train_files=$HOME/common/datasets/gsm8k/train.parquet \\\n"
+        "  trainer.nnodes=1 trainer.n_gpus_per_node=4 \\\n"
+        "  trainer.default_local_dir=$ARGUS_CHECKPOINT_DIR \\\n"
+        "  +ray_kwargs.ray_init.address=auto\n"
+    ),
+}
+
+
+def sweep(**changes: Any) -> dict[str, Any]:
+    document: dict[str, Any] = {"name": "lr-sweep", "base": BASE, "grid": {LR: [1.0e-6, 3.0e-6]}}
+    document.update(changes)
+    return {key: value for key, value in document.items() if value is not ...}
+
+
+def parse(document: dict[str, Any], user) -> SweepDocument:
+    return parse_sweep(yaml.safe_dump(document, sort_keys=False), user=user)
+
+
+def refusals(document: dict[str, Any], user) -> dict[str, list[str]]:
+    with pytest.raises(SpecError) as caught:
+        parse(document, user)
+    return caught.value.fields
+
+
+# --- Expansion ------------------------------------------------------------------------------------
+
+
+def test_a_grid_expands_with_the_first_keys_values_outermost(alice, datasets: Path) -> None:
+    document = parse(sweep(grid={LR: [1.0e-6, 3.0e-6, 1.0e-5], BATCH: [256, 512]}), alice)
+    assert [trial.index for trial in document.trials] == list(range(6))
+    assert [trial.params for trial in document.trials] == [
+        {LR: 1.0e-6, BATCH: 256},
+        {LR: 1.0e-6, BATCH: 512},
+        {LR: 3.0e-6, BATCH: 256},
+        {LR: 3.0e-6, BATCH: 512},
+        {LR: 1.0e-5, BATCH: 256},
+        {LR: 1.0e-5, BATCH: 512},
+    ]
+    # A Hydra key is an override of the trial's verl command, in the grid's key order.
+    assert document.trials[3].parsed.resolved.overrides == (f"{LR}=3e-06", f"{BATCH}=512")
+    assert (document.name, document.max_concurrent, document.metric, document.early_stop) == ("lr-sweep", None, "", {})
+
+
+def test_each_keys_values_keep_the_order_given(alice, datasets: Path) -> None:
+    document = parse(sweep(grid={BATCH: [512, 128, 256]}), alice)
+    assert [trial.params[BATCH] for trial in document.trials] == [512, 128, 256]
+
+
+def test_a_spec_key_sets_the_trials_spec_and_the_bases_overrides_stay_first(alice, datasets: Path) -> None:
+    base = {**BASE, "overrides": [f"{KL}=0.001"]}
+    document = parse(sweep(base=base, grid={"n_gpus_per_node": [2, 4], LR: [1e-6]}), alice)
+    assert [trial.parsed.resolved.n_gpus_per_node for trial in document.trials] == [2, 4]
+    assert document.trials[0].parsed.resolved.overrides == (f"{KL}=0.001", f"{LR}=1e-06")
+    # Each trial's spec as sent is its own: what its task keeps (spec_raw).
+    assert yaml.safe_load(document.trials[1].parsed.raw)["n_gpus_per_node"] == 4
+
+
+def test_an_advanced_bases_trials_get_the_override_in_their_command(alice, datasets: Path) -> None:
+    document = parse(sweep(base=ADVANCED_BASE, grid={LR: [1e-6, 1e-5], "max_retries": [1]}), alice)
+    command = document.trials[1].parsed.resolved.command
+    assert command is not None
+    read = command_argv(command)
+    assert read is not None and read[1].values(LR) == [1e-5]
+    assert document.trials[1].parsed.resolved.max_retries == 1
+
+
+def test_random_samples_are_drawn_again_the_same_from_the_same_seed(alice, datasets: Path) -> None:
+    space = {
+        LR: {"loguniform": [1.0e-7, 1.0e-5]},
+        KL: {"uniform": [0.0, 0.01]},
+        BATCH: {"randint": [128, 512]},
+        "actor_rollout_ref.rollout.n": {"choice": [4, 8]},
+    }
+    document = sweep(grid=..., random={"samples": 8, "seed": 1, "space": space})
+    first = [trial.params for trial in parse(document, alice).trials]
+    again = [trial.params for trial in parse_sweep(json.loads(json.dumps(document)), user=alice).trials]
+    other = [
+        trial.params for trial in parse(sweep(grid=..., random={"samples": 8, "seed": 2, "space": space}), alice).trials
+    ]
+    assert first == again and first != other
+    assert len(first) == 8 and [list(params) for params in first] == [list(space)] * 8
+    for params in first:
+        assert 1.0e-7 <= params[LR] <= 1.0e-5 and 0.0 <= params[KL] <= 0.01
+        assert isinstance(params[BATCH], int) and 128 <= params[BATCH] <= 512
+        assert params["actor_rollout_ref.rollout.n"] in (4, 8)
+        assert params[LR] == float(f"{params[LR]:.6g}")  # 6 significant digits, as a person reads them
+    # Spread over orders of magnitude, not crowded at the top as a uniform draw would be.
+    assert min(math.log10(params[LR]) for params in first) < -6
+
+
+def test_early_stop_and_the_cap_are_kept(alice, datasets: Path) -> None:
+    early = {"metric": "val-core/openai/gsm8k/acc/mean@1", "mode": "min", "min_steps": 10, "eta": 3}
+    document = parse(sweep(max_concurrent=2, early_stop=early), alice)
+    assert (document.max_concurrent, document.metric, document.mode) == (2, early["metric"], "min")
+    assert document.early_stop == {"min_steps": 10, "eta": 3}
+    defaults = parse(sweep(early_stop={"metric": "val/loss", "min_steps": 5}), alice)
+    assert (defaults.mode, defaults.early_stop) == ("max", {"min_steps": 5, "eta": 2})
+    # A metric alone compares the trials (the best trial) and stops none.
+    compared = parse(sweep(early_stop={"metric": "val/loss", "mode": "min"}), alice)
+    assert (compared.metric, compared.early_stop) == ("val/loss", {})
+
+
+def test_is_sweep_document_tells_a_sweep_from_a_spec_and_a_pipeline() -> None:
+    assert is_sweep_document(yaml.safe_dump(sweep()))
+    assert is_sweep_document(sweep(base=...))  # a sweep that lacks its base is still one: its 400 says so
+    assert not is_sweep_document(PPO_SPEC)
+    assert not is_sweep_document(yaml.safe_dump(PIPELINE))
+    assert not is_sweep_document("base: [unclosed")
+
+
+# --- Refusals -------------------------------------------------------------------------------------
+
+
+def test_more_trials_than_the_site_allows_is_refused(alice, datasets: Path, settings) -> None:
+    settings.ARGUS_SWEEP_MAX_TRIALS = 4
+    problems = refusals(sweep(grid={LR: [1e-6, 2e-6, 3e-6], BATCH: [128, 256]}), alice)
+    assert problems == {"grid": ["makes 6 trials; at most 4 (ARGUS_SWEEP_MAX_TRIALS)"]}
+    space = {LR: {"loguniform": [1e-7, 1e-5]}}
+    problems = refusals(sweep(grid=..., random={"samples": 5, "space": space}), alice)
+    assert "from 1 to 4 (ARGUS_SWEEP_MAX_TRIALS)" in problems["random.samples"][0]
+
+
+def test_the_default_maximum_is_256(alice, datasets: Path) -> None:
+    grid = {LR: list(range(1, 17)), BATCH: list(range(1, 18))}  # 272 combinations
+    assert refusals(sweep(grid=grid), alice) == {"grid": ["makes 272 trials; at most 256 (ARGUS_SWEEP_MAX_TRIALS)"]}
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "words"),
+    [
+        ({"grid": {}}, "grid", "one or more keys"),
+        ({"grid": {LR: []}}, f"grid.{LR}", "one or more values"),
+        ({"grid": {LR: 1e-6}}, f"grid.{LR}", "one or more values"),
+        ({"grid": {LR: [1e-6, 1e-6]}}, f"grid.{LR}", "more than once"),
+        ({"grid": {LR: [[1e-6, 2e-6]]}}, f"grid.{LR}", "numbers, strings or booleans"),
+        ({"grid": {"lr rate": [1]}}, "grid.lr rate", "neither a spec key nor a Hydra key"),
+        ({"grid": {"after": [["x"]]}}, "grid.after", "wait only for its max_concurrent"),
+        ({"random": {"samples": 2, "space": {LR: {"uniform": [0, 1]}}}}, "random", "not both"),
+        ({"grid": ...}, "grid", "is required"),
+        ({"repeat": 3}, "repeat", "unknown key"),
+        ({"name": "lr sweep"}, "name", "up to 64 letters"),
+        ({"base": ...}, "base", "is required"),
+        ({"base": "ppo"}, "base", "must be a task spec"),
+        ({"base": {**BASE, "after": ["alice-ppo-1"]}}, "base.after", "wait only for its max_concurrent"),
+        ({"base": {**BASE, "after_any": ["alice-ppo-1"]}}, "base.after_any", "wait only for its max_concurrent"),
+        ({"max_concurrent": 0}, "max_concurrent", "from 1 to 256"),
+        ({"max_concurrent": "2"}, "max_concurrent", "integer"),
+        ({"max_concurrent": True}, "max_concurrent", "integer"),
+        ({"early_stop": "val/loss"}, "early_stop", "must be a mapping"),
+        ({"early_stop": {"mode": "max"}}, "early_stop.metric", "name of a metric"),
+        ({"early_stop": {"metric": "val loss"}}, "early_stop.metric", "name of a metric"),
+        ({"early_stop": {"metric": "val/loss", "mode": "up"}}, "early_stop.mode", "max or min"),
+        ({"early_stop": {"metric": "val/loss", "min_steps": 0}}, "early_stop.min_steps", "from 1"),
+        ({"early_stop": {"metric": "val/loss", "min_steps": 5, "eta": 1}}, "early_stop.eta", "from 2 to 100"),
+        ({"early_stop": {"metric": "val/loss", "min_steps": 5, "eta": 1.5}}, "early_stop.eta", "integer"),
+        ({"early_stop": {"metric": "val/loss", "eta": 3}}, "early_stop.eta", "needs min_steps"),
+        ({"early_stop": {"metric": "val/loss", "patience": 3}}, "early_stop.patience", "unknown key"),
+    ],
+)
+def test_a_bad_document_names_the_field(alice, datasets: Path, changes, field: str, words: str) -> None:
+    problems = refusals(sweep(**changes), alice)
+    assert any(words in message for message in problems[field]), problems
+
+
+@pytest.mark.parametrize(
+    ("space", "words"),
+    [
+        ({"loguniform": [0, 1e-5]}, "0 < lo < hi"),
+        ({"uniform": [1, 1]}, "lo < hi"),
+        ({"uniform": [0, "1"]}, "two numbers"),
+        ({"randint": [1, 2.5]}, "two integers"),
+        ({"randint": [5, 1]}, "at most its hi"),
+        ({"choice": []}, "one or more values"),
+        ({"normal": [0, 1]}, "must be one of"),
+        ({"uniform": [0, 1], "choice": [1]}, "must be one of"),
+    ],
+)
+def test_a_bad_distribution_names_its_key(alice, datasets: Path, space: dict[str, Any], words: str) -> None:
+    problems = refusals(sweep(grid=..., random={"samples": 2, "space": {LR: space}}), alice)
+    assert any(words in message for message in problems[f"random.space.{LR}"]), problems
+
+
+@pytest.mark.parametrize(
+    ("random", "field", "words"),
+    [
+        ({"space": {LR: {"uniform": [0, 1]}}}, "random.samples", "is required"),
+        ({"samples": 2}, "random.space", "one or more keys"),
+        ({"samples": 2, "seed": -1, "space": {LR: {"uniform": [0, 1]}}}, "random.seed", "integer"),
+        ({"samples": 2, "order": "x", "space": {LR: {"uniform": [0, 1]}}}, "random.order", "unknown key"),
+    ],
+)
+def test_a_bad_random_section_names_the_field(alice, datasets: Path, random, field: str, words: str) -> None:
+    problems = refusals(sweep(grid=..., random=random), alice)
+    assert any(words in message for message in problems[field]), problems
+
+
+def test_a_swept_override_is_checked_as_an_advanced_commands_are(alice, datasets: Path) -> None:
+    problems = refusals(sweep(grid={"hydra.callbacks.x._target_": ["os.system"], LR: ["$(id)"]}), alice)
+    assert problems["grid.hydra.callbacks.x._target_"] == [
+        "hydra.callbacks.x._target_=os.system: may not set hydra.callbacks.x._target_: of Hydra's own settings "
+        "only hydra.run.dir, hydra.sweep.dir, hydra.sweep.subdir, hydra.output_subdir, hydra.job.chdir, "
+        "hydra.job.name, hydra.verbose may be set"
+    ]
+    assert any("may use no $ expansion" in message for message in problems[f"grid.{LR}"])
+
+
+def test_a_swept_key_argus_writes_names_the_spec_key_to_sweep(alice, datasets: Path) -> None:
+    problems = refusals(sweep(grid={"trainer.n_gpus_per_node": [2, 4], "trainer.default_local_dir": ["x"]}), alice)
+    assert problems["grid.trainer.n_gpus_per_node"] == [
+        "trainer.n_gpus_per_node=2: trainer.n_gpus_per_node is the spec's n_gpus_per_node: sweep n_gpus_per_node "
+        "instead",
+        "trainer.n_gpus_per_node=4: trainer.n_gpus_per_node is the spec's n_gpus_per_node: sweep n_gpus_per_node "
+        "instead",
+    ]
+    assert any("Argus's own" in message for message in problems["grid.trainer.default_local_dir"])
+
+
+def test_a_trial_refused_by_the_spec_checks_is_named_by_its_params(alice, datasets: Path) -> None:
+    problems = refusals(sweep(grid={LR: [1e-6, 1e-5], "n_gpus_per_node": [4, 0]}), alice)
+    assert problems == {
+        "grid.n_gpus_per_node": [
+            f"trial 1 ({LR}=1e-06, n_gpus_per_node=0): must be between 1 and 64, not 0 (and 1 other trial)"
+        ]
+    }
+
+
+def test_a_problem_of_the_base_is_named_by_the_bases_key(alice, datasets: Path) -> None:
+    base = {**BASE, "val_file": "/etc/passwd"}
+    problems = refusals(sweep(base=base), alice)
+    assert list(problems) == ["base.val_file"]
+    assert problems["base.val_file"][0].endswith("(every trial)")
+    # A key the base needs may come from the grid: each trial's spec is whole.
+    document = parse(
+        sweep(base={k: v for k, v in BASE.items() if k != "model_id"}, grid={"model_id": ["a/b", "c/d"]}), alice
+    )
+    assert [trial.parsed.resolved.model_id for trial in document.trials] == ["a/b", "c/d"]
+
+
+def test_a_document_that_is_not_a_mapping_is_refused(alice) -> None:
+    with pytest.raises(SpecError) as caught:
+        parse_sweep("- base\n- grid\n", user=alice)
+    assert list(caught.value.fields) == ["spec"]
