@@ -2,7 +2,8 @@
 
 A document is ``name`` (optional) and ``steps``: each step a task spec plus ``name`` and, by step
 name, ``after`` / ``after_any``; a step with neither runs after the one before it. A step's
-strings may hold ``${steps.NAME.OUTPUT}`` (tasks.pipelines.macros).
+strings may hold ``${steps.NAME.OUTPUT}`` (tasks.pipelines.macros) and a sweep's best trial's
+``${sweeps.SWEEP_ID.OUTPUT}`` (tasks.pipelines.sweep_outputs).
 
 ``parse_pipeline`` is the entry point. Like parse_spec it collects every problem into one
 SpecError, its fields named ``steps.<step>.<key>`` (``steps[<i>].name`` for a step without a name).
@@ -17,6 +18,7 @@ from typing import Any
 from tasks.choices import Workload
 from tasks.pipelines.dag import ancestors, find_cycle, topological
 from tasks.pipelines.macros import OUTPUTS, macros_in, parse_step_spec
+from tasks.pipelines.sweep_outputs import with_sweep_outputs
 from tasks.specs.errors import Problems, SpecError
 from tasks.specs.parse import ParsedSpec
 from tasks.specs.yaml_load import load_document
@@ -86,7 +88,9 @@ def parse_pipeline(source: bytes | str | dict[str, Any], *, username: str) -> Pi
     graph = {step: [*after, *after_any] for step, (after, after_any) in deps.items()}
     _macros(steps, names, graph, problems)
     problems.raise_any()
-    specs = [_task_spec(step) for step in steps]
+    # A sweep's best trial is known now: written in before each step's spec is checked.
+    specs = with_sweep_outputs([_task_spec(step) for step in steps], names, username, problems)
+    problems.raise_any()
     parsed = _step_specs(specs, names, username, problems)
     problems.raise_any()
     return PipelineDocument(

@@ -42,14 +42,15 @@ def stand_ins(username: str, step: str) -> dict[str, str]:
     }
 
 
-def macros_in(value: Any) -> list[tuple[str, str, str]]:
-    """Every ``${steps.NAME.OUTPUT}`` in the strings of ``value``: (text, NAME, OUTPUT)."""
+def macros_in(value: Any, pattern: re.Pattern[str] = MACRO) -> list[tuple[str, str, str]]:
+    """Every ``${steps.NAME.OUTPUT}`` in the strings of ``value``: (text, NAME, OUTPUT); or every
+    match of another ``pattern`` of that shape (a sweep's, tasks.pipelines.sweep_outputs)."""
     found: list[tuple[str, str, str]] = []
     stack = [value]
     while stack:
         item = stack.pop()
         if isinstance(item, str):
-            found.extend((match.group(0), match.group(1), match.group(2)) for match in MACRO.finditer(item))
+            found.extend((match.group(0), match.group(1), match.group(2)) for match in pattern.finditer(item))
         elif isinstance(item, dict):
             stack.extend(item.values())
         elif isinstance(item, list):
@@ -57,14 +58,14 @@ def macros_in(value: Any) -> list[tuple[str, str, str]]:
     return found
 
 
-def substitute(value: Any, values: Mapping[str, str]) -> Any:
+def substitute(value: Any, values: Mapping[str, str], pattern: re.Pattern[str] = MACRO) -> Any:
     """``value`` with each macro text in ``values`` (text -> value) written in, in every string."""
     if isinstance(value, str):
-        return MACRO.sub(lambda match: values.get(match.group(0), match.group(0)), value)
+        return pattern.sub(lambda match: values.get(match.group(0), match.group(0)), value)
     if isinstance(value, dict):
-        return {key: substitute(item, values) for key, item in value.items()}
+        return {key: substitute(item, values, pattern) for key, item in value.items()}
     if isinstance(value, list):
-        return [substitute(item, values) for item in value]
+        return [substitute(item, values, pattern) for item in value]
     return value
 
 
