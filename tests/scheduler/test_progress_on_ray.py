@@ -19,6 +19,13 @@ from tests.scheduler.conftest import state_of, tick_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.django_db]
 STEP_LINE = re.compile(r"^step:\d+ - ")
+# What verl 0.9.1's validation logs on gsm8k (the stand-in's before training, at step 0).
+VALIDATED = {
+    "val-core/openai/gsm8k/reward/mean@1": 0.2,
+    "val-aux/num_turns/min": 2,
+    "val-aux/num_turns/max": 2,
+    "val-aux/num_turns/mean": 2.0,
+}
 
 
 def test_an_evaluation_run_and_a_run_without_a_console_succeed_with_their_curves(alice, submit, client_for, on_ray):
@@ -34,14 +41,15 @@ def test_an_evaluation_run_and_a_run_without_a_console_succeed_with_their_curves
     log = Path(attempt.log_path)
     # verl validated, logged step 0 to the console and to the file, and returned.
     assert [line for line in clean_lines(log.read_text()) if STEP_LINE.match(line)] == [
-        "step:0 - val-core/openai/gsm8k/reward/mean@1:0.2"
+        "step:0 - val-core/openai/gsm8k/reward/mean@1:0.2 - val-aux/num_turns/min:np.int64(2)"
+        " - val-aux/num_turns/max:np.int64(2) - val-aux/num_turns/mean:np.float64(2.0)"
     ]
     written = metrics_log(evaluation, attempt).read_text().splitlines()
-    assert [json.loads(line) for line in written] == [{"step": 0, "data": {"val-core/openai/gsm8k/reward/mean@1": 0.2}}]
+    assert [json.loads(line) for line in written] == [{"step": 0, "data": VALIDATED}]
     body = api.get(f"/api/v2/tasks/{evaluation.task_id}/metrics").json()
     assert (body["last_step"], body["total_steps"]) == (0, 3)
-    assert body["series"] == {"val-core/openai/gsm8k/reward/mean@1": [[0, 0.2]]}  # once, not once per record
-    assert parse_log(log).series == {"val-core/openai/gsm8k/reward/mean@1": {0: 0.2}}  # the console says the same
+    assert body["series"] == {key: [[0, value]] for key, value in VALIDATED.items()}  # once, not once per record
+    assert parse_log(log).series == {key: {0: value} for key, value in VALIDATED.items()}  # the console says the same
 
     assert state_of(quiet) == TaskState.SUCCEEDED, quiet.error_summary
     attempt = quiet.attempts.get()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import math
 import os
 import random
 import shutil
@@ -237,6 +238,28 @@ class SFTCheckpoints(PPOCheckpoints):
         print(f"Updated checkpoint tracker: {write_tracker(self.folder, step)}", flush=True)
 
 
+# ppo_trainer.yaml's actor_rollout_ref.actor.optim.lr.
+DEFAULT_LR = 1e-6
+
+
+def validate(config: dict[str, str], step: int, steps: int) -> dict[str, Any]:
+    """What verl 0.9.1's _validate() returns on gsm8k (trainer/ppo/v1/trainer_base.py): the mean
+    reward of one answer a prompt (val_kwargs.n 1) under ``val-core/<data_source>/reward/mean@1``
+    and the agent loop's turns under ``val-aux/num_turns/*`` (2: a prompt, an answer). The
+    stand-in's model learns at a pace its learning rate sets, the best at verl's default 1e-6,
+    half that pace one factor of ten away, a third at two (a learning rate of 0 or less: none), so a
+    sweep over the learning rate has better and worse trials; a reward is at most 1."""
+    lr = float(config.get("actor_rollout_ref.actor.optim.lr", DEFAULT_LR))
+    pace = 1 / (1 + abs(math.log10(lr / DEFAULT_LR))) if lr > 0 else 0.0
+    turns = np.array([2, 2])
+    return {
+        "val-core/openai/gsm8k/reward/mean@1": round(min(1.0, 0.2 + pace * step / (steps + 1)), 3),
+        "val-aux/num_turns/min": turns.min(),
+        "val-aux/num_turns/max": turns.max(),
+        "val-aux/num_turns/mean": turns.mean(),
+    }
+
+
 def env_lines(config: dict[str, str], where: str) -> list[str]:
     """What ``+standin.env_check=A,B`` asks of this process's environment, without the values
     (a digest to compare), and ``+standin.print_env=A`` with the value itself (to test redaction)."""
@@ -299,9 +322,12 @@ class TaskRunner:
         start = checkpoints.load()
         rng = random.Random(start)
         # verl's PPO fit() validates first (val_before_train, default True), logged at the step it
-        # starts from; val_only returns there (verl's SFT trainer has neither).
-        if trainer == "ppo" and config.get("trainer.val_before_train", "True").lower() == "true":
-            tracking.log({"val-core/openai/gsm8k/reward/mean@1": round(0.2 + start / (steps + 1), 3)}, step=start)
+        # starts from; val_only returns there; then at every test_freq-th step and the last, in
+        # the step's own record (verl's SFT trainer has neither).
+        validates = trainer == "ppo"
+        test_freq = int(config.get("trainer.test_freq", -1)) if validates else -1
+        if validates and config.get("trainer.val_before_train", "True").lower() == "true":
+            tracking.log(validate(config, start, steps), step=start)
             if config.get("trainer.val_only", "False").lower() == "true":
                 return start
         for step in range(start + 1, steps + 1):
@@ -314,6 +340,8 @@ class TaskRunner:
             loss = -0.001 * rng.random()
             score = min(1.0, 0.2 + step / (steps + 1))
             metrics = {"actor/pg_loss": np.float64(round(loss, 5)), "critic/score/mean": round(score, 3)}
+            if test_freq > 0 and (step == steps or step % test_freq == 0):
+                metrics.update(validate(config, step, steps))
             tracking.log({**metrics, "response_length/mean@1": 100 + step}, step=step)
             if save and not checkpoints.before_metrics:
                 checkpoints.save(step)
