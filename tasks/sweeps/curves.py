@@ -105,6 +105,10 @@ def refresh(task: Task) -> Verdict | None:
 def judge_rungs(task: Task, sweep: Sweep, points: list[tuple[int, float]], last_step: int) -> Verdict | None:
     """Record ``task``'s value at each rung it reached that has none recorded yet, and judge it
     there while it has not ended; stop it at the first it loses."""
+    if task.early_stopped:
+        # It lost at a rung: the steps it logged until Ray stopped it are no rung's (how far it
+        # got is the stop's latency, and successive halving never promotes a loser).
+        return None
     eta = int(sweep.early_stop["eta"])
     done = set(RungValue.objects.filter(task=task).values_list("rung", flat=True))
     for rung in rungs(int(sweep.early_stop["min_steps"]), eta, last_step):

@@ -276,6 +276,20 @@ def test_each_rung_reached_is_judged_and_the_first_lost_stops_it(alice, make_tas
     assert RungValue.objects.filter(task=ended).count() == 3
 
 
+def test_a_stopped_trial_records_no_rung_it_logged_before_ray_stopped_it(alice, make_task) -> None:
+    sweep = sweep_of(alice)
+    trial(make_task, alice, sweep, {10: 0.6, 20: 0.7}, 20, state=TaskState.SUCCEEDED)
+    loser = trial(make_task, alice, sweep, {10: 0.4}, 10)
+    assert refresh() == 1
+    # Ray took a while to stop it: it logged up to step 23 and ended CANCELED.
+    write_log(loser, loser.attempts.get(), {10: 0.4, 20: 0.5}, 23)
+    Task.objects.filter(pk=loser.pk).update(state=TaskState.CANCELED, finished_at=timezone.now())
+    assert refresh() == 0
+    assert TrialCurve.objects.get(task=loser).points == [[10, 0.4], [20, 0.5]]  # its curve is whole
+    assert list(RungValue.objects.filter(task=loser).values_list("rung", flat=True)) == [10]
+    assert len(early_stops(loser)) == 1
+
+
 def test_a_sweep_without_early_stop_keeps_curves_only(alice, make_task) -> None:
     sweep = sweep_of(alice, early_stop={})
     trial(make_task, alice, sweep, {10: 0.9}, 10, state=TaskState.SUCCEEDED)
