@@ -7,6 +7,7 @@ from django.views.generic import RedirectView
 
 from accounts.web import views as account_views
 from tasks.pipelines.web import views as pipeline_views
+from tasks.sweeps.web import views as sweep_views
 from tasks.usage.web import views as usage_views
 from tasks.web import views as task_views
 
@@ -40,6 +41,9 @@ urlpatterns = [
     path("pipelines/<str:pipeline_id>/", pipeline_views.pipeline_detail_view, name="pipeline-detail"),
     path("pipelines/<str:pipeline_id>/cancel/", pipeline_views.pipeline_cancel_view, name="pipeline-cancel"),
     path("pipelines/<str:pipeline_id>/retry/", pipeline_views.pipeline_retry_view, name="pipeline-retry"),
+    path("sweeps/", sweep_views.sweep_list_view, name="sweeps"),
+    path("sweeps/<str:sweep_id>/", sweep_views.sweep_detail_view, name="sweep-detail"),
+    path("sweeps/<str:sweep_id>/cancel/", sweep_views.sweep_cancel_view, name="sweep-cancel"),
     path("queue/", task_views.queue_view, name="queue"),
     path("cluster/", task_views.cluster_view, name="cluster"),
     path("usage/", usage_views.usage_view, name="usage"),

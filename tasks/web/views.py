@@ -45,6 +45,9 @@ from tasks.queue.read import current_queue, queue_entries, share_rows, waiting_r
 from tasks.specs.errors import SpecError
 from tasks.specs.keys import SPEC_KEYS
 from tasks.submit import PriorityNotAllowed, QuotaError, submit_spec
+from tasks.sweeps.actions import submit_sweep
+from tasks.sweeps.document import is_sweep_document
+from tasks.sweeps.models import Sweep
 
 TASKS_PER_PAGE = 25
 QUEUE_PER_PAGE = 50
@@ -58,6 +61,8 @@ TIME_LEFT_LOW = 15 * 60
 SPEC_TEMPLATES = [("ppo", "PPO"), ("grpo", "GRPO"), ("sft", "SFT"), ("advanced", "Advanced")]
 # The pipeline documents it offers too (a document with steps: is submitted as a pipeline).
 PIPELINE_TEMPLATES = [("pipeline", "SFT → export → GRPO → export")]
+# And the sweep documents (a document with base:, grid: or random: is submitted as a sweep).
+SWEEP_TEMPLATES = [("sweep", "GRPO: learning rate × batch size")]
 
 
 class RayOnPage(ClusterSummary):
@@ -75,7 +80,7 @@ def _ray(request: HttpRequest) -> RayOnPage:
 
 def _own_task(request: HttpRequest, task_id: str) -> Task:
     """The task, when the user may see it; another user's task is a 404, as in the API."""
-    queryset = Task.objects.visible_to(request_user(request)).select_related("user", "pipeline")
+    queryset = Task.objects.visible_to(request_user(request)).select_related("user", "pipeline", "sweep")
     return get_object_or_404(queryset, task_id=task_id)
 
 
@@ -102,15 +107,19 @@ def task_list_view(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def task_new_view(request: HttpRequest) -> HttpResponse:
-    """A task spec, or a pipeline document (a mapping with steps:), submitted as such."""
-    text, errors, refusal, status, is_pipeline = "", {}, "", 200, False
+    """A task spec, a pipeline document (a mapping with steps:) or a sweep document (with base:,
+    grid: or random:), submitted as such."""
+    # What the text is, and what a refusal names: "task", "pipeline" or "sweep".
+    text, errors, refusal, status, what = "", {}, "", 200, "task"
     if request.method == "POST":
         # Browsers send a textarea's line breaks as CRLF; an advanced command must not hold a \r.
         text = request.POST.get("spec", "").replace("\r\n", "\n")
-        is_pipeline = is_pipeline_document(text)
+        what = "pipeline" if is_pipeline_document(text) else "sweep" if is_sweep_document(text) else "task"
         try:
-            if is_pipeline:
+            if what == "pipeline":
                 pipeline = submit_pipeline(request_user(request), text, actor=web_actor(request))
+            elif what == "sweep":
+                sweep = submit_sweep(request_user(request), text, actor=web_actor(request))
             else:
                 task = submit_spec(request_user(request), text, actor=web_actor(request))
         except SpecError as error:
@@ -123,8 +132,10 @@ def task_new_view(request: HttpRequest) -> HttpResponse:
             # The spec stays in the form too: with priority: normal it can go as it is.
             refusal, status = str(error), 403
         else:
-            if is_pipeline:
+            if what == "pipeline":
                 return _pipeline_submitted(request, pipeline)
+            if what == "sweep":
+                return _sweep_submitted(request, sweep)
             messages.success(request, f"Task {task.task_id} is queued.")
             for warning in task.warnings:
                 messages.warning(request, warning)
@@ -138,15 +149,20 @@ def task_new_view(request: HttpRequest) -> HttpResponse:
         visible = Pipeline.objects.visible_to(request_user(request))
         found = visible.filter(pipeline_id=request.GET["from_pipeline"]).first()
         text = found.document if found else ""
+    elif "from_sweep" in request.GET:
+        # "Copy to a new sweep" on a sweep's page: its document as it was sent.
+        sweep_found = Sweep.objects.visible_to(request_user(request)).filter(sweep_id=request.GET["from_sweep"]).first()
+        text = sweep_found.document if sweep_found else ""
     root = shared_root()
     context = {
         "spec": text,
         "errors": errors,
         "refusal": refusal,
-        # What was refused: "the task" or "the pipeline", in the form's error box.
-        "what": "pipeline" if is_pipeline else "task",
+        # What was refused: "the task", "the pipeline" or "the sweep", in the form's error box.
+        "what": what,
         "templates": SPEC_TEMPLATES,
         "pipeline_templates": PIPELINE_TEMPLATES,
+        "sweep_templates": SWEEP_TEMPLATES,
         "spec_keys": SPEC_KEYS,
         "home": home_dir(request.user.username),
         "datasets": root / "datasets",
@@ -168,6 +184,20 @@ def _pipeline_submitted(request: HttpRequest, pipeline: Pipeline) -> HttpRespons
         for warning in step.task.warnings:
             messages.warning(request, f"{step.name}: {warning}")
     return redirect("web:pipeline-detail", pipeline_id=pipeline.pipeline_id)
+
+
+def _sweep_submitted(request: HttpRequest, sweep: Sweep) -> HttpResponse:
+    trials = list(sweep.trials.order_by("trial_index"))
+    waiting = sum(1 for task in trials if task.state == TaskState.WAITING)
+    messages.success(
+        request,
+        f"Sweep {sweep.sweep_id} is submitted: {len(trials)} trial{'s' if len(trials) != 1 else ''}, "
+        f"{len(trials) - waiting} queued now, {waiting} waiting their turn.",
+    )
+    for task in trials:
+        for warning in task.warnings:
+            messages.warning(request, f"trial {task.trial_index}: {warning}")
+    return redirect("web:sweep-detail", sweep_id=sweep.sweep_id)
 
 
 def _shell_word(arg: str) -> str:

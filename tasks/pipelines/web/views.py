@@ -13,14 +13,14 @@ from datetime import datetime
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import Count, Prefetch, QuerySet
+from django.db.models import Prefetch, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from accounts.users import request_user
-from common.pages import page_or_part, web_actor
+from common.pages import page_or_part, state_filter, web_actor
 from tasks.attempts import Attempt
 from tasks.choices import PipelineState
 from tasks.models import Task
@@ -51,18 +51,9 @@ def _own_pipeline(request: HttpRequest, pipeline_id: str) -> Pipeline:
 @never_cache
 @login_required
 def pipeline_list_view(request: HttpRequest) -> HttpResponse:
-    visible = _visible(request)
-    selected = request.GET.get("state", "")
-    shown = visible.filter(state=selected) if selected in PipelineState.values else visible
-    page = Paginator(shown.prefetch_related(_steps()), PIPELINES_PER_PAGE).get_page(request.GET.get("page"))
-    counts = dict(visible.order_by().values_list("state").annotate(n=Count("id")))
-    context = {
-        "page": page,
-        "selected": selected if selected in PipelineState.values else "",
-        "state_counts": [(state, counts[state]) for state in PipelineState.values if state in counts],
-        "total": sum(counts.values()),
-        "show_user": request.user.is_staff,
-    }
+    chips = state_filter(request, _visible(request), PipelineState.values)
+    page = Paginator(chips.shown.prefetch_related(_steps()), PIPELINES_PER_PAGE).get_page(request.GET.get("page"))
+    context = {"page": page, **chips.context(), "show_user": request.user.is_staff}
     return page_or_part(request, "tasks/pipeline_list.html", "tasks/_pipeline_list_live.html", context)
 
 
