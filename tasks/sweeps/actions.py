@@ -17,6 +17,7 @@ from tasks.choices import TERMINAL_STATES, TaskState
 from tasks.models import IllegalTransition, StaleState, Task, with_new_id
 from tasks.specs.errors import SpecError
 from tasks.submit import admit_new, request_errors
+from tasks.sweeps.cap import Capped
 from tasks.sweeps.document import SweepDocument, Trial, describe_params, parse_sweep, trial_errors
 from tasks.sweeps.models import Mode, Sweep
 
@@ -38,12 +39,6 @@ def submit_sweep(user: User, source: bytes | str | dict[str, Any], *, actor: str
             # GPUs): said again by the key that made that trial, as parse_sweep says its problems.
             raise SpecError(trial_errors(document, lambda parsed: request_errors(user, parsed))) from None
         return _create(user, document, actor)
-
-
-def waiting_reason(label: str, running: int, cap: int) -> str:
-    """Why a trial waits: ``sweep lr-sweep: 2 of 2 trials running`` (``label``: the sweep's name,
-    else its id)."""
-    return f"sweep {label}: {running} of {cap} trials running"
 
 
 def _create(user: User, document: SweepDocument, actor: str) -> Sweep:
@@ -75,8 +70,8 @@ def _trial_task(user: User, sweep: Sweep, trial: Trial, actor: str, admitted: in
     if trial.index < admitted:
         message = f"{where}: queued."
     else:
-        assert sweep.max_concurrent is not None  # only a cap holds a trial back
-        reason = waiting_reason(sweep.name or sweep.sweep_id, admitted, sweep.max_concurrent)
+        # The words the cap's release keeps up to date: one owner of them.
+        reason = Capped(sweep.name or sweep.sweep_id, sweep.max_concurrent, admitted).reason()
         fields.update(state=TaskState.WAITING, pending_reason=reason)
         message = f"{where}: it waits for a place under the sweep's max_concurrent ({reason})."
     return Task.create(
