@@ -24,7 +24,7 @@ from django.db.models import F, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from tasks.attempts import Attempt
-from tasks.choices import ACTIVE_STATES, TERMINAL_STATES, EventKind
+from tasks.choices import TERMINAL_STATES, EventKind
 from tasks.jobfiles import task_curves
 from tasks.models import Task
 from tasks.scheduler.settle import ACTOR
@@ -42,15 +42,19 @@ AFTER_END = timedelta(minutes=10)
 
 
 def due_trials(now: datetime) -> list[Task]:
-    """Trials of sweeps with a metric whose curve is behind: running ones whose latest attempt
-    logged a step past the curve's last read, and ones that ended after it; least lately read first."""
+    """Trials of sweeps with a metric whose curve is behind: those not ended whose latest attempt
+    logged a step past the curve's last read (running, or back in the queue after an attempt that
+    ended: its last steps were caught up at its end), and those that ended after the read; least
+    lately read first."""
     logged = (
         Attempt.objects.filter(task=OuterRef("pk"), last_step__isnull=False)
         .order_by("-attempt_no")
         .values("last_step")[:1]
     )
-    moved = Q(state__in=ACTIVE_STATES, logged_step__isnull=False) & (
-        Q(trial_curve__read_step__isnull=True) | Q(logged_step__gt=F("trial_curve__read_step"))
+    moved = (
+        ~Q(state__in=TERMINAL_STATES)
+        & Q(logged_step__isnull=False)
+        & (Q(trial_curve__read_step__isnull=True) | Q(logged_step__gt=F("trial_curve__read_step")))
     )
     # read_at is taken before the read: a trial that ended during a read is read again.
     ended = Q(state__in=TERMINAL_STATES, finished_at__gte=now - AFTER_END) & (

@@ -290,6 +290,17 @@ def test_a_stopped_trial_records_no_rung_it_logged_before_ray_stopped_it(alice, 
     assert len(early_stops(loser)) == 1
 
 
+def test_a_trial_back_in_the_queue_that_lost_at_a_rung_is_canceled_at_once(alice, make_task) -> None:
+    sweep = sweep_of(alice)
+    trial(make_task, alice, sweep, {10: 0.6}, 10, state=TaskState.SUCCEEDED)
+    # Its node died after step 11 (the end of its log caught up as its attempt ended): requeued.
+    requeued = trial(make_task, alice, sweep, {10: 0.4}, 11, state=TaskState.QUEUED)
+    assert refresh() == 1
+    requeued.refresh_from_db()
+    assert requeued.state == TaskState.CANCELED and requeued.early_stopped  # no use resuming a loser
+    assert early_stops(requeued)[0]["cutoff"] == 0.6
+
+
 def test_a_sweep_without_early_stop_keeps_curves_only(alice, make_task) -> None:
     sweep = sweep_of(alice, early_stop={})
     trial(make_task, alice, sweep, {10: 0.9}, 10, state=TaskState.SUCCEEDED)
