@@ -1,10 +1,12 @@
 """Pipelines and dependencies on a real Ray cluster, through the stand-in trainer and its model
 merger (tests/standin): steps in order handing on their outputs, a failure canceling what
-follows, a cancel mid-pipeline, a retry reusing what succeeded, two branches joining, and
-after / after_any on plain tasks."""
+follows, a cancel mid-pipeline, a retry reusing what succeeded, two branches joining,
+after / after_any on plain tasks, and an SFT -> export -> eval pipeline ending with the eval's
+metrics."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -17,7 +19,7 @@ from django.contrib.auth.models import User
 from accounts.homes import home_dir
 from devkit.standin import standin_spec
 from tasks.choices import EventKind, FailureKind, PipelineState, TaskState
-from tasks.jobfiles import checkpoint_dir
+from tasks.jobfiles import checkpoint_dir, metrics_log
 from tasks.models import Event, Task
 from tasks.pipelines.models import Pipeline
 from tests.scheduler.conftest import tick_until
@@ -259,3 +261,38 @@ def test_after_and_after_any_on_plain_tasks(on_ray, alice, submit, settings):
 def ended_task(task: Task) -> bool:
     task.refresh_from_db()
     return task.is_terminal
+
+
+def test_sft_export_eval_ends_with_the_evals_metrics(on_ray, alice, pipeline_of, client_for, datasets):
+    """The Definition of done's pipeline: the eval, a basic spec, validates the model the export
+    merged (verl's val-only run: one validation, logged at step 0) and the pipeline ends with its
+    metrics as the eval task's result."""
+    pipeline = pipeline_of(
+        alice,
+        [
+            trainer("sft", module="sft_trainer_ray", steps=2),
+            {"name": "export", "workload": "export", "checkpoint": "${steps.sft.checkpoint}"},
+            {
+                "name": "eval",
+                "workload": "eval",
+                "model_id": "${steps.export.hf_model}",
+                "nnodes": 1,
+                "n_gpus_per_node": 4,
+                "val_file": "$HOME/common/datasets/gsm8k/test.parquet",
+            },
+        ],
+    )
+    tick_until(lambda: ended(pipeline), timeout=90)
+    steps = {name: Task.objects.get(pk=task.pk) for name, task in steps_of(pipeline).items()}
+    assert pipeline.state == PipelineState.SUCCEEDED, {name: task.error_summary for name, task in steps.items()}
+    evaluation = steps["eval"]
+    attempt = evaluation.attempts.get()  # it ran once: SUCCEEDED, neither INCOMPLETE nor retried
+    assert attempt.failure_kind == ""
+    assert evaluation.spec["model_id"] == str(home_dir("alice") / "jobs" / steps["export"].task_id / "hf_model")
+    records = [json.loads(line) for line in metrics_log(evaluation, attempt).read_text().splitlines()]
+    assert [record["step"] for record in records] == [0]  # validated once, trained nothing
+    logged = {key: value for key, value in records[0]["data"].items() if key.startswith("val-")}
+    assert "val-core/openai/gsm8k/reward/mean@1" in logged
+    assert evaluation.result_metrics == logged
+    body = client_for(alice).get(f"/api/v2/pipelines/{pipeline.pipeline_id}").json()
+    assert [step["result_metrics"] for step in body["steps"]] == [{}, {}, logged]
