@@ -73,6 +73,8 @@ RANDOM_DIGITS = 6
 # The keys a base may not have: a trial waits only for its sweep's cap.
 DEPENDENCY_KEYS = ("after", "after_any")
 MAX_TRIALS_SETTING = "ARGUS_SWEEP_MAX_TRIALS"
+# verl's validation metrics: val-core/…, val-aux/… (PPO, GRPO), val/loss (SFT).
+VALIDATION_PREFIX = "val"
 
 Params = dict[str, Any]
 
@@ -138,7 +140,8 @@ def parse_sweep(source: bytes | str | dict[str, Any], *, user: User) -> SweepDoc
     assert base is not None
     _swept_overrides(base, section, trials_params, user.username, problems)
     problems.raise_any()
-    trials = _trial_specs(base, section, trials_params, user.username, problems)
+    validated = metric if early_stop and metric.startswith(VALIDATION_PREFIX) else None
+    trials = _trial_specs(base, section, trials_params, user.username, problems, validated)
     problems.raise_any()
     return SweepDocument(
         name=name,
@@ -453,9 +456,17 @@ def _module(base: dict[str, Any]) -> str:
 
 
 def _trial_specs(
-    base: dict[str, Any], section: str, trials: list[Params], username: str, problems: Problems
+    base: dict[str, Any],
+    section: str,
+    trials: list[Params],
+    username: str,
+    problems: Problems,
+    judged_on: str | None,
 ) -> list[Trial]:
-    """Each trial's spec checked by parse_spec, its refusals named as _Refusals names them."""
+    """Each trial's spec checked by parse_spec, its refusals named as _Refusals names them. With
+    early stopping on a validation metric (``judged_on``), a basic trial must validate while it
+    trains: verl logs val-… metrics every test_freq steps, and with -1 only before training
+    (val_before_train), so each rung would judge the trials on the model they all started from."""
     refusals = _Refusals(section, trials)
     parsed: list[Trial] = []
     for index, params in enumerate(trials):
@@ -463,6 +474,14 @@ def _trial_specs(
             spec = parse_spec(_trial_spec(base, params), username=username)
         except SpecError as error:
             refusals.add(index, error.fields)
+            continue
+        if judged_on and spec.resolved.kind == TaskKind.BASIC and spec.resolved.test_freq == -1:
+            never = (
+                f"must be set for early_stop on {judged_on}: verl logs validation metrics every test_freq "
+                "steps (-1: only before training, where every trial scores the same model); set it to "
+                "min_steps or a divisor of it"
+            )
+            refusals.add(index, {"test_freq": [never]})
             continue
         parsed.append(Trial(index=index, params=params, parsed=spec))
     for field, message in refusals.fields():

@@ -24,7 +24,7 @@ S = TaskState
 
 LR = "actor_rollout_ref.actor.optim.lr"
 BATCH = "data.train_batch_size"
-BASE = {"workload": "grpo", "model_id": "Qwen/Qwen2.5-0.5B-Instruct", **TRAIN}
+BASE = {"workload": "grpo", "model_id": "Qwen/Qwen2.5-0.5B-Instruct", **TRAIN, "test_freq": 5}
 METRIC = "val-core/openai/gsm8k/acc/mean@1"
 
 

@@ -121,14 +121,29 @@ def test_random_samples_are_drawn_again_the_same_from_the_same_seed(alice, datas
 
 def test_early_stop_and_the_cap_are_kept(alice, datasets: Path) -> None:
     early = {"metric": "val-core/openai/gsm8k/acc/mean@1", "mode": "min", "min_steps": 10, "eta": 3}
-    document = parse(sweep(max_concurrent=2, early_stop=early), alice)
+    validating = {**BASE, "test_freq": 5}
+    document = parse(sweep(base=validating, max_concurrent=2, early_stop=early), alice)
     assert (document.max_concurrent, document.metric, document.mode) == (2, early["metric"], "min")
     assert document.early_stop == {"min_steps": 10, "eta": 3}
-    defaults = parse(sweep(early_stop={"metric": "val/loss", "min_steps": 5}), alice)
+    defaults = parse(sweep(base=validating, early_stop={"metric": "val/loss", "min_steps": 5}), alice)
     assert (defaults.mode, defaults.early_stop) == ("max", {"min_steps": 5, "eta": 2})
-    # A metric alone compares the trials (the best trial) and stops none.
+    # A metric alone compares the trials (the best trial) and stops none: no validation needed.
     compared = parse(sweep(early_stop={"metric": "val/loss", "mode": "min"}), alice)
     assert (compared.metric, compared.early_stop) == ("val/loss", {})
+    # A training metric is logged every step: no validation needed either.
+    trained = parse(sweep(early_stop={"metric": "critic/score/mean", "min_steps": 5}), alice)
+    assert trained.early_stop == {"min_steps": 5, "eta": 2}
+
+
+def test_early_stopping_on_a_validation_metric_needs_validation_while_training(alice, datasets: Path) -> None:
+    early = {"metric": "val-core/openai/gsm8k/acc/mean@1", "min_steps": 10}
+    problems = refusals(sweep(early_stop=early), alice)
+    assert list(problems) == ["base.test_freq"]
+    assert problems["base.test_freq"][0].startswith("must be set for early_stop on val-core/openai/gsm8k/acc/mean@1")
+    assert problems["base.test_freq"][0].endswith("(every trial)")
+    # Swept, the trials that never validate are named by it.
+    problems = refusals(sweep(grid={"test_freq": [5, -1]}, early_stop=early), alice)
+    assert list(problems) == ["grid.test_freq"] and problems["grid.test_freq"][0].startswith("trial 1 (test_freq=-1)")
 
 
 def test_is_sweep_document_tells_a_sweep_from_a_spec_and_a_pipeline() -> None:
