@@ -84,6 +84,7 @@ def _eval_argv(resolved: ResolvedSpec, checkpoint_dir: Path) -> list[str]:
           trainer.nnodes=<nnodes> trainer.n_gpus_per_node=<n_gpus_per_node>
           trainer.val_before_train=True trainer.val_only=True trainer.resume_mode=disable
           trainer.logger=… and the tracker's names      (_tracking_args)
+          <overrides>                                   (the spec's own: the rollout, the reward…)
 
     verl 0.9.1 builds its train dataloader whatever val_only says (the trainer's _init_dataloader),
     so data.train_files must name a dataset: the validation file, read, never trained on. No critic:
@@ -101,7 +102,8 @@ def _eval_argv(resolved: ResolvedSpec, checkpoint_dir: Path) -> list[str]:
         f"{verl.VAL_ONLY}=True",
         f"{verl.RESUME_MODE}=disable",
     ]
-    return argv + _tracking_args(resolved, checkpoint_dir)
+    # The person's own last (tasks.specs.rules.overrides: none undoes what makes it an eval).
+    return argv + _tracking_args(resolved, checkpoint_dir) + list(resolved.overrides)
 
 
 def _trainer_argv(resolved: ResolvedSpec, checkpoint_dir: Path) -> list[str]:

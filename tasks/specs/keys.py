@@ -302,7 +302,7 @@ SPEC_KEYS: tuple[SpecKey, ...] = (
         "another spec key (data.train_files, trainer.nnodes, trainer.default_local_dir…) is refused: set that "
         "key instead.",
         rule=rules.overrides,
-        workloads=TRAINING_WORKLOADS,
+        workloads=EVALUATED_WORKLOADS,
     ),
     SpecKey(
         "command",

@@ -163,10 +163,13 @@ def overrides(check: Checker, key: SpecKey, resolved: Mapping[str, object]) -> o
     errors, argv = advanced.check_overrides(expanded, module, check.username, check.pending)
     for message in errors:
         check.fail(key.name, message)
+    reserved = verl_names.SET_FROM_SPEC
+    if resolved.get("workload") == Workload.EVAL:
+        reserved = {**reserved, **verl_names.SET_FOR_EVAL}
     if argv is not None:
         for name in sorted({leaf.key for leaf in argv.leaves} | set(argv.deleted)):
-            if name in verl_names.SET_FROM_SPEC:
-                check.fail(key.name, _set_by_argus(name, verl_names.SET_FROM_SPEC[name]))
+            if name in reserved:
+                check.fail(key.name, _set_by_argus(name, reserved[name]))
         for pool in pools.command_pools(module, argv)[0]:
             check.fail(
                 key.name,

@@ -82,3 +82,11 @@ SET_FROM_SPEC: dict[str, str] = {
     PROJECT_NAME: "project",
     EXPERIMENT_NAME: "",
 }
+# An eval's own (tasks.specs.builders._eval_argv): what makes the run verl's validation alone, and
+# its validation file read as the train files too. Its overrides may not undo them.
+SET_FOR_EVAL: dict[str, str] = {
+    TRAIN_FILES: "val_file",
+    VAL_ONLY: "workload",
+    VAL_BEFORE_TRAIN: "workload",
+    CRITIC_ENABLE: "workload",
+}

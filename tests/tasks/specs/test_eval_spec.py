@@ -61,6 +61,7 @@ def test_an_eval_takes_the_model_the_data_the_pools_and_the_common_keys(val_file
         "val_file": str(val_file),
         "trackers": ["wandb"],
         "project": "evals",
+        "overrides": [],
     }
     assert parsed.model_fields()["workload"] == "eval"
     assert parsed.total_gpus == 2
@@ -143,3 +144,35 @@ def test_an_evals_trackers_name_the_run_after_the_task(val_file: Path, shared_ro
         "trainer.project_name=alice",
         "trainer.experiment_name=alice-eval-20261127-030000-abcd",
     ]
+
+
+def test_an_evals_overrides_come_last(val_file: Path, shared_root: Path) -> None:
+    folder = shared_root / "users" / "alice" / "jobs" / "alice-eval-20261127-030000-abcd" / "checkpoints"
+    overrides = ["actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.val_kwargs.n=4"]
+    resolved = parse_spec(eval_spec(overrides=overrides), username="alice").resolved
+    argv = build_argv(resolved, username="alice", checkpoint_dir=folder)
+    assert argv[-3:] == ["trainer.logger=['console','file']", *overrides]
+    assert facts(argv, folder).validates_only
+
+
+@pytest.mark.parametrize(
+    ("override", "spec_key"),
+    [
+        ("trainer.val_only=False", "workload"),
+        ("trainer.val_before_train=False", "workload"),
+        ("critic.enable=True", "workload"),
+        ("data.train_files=$HOME/common/datasets/gsm8k/test.parquet", "val_file"),
+        ("actor_rollout_ref.model.path=Qwen/Qwen2.5-7B-Instruct", "model_id"),
+    ],
+)
+def test_an_evals_overrides_may_not_undo_what_makes_it_one(val_file: Path, override: str, spec_key: str) -> None:
+    name = override.partition("=")[0]
+    assert errors(eval_spec(overrides=[override])) == {
+        "overrides": [f"may not set {name}: Argus sets it from the spec's {spec_key}; set {spec_key} instead"]
+    }
+
+
+def test_a_training_spec_may_still_skip_its_first_validation(val_file: Path) -> None:
+    spec = eval_spec(workload="grpo", train_file="$HOME/common/datasets/gsm8k/test.parquet")
+    parsed = parse_spec({**spec, "overrides": ["trainer.val_before_train=False"]}, username="alice")
+    assert parsed.resolved.overrides == ("trainer.val_before_train=False",)
