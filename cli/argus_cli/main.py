@@ -136,7 +136,7 @@ def submit(file: Any, follow: bool, interval: float, as_json: bool) -> None:
     if has_key(content, SWEEP_KEYS):
         if follow:
             fail("--follow follows a task or a pipeline; a sweep's trials: argus sweep show ID")
-        announce_sweep(api.post("sweeps", content=content, content_type="application/yaml"), as_json=as_json)
+        announce_sweep(submit_sweep(api, content), as_json=as_json)
         return
     task = api.post("tasks", content=content, content_type="application/yaml")
     announce(api, task, follow=follow, interval=interval, as_json=as_json)
@@ -163,6 +163,16 @@ def announce_pipeline(api: Client, pipeline: dict[str, Any], *, follow: bool, in
     if follow:
         ended = following.follow_pipeline(api, pipeline["pipeline_id"], interval=interval)
         sys.exit(following.exit_code(ended))
+
+
+def submit_sweep(api: Client, content: bytes) -> dict[str, Any]:
+    """POST a sweep document: JSON as JSON, anything else as YAML. A YAML loader reads JSON's
+    1e-06 as a string (YAML 1.1 floats have a dot), and a learning rate is a number."""
+    try:
+        json.loads(content)
+    except ValueError:
+        return api.post("sweeps", content=content, content_type="application/yaml")
+    return api.post("sweeps", content=content, content_type="application/json")
 
 
 def announce_sweep(sweep: dict[str, Any], *, as_json: bool) -> None:
@@ -551,7 +561,7 @@ def sweep() -> None:
 @api_command
 def sweep_submit(file: Any, as_json: bool) -> None:
     """Submit the sweep document FILE (YAML or JSON; - for standard input) and print its id."""
-    announce_sweep(client().post("sweeps", content=file.read(), content_type="application/yaml"), as_json=as_json)
+    announce_sweep(submit_sweep(client(), file.read()), as_json=as_json)
 
 
 @sweep.command(name="ls")
@@ -569,13 +579,13 @@ def sweep_list(limit: int, as_json: bool) -> None:
         [
             [
                 row["sweep_id"],
-                row.get("name"),
+                row["name"],
                 render.state(row["state"]),
-                row.get("user"),
+                row["user"],
                 sweep_report.progress(row["trials"]),
-                sweep_report.best_id(row),
-                render.when(row.get("created_at")),
-                render.when(row.get("finished_at")),
+                row["best_trial"],
+                render.when(row["created_at"]),
+                render.when(row["finished_at"]),
             ]
             for row in rows
         ],

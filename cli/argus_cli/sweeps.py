@@ -21,35 +21,30 @@ def value(number: float | None) -> str:
     return "-" if number is None else f"{number:.4g}"
 
 
-def best_id(data: dict[str, Any]) -> str | None:
-    best = data.get("best_trial")
-    return best["task_id"] if isinstance(best, dict) else best
-
-
 def progress(trials: list[dict[str, Any]]) -> str:
     """``4/6 ended, 2 stopped early``."""
     ended = sum(1 for trial in trials if trial["state"] in render.TERMINAL)
-    stopped = sum(1 for trial in trials if trial.get("early_stopped"))
+    stopped = sum(1 for trial in trials if trial["early_stopped"])
     return f"{ended}/{len(trials)} ended" + (f", {stopped} stopped early" if stopped else "")
 
 
 def show(data: dict[str, Any]) -> None:
     trials = data["trials"]
-    best = best_id(data)
-    early = data.get("early_stop") or {}
+    best = data["best_trial"]  # the best trial's task id
+    early = data["early_stop"]
     render.fields(
         [
             ("sweep", data["sweep_id"]),
-            ("name", data.get("name")),
+            ("name", data["name"]),
             ("state", render.state(data["state"])),
-            ("user", data.get("user")),
+            ("user", data["user"]),
             ("trials", progress(trials)),
-            ("at once", data.get("max_concurrent")),
-            ("metric", f"{data['metric']} ({data.get('mode')})" if data.get("metric") else None),
+            ("at once", data["max_concurrent"]),
+            ("metric", f"{data['metric']} ({data['mode']})" if data["metric"] else None),
             ("rungs", f"steps {early['min_steps']} × {early['eta']}^k" if early else None),
             ("best", best),
-            ("created", render.when(data.get("created_at"))),
-            ("finished", render.when(data["finished_at"]) if data.get("finished_at") else None),
+            ("created", render.when(data["created_at"])),
+            ("finished", render.when(data["finished_at"]) if data["finished_at"] else None),
         ]
     )
     if not trials:
@@ -61,15 +56,15 @@ def show(data: dict[str, Any]) -> None:
         ["#", "TASK", *(heads[key].upper() for key in keys), "STATE", "STEP", "BEST", "LAST"],
         [
             [
-                trial.get("trial_index", index),
+                trial["trial_index"],
                 Text(f"{trial['task_id']} *", style="bold") if trial["task_id"] == best else trial["task_id"],
                 *(trial["params"].get(key) for key in keys),
-                Text.assemble(render.state(trial["state"]), " (stopped early)" if trial.get("early_stopped") else ""),
+                Text.assemble(render.state(trial["state"]), " (stopped early)" if trial["early_stopped"] else ""),
                 trial["last_step"],
                 value(trial["best_value"]),
                 value(trial["last_value"]),
             ]
-            for index, trial in enumerate(trials)
+            for trial in trials
         ],
         empty="",
     )
