@@ -35,6 +35,23 @@ def test_an_evals_model_may_be_an_exports_hf_model(alice, datasets):
     assert evaluation.parsed.resolved.workload == "eval"
 
 
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "pipelines.md"
+
+
+def test_the_docs_evaluation_example_is_a_valid_pipeline(alice, datasets, shared_root):
+    text = DOCS.read_text()
+    start = text.index("  ```yaml\n  steps:") + len("  ```yaml\n")
+    example = "\n".join(line[2:] for line in text[start : text.index("  ```\n", start)].splitlines())
+    for name in ("train.parquet", "val.parquet"):
+        (shared_root / "users" / "alice" / "datasets" / "sft" / name).parent.mkdir(parents=True, exist_ok=True)
+        (shared_root / "users" / "alice" / "datasets" / "sft" / name).write_bytes(b"PAR1")
+    evaluation = parse_pipeline(example, username="alice").steps[2]
+    assert evaluation.parsed.resolved.overrides == (
+        "actor_rollout_ref.rollout.name=vllm",
+        "actor_rollout_ref.rollout.val_kwargs.n=4",
+    )
+
+
 def test_an_evals_model_is_no_training_steps_hf_model(alice, datasets):
     fields = problems({"steps": [SFT, {**EVAL, "model_id": "${steps.sft.hf_model}"}]})
     assert fields == {"steps.eval.model_id": ["${steps.sft.hf_model}: only an export step writes a Hugging Face model"]}
