@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
 from django.template.loader import render_to_string
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from tasks.choices import SweepState, TaskState
@@ -271,3 +273,14 @@ def test_a_refused_sweep_names_the_field_and_keeps_the_text(as_alice: Client, da
     assert "The sweep was not submitted" in page
     assert f'<li data-field="grid.{BATCH}">' in page
     assert not Sweep.objects.exists() and not Task.objects.exists()
+
+
+def test_the_live_part_reads_a_fixed_number_of_queries(as_alice: Client, alice: User, make_task) -> None:
+    small, _ = make_sweep(alice, make_task, GRID[:1], curves=CURVES[:1])
+    large, _ = make_sweep(alice, make_task, GRID * 3, curves=CURVES * 3)
+    counts = []
+    for sweep in (small, large):
+        with CaptureQueriesContext(connection) as queries:
+            assert as_alice.get(f"/sweeps/{sweep.sweep_id}/", HTTP_HX_REQUEST="true").status_code == 200
+        counts.append(len(queries))
+    assert counts[0] == counts[1], counts
