@@ -6,13 +6,14 @@ the best one recorded there, ends CANCELED with early_stopped, and keeps its che
 from __future__ import annotations
 
 import pytest
+import yaml
 from django.contrib.auth.models import User
 
 from devkit.standin import standin_spec
-from tasks.choices import ACTIVE_STATES, TERMINAL_STATES, EventKind, TaskState
+from tasks.choices import ACTIVE_STATES, TERMINAL_STATES, EventKind, SweepState, TaskState
 from tasks.jobfiles import checkpoint_dir
-from tasks.models import Task, new_task_id
-from tasks.specs.parse import parse_spec
+from tasks.models import Task
+from tasks.sweeps.actions import submit_sweep
 from tasks.sweeps.models import RungValue, Sweep, TrialCurve
 from tests.scheduler.conftest import tick_until
 
@@ -23,37 +24,24 @@ METRIC = "val-core/openai/gsm8k/reward/mean@1"
 STEPS = 40
 
 
-def lr_sweep(user: User, rates: list[str]) -> tuple[Sweep, list[Task]]:
-    """A sweep as a submission makes one: its trials in order, the first QUEUED, the others
-    WAITING for a place under max_concurrent 1; each the stand-in on one GPU, 40 steps of 0.1 s,
-    validating at every step, saving every 2nd, with its learning rate."""
-    sweep = Sweep.objects.create(
-        sweep_id=new_task_id(user.username, "sweep"),
-        user=user,
-        name="lr-sweep",
-        document="name: lr-sweep\n",
-        max_concurrent=1,
-        metric=METRIC,
-        mode="max",
-        early_stop={"min_steps": 4, "eta": 2},
-    )
-    trials = []
-    for index, rate in enumerate(rates):
-        extra = (
-            f"trainer.test_freq=1 trainer.save_freq=2 trainer.default_local_dir=$ARGUS_CHECKPOINT_DIR "
-            f"trainer.logger=['console'] {LR}={rate}"
-        )
-        parsed = parse_spec(standin_spec(gpus=1, steps=STEPS, step_s=0.1, extra=extra), username=user.username)
-        state = TaskState.QUEUED if index == 0 else TaskState.WAITING
-        fields = {**parsed.model_fields(), "state": state}
-        trials.append(
-            Task.create(user=user, actor="api:alice", sweep=sweep, trial_index=index, params={LR: rate}, **fields)
-        )
-    return sweep, trials
+def lr_sweep(user: User, rates: list[float]) -> tuple[Sweep, list[Task]]:
+    """A sweep document as a person submits one: the stand-in on one GPU, 40 steps of 0.1 s,
+    validating at every step and saving every 2nd, over these learning rates, one trial at a time."""
+    extra = "trainer.test_freq=1 trainer.save_freq=2 trainer.default_local_dir=$ARGUS_CHECKPOINT_DIR"
+    document = {
+        "name": "lr-sweep",
+        "base": yaml.safe_load(standin_spec(gpus=1, steps=STEPS, step_s=0.1, extra=extra)),
+        "grid": {LR: rates},
+        "max_concurrent": 1,
+        "early_stop": {"metric": METRIC, "mode": "max", "min_steps": 4, "eta": 2},
+    }
+    sweep = submit_sweep(user, yaml.safe_dump(document, sort_keys=False), actor=f"api:{user.username}")
+    return sweep, list(sweep.trials.order_by("trial_index"))
 
 
 def test_a_sweep_run_one_trial_at_a_time_the_best_first_stops_the_others_at_the_first_rung(alice, on_ray) -> None:
-    sweep, (best, *others) = lr_sweep(alice, ["1e-6", "1e-5", "1e-7"])  # verl's default rate learns fastest
+    sweep, (best, *others) = lr_sweep(alice, [1.0e-6, 1.0e-5, 1.0e-7])  # verl's default rate learns fastest
+    assert [trial.state for trial in (best, *others)] == [TaskState.QUEUED, TaskState.WAITING, TaskState.WAITING]
     on_ray_at_once: list[int] = []
 
     def count() -> None:
@@ -64,6 +52,8 @@ def test_a_sweep_run_one_trial_at_a_time_the_best_first_stops_the_others_at_the_
 
     tick_until(ended, on_tick=count)
     assert max(on_ray_at_once) == 1
+    sweep.refresh_from_db()
+    assert sweep.state == SweepState.SUCCEEDED
 
     best.refresh_from_db()
     assert best.state == TaskState.SUCCEEDED and not best.early_stopped
