@@ -2,9 +2,10 @@
 # The suite in two lanes (`make test` and `make test-postgres` use it; any pytest arguments are
 # passed on to both lanes):
 #   ray   the tests on real Ray (ray, pool, chaos), on RAY_XDIST workers with --dist loadgroup:
-#         each module on one worker (its own cluster or node pool starts once; each worker
-#         starts the session's shared cluster when a module of its needs it; tests/conftest.py
-#         sets the groups);
+#         each test to whichever worker is free, the longest first, and a module with a cluster
+#         or node pool of its own on one worker, so that it starts once (each worker starts the
+#         session's shared cluster at its first test that needs it; tests/conftest.py sets the
+#         groups and the order);
 #   rest  every test that needs no real Ray (unit, browser, fuzz), on REST_XDIST workers.
 # From 4 cores the lanes run side by side (the rest on the cores the Ray lane leaves), below one
 # after the other (LANES=parallel|serial chooses). The Ray lane gets 2 workers, one per 2 cores

@@ -72,7 +72,46 @@ def uses_database(item: pytest.Item) -> bool:
     )
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+# Under pytest-xdist (scripts/pytest-tiers.sh runs the Ray lane with --dist loadgroup), the
+# Ray lane's longest tests start first, so that no worker is left alone with one of them at the
+# end while the other idles (longest processing time first). Seconds measured on the 2-core CI
+# machine (2026-11-27), a module's tests together where they share a module-scoped fixture (one
+# unit of work, below); every test not named starts after these, in collection order.
+SLOWEST_FIRST = (
+    "tests/scheduler/test_chaos.py",  # 140 s, and two clusters of its own started
+    "tests/raypool/test_pool.py",  # 7 tests on one node pool
+    "tests/scheduler/test_node_failure.py",  # 2 tests of 32 s on a cluster of its own
+    "tests/scheduler/test_qcluster.py::test_a_scheduler_killed_mid_submission",  # 56 s
+    "tests/scheduler/test_sharing.py::test_a_high_task_preempts",  # 47 s
+    "tests/raypool/test_two_heads.py",  # 37 s and 33 s
+    "tests/scheduler/test_sharing.py::test_a_group_reclaims",  # 31 s
+    "tests/scheduler/test_ray_down.py",  # 26 s
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The start order is SLOWEST_FIRST's, not pytest-xdist's default (the most tests first).
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def module_scoped(item: pytest.Item) -> bool:
+    """Whether ``item`` uses a fixture shared by its module (a cluster or node pool of its own)."""
+    fixtures = getattr(item, "_fixtureinfo", None)
+    defs = fixtures.name2fixturedefs.values() if fixtures is not None else ()
+    return any(fixturedef.scope in ("module", "package") for chain in defs for fixturedef in chain)
+
+
+def start_rank(item: pytest.Item) -> int:
+    nodeid = item.nodeid.split("@")[0]  # xdist's group suffix off
+    return next((i for i, slow in enumerate(SLOWEST_FIRST) if nodeid.startswith(slow)), len(SLOWEST_FIRST))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Iterator[None]:
+    """Tiers and xdist groups before every other plugin's hook (pytest-xdist reads the groups in
+    its own); the Ray lane's start order after them all (pytest-django puts transactional tests
+    last in its)."""
     for item in items:
         tier = tier_of(item)
         item.add_marker(tier)
@@ -82,11 +121,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker("db_processes")
         if tier in ("pool", "chaos"):
             item.add_marker("ray")
-        # Under pytest-xdist's --dist loadgroup, each module on real Ray runs on one worker: its
-        # module-scoped cluster or node pool starts once, and each worker starts the session's
-        # shared cluster (~1.2 GB, ~20 s) only if a module of its needs it.
-        if tier in ("ray", "pool", "chaos"):
+        # Under --dist loadgroup, a test on real Ray goes to whichever worker is free (each
+        # worker starts the session's shared cluster, ~1.2 GB, ~20 s, at its first test that
+        # needs it); the tests of a module with a module-scoped cluster or node pool go to one
+        # worker together, so that it starts once.
+        if tier in ("ray", "pool", "chaos") and module_scoped(item):
             item.add_marker(pytest.mark.xdist_group(f"ray:{Path(str(item.path)).relative_to(ROOT)}"))
+    yield
+    if config.getoption("dist", "no") != "no":
+        items.sort(key=start_rank)  # stable: the rest keep their order
 
 
 @pytest.fixture(scope="session")
