@@ -12,6 +12,7 @@ from tasks.specs.builders import build_argv
 from tasks.specs.errors import SpecError
 from tasks.specs.parse import parse_spec
 from tasks.specs.verl_run import RunFacts, facts
+from tests.tasks.specs.test_specs import basic
 
 TRAINING_ONLY = "is only for workload ppo or grpo or sft specs, not eval"
 
@@ -25,15 +26,8 @@ def val_file(shared_root: Path, alice) -> Path:
 
 
 def eval_spec(**changes: Any) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "workload": "eval",
-        "nnodes": 1,
-        "n_gpus_per_node": 2,
-        "model_id": "Qwen/Qwen2.5-0.5B-Instruct",
-        "val_file": "$HOME/common/datasets/gsm8k/test.parquet",
-    }
-    spec.update(changes)
-    return {key: value for key, value in spec.items() if value is not ...}
+    """test_specs' basic PPO spec made an eval: no train_file, two GPUs."""
+    return basic(**{"workload": "eval", "nnodes": 1, "n_gpus_per_node": 2, "train_file": ..., **changes})
 
 
 def errors(spec: dict[str, Any]) -> dict[str, list[str]]:
