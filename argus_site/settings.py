@@ -258,6 +258,7 @@ SPECTACULAR_SETTINGS = {
         "TaskKindEnum": "tasks.choices.TaskKind",
         "EventKindEnum": "tasks.choices.EventKind",
         "WebhookEventEnum": "webhooks.models.WebhookEvent",
+        "SweepModeEnum": "tasks.sweeps.models.Mode",
     },
 }
 

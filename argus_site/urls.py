@@ -39,6 +39,7 @@ urlpatterns = [
     path("api/v2/", include("accounts.api.urls", namespace="accounts-api")),
     path("api/v2/", include("tasks.api.urls", namespace="tasks-api")),
     path("api/v2/", include("tasks.pipelines.api.urls", namespace="pipelines-api")),
+    path("api/v2/", include("tasks.sweeps.api.urls", namespace="sweeps-api")),
     path("api/v2/", include("tasks.usage.api.urls", namespace="usage-api")),
     path("api/v2/", include("accounts.api.files_urls", namespace="files-api")),
     path("api/v2/", include("webhooks.api.urls", namespace="webhooks-api")),

@@ -23,7 +23,7 @@ from drf_spectacular.generators import SchemaGenerator
 
 from accounts.models import ApiToken
 from tasks.models import Task
-from tests.conftest import PIPELINE, PPO_SPEC
+from tests.conftest import PIPELINE, PPO_SPEC, TRAIN
 from tests.web.task_data import resumed_task
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -31,6 +31,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 GENERATOR = Path(sys.executable).parent / "openapi-python-client"
 PACKAGE = "argus_generated_client"
 SPEC = yaml.safe_load(PPO_SPEC)
+LR = "actor_rollout_ref.actor.optim.lr"
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +92,7 @@ TAGS = (
     "queue",
     "secrets",
     "ssh_keys",
+    "sweeps",
     "tasks",
     "tokens",
     "usage",
@@ -188,6 +190,15 @@ def test_a_researchers_day_through_the_generated_client(
     assert day("pipelines_get", pipeline.pipeline_id).name == "qwen-sft-grpo"
     assert day("pipelines_cancel", pipeline.pipeline_id).state == models.PipelineStateEnum.CANCELED
     assert day("pipelines_retry", pipeline.pipeline_id).pipeline_id == pipeline.pipeline_id
+
+    # A sweep of two learning rates, one at a time: submitted, listed, shown, canceled.
+    base = {"workload": "grpo", "model_id": "Qwen/Qwen2.5-0.5B-Instruct", **TRAIN}
+    document = {"name": "lr", "base": base, "grid": {LR: [1e-6, 3e-6]}, "max_concurrent": 1}
+    sweep = day("sweeps_create", body=models.SweepDocumentRequest.from_dict(document), expect=201)
+    assert [(t.trial_index, t.state) for t in sweep.trials] == [(0, "QUEUED"), (1, "WAITING")]
+    assert [s.sweep_id for s in day("sweeps_list").results] == [sweep.sweep_id]
+    assert day("sweeps_get", sweep.sweep_id).trials[1].params.to_dict() == {LR: 3e-6}
+    assert day("sweeps_cancel", sweep.sweep_id).state == models.PipelineStateEnum.CANCELED
 
     # Evening: the webhook and the secret go.
     day("me_webhooks_delete", hook.id, expect=204)

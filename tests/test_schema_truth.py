@@ -292,7 +292,7 @@ def test_operations_have_readable_ids_and_a_tag_per_concept(schema: dict[str, An
     assert not [name for name in ids if name.startswith("v2_") or name.endswith(("_retrieve", "_destroy"))]
     tags = {tag for spec in operations for tag in spec["tags"]}
     concepts = {"tasks", "pipelines", "queue", "cluster", "admission", "files", "me", "tokens", "secrets", "webhooks"}
-    assert tags == concepts | {"users", "groups", "usage", "ssh-keys"}
+    assert tags == concepts | {"users", "groups", "usage", "ssh-keys", "sweeps"}
     assert {"me_ssh_keys_list", "me_ssh_keys_create", "me_ssh_keys_delete"} <= set(ids)
     assert {"groups_list", "groups_create", "groups_get", "groups_update", "groups_delete"} <= set(ids)
     assert operation(schema, "delete", "/api/v2/groups/{name}")["tags"] == ["groups"]

@@ -125,6 +125,12 @@ class TaskSerializer(serializers.ModelSerializer[Task]):
         allow_null=True,
         help_text="The pipeline it is a step of; null: none.",
     )
+    sweep_id = serializers.CharField(
+        source="sweep.sweep_id",
+        read_only=True,
+        allow_null=True,
+        help_text="The sweep it is a trial of; null: none.",
+    )
     total_gpus = serializers.IntegerField(read_only=True, help_text="The GPUs of all its pools.")
     pools = PoolSerializer(
         many=True,
@@ -201,6 +207,10 @@ class TaskSerializer(serializers.ModelSerializer[Task]):
             "warnings",
             "pipeline_id",
             "step",
+            "sweep_id",
+            "trial_index",
+            "params",
+            "early_stopped",
             "queued_at",
             "tracker_url",
             "quota",
@@ -209,6 +219,11 @@ class TaskSerializer(serializers.ModelSerializer[Task]):
         extra_kwargs = {
             "preemptible": {"help_text": "May be stopped to make room for a task of higher priority."},
             "step": {"help_text": "Its step's name in its pipeline; empty: not a step."},
+            "trial_index": {
+                "help_text": "Its place in its sweep's order (grid order, or the samples'); null: no trial."
+            },
+            "params": {"help_text": "The keys its sweep set for this trial, as the sweep names them; empty: no trial."},
+            "early_stopped": {"help_text": "Stopped by its sweep's early stopping (it ended CANCELED)."},
             "queued_at": {
                 "help_text": "When it entered the queue: its wait counts from here (a WAITING task's once its "
                 "dependencies are met); null while WAITING."

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import IO
+from typing import IO, Any
 
 from django.conf import settings
+from drf_spectacular.types import OpenApiTypes
 from rest_framework.parsers import BaseParser
 
 from common.parsers import read_bounded
@@ -34,3 +35,14 @@ class TextYamlParser(YamlTextParser):
 
 class PlainTextParser(YamlTextParser):
     media_type = "text/plain"
+
+
+def document_bodies(document: Any, as_json: Any) -> dict[str, Any]:
+    """For the schema: what a view with these parsers takes, a document (a task spec, a pipeline,
+    a sweep) as YAML or as JSON (``as_json``: tasks.api.serializers.json_body's)."""
+    return {
+        "application/yaml": document,
+        "text/yaml": document,
+        "text/plain": OpenApiTypes.STR,
+        "application/json": as_json,
+    }

@@ -18,17 +18,15 @@ from rest_framework.response import Response
 from accounts.users import request_user
 from common.api import (
     Conflict,
-    PriorityForbidden,
-    QuotaExceeded,
     ServiceUnavailable,
     actor_of,
     error_responses,
     parse_query,
 )
-from common.exceptions import PayloadTooLarge
 from common.parsers import JSONParser
 from tasks.api.checkpoints import CheckpointsSerializer, DeletedSerializer, listing_body
 from tasks.api.filters import TaskFilter
+from tasks.api.refusals import submission_refusals
 from tasks.api.serializers import (
     SPEC_JSON,
     EventSerializer,
@@ -40,7 +38,7 @@ from tasks.api.serializers import (
     TaskSerializer,
     TaskSpecSerializer,
 )
-from tasks.api.spec_parsers import PlainTextParser, TextYamlParser, YamlTextParser
+from tasks.api.spec_parsers import PlainTextParser, TextYamlParser, YamlTextParser, document_bodies
 from tasks.attempts import Attempt
 from tasks.checkpoints.deletion import CheckpointNeeded, NoSuchCheckpoint, delete_step
 from tasks.checkpoints.listing import listing
@@ -49,8 +47,7 @@ from tasks.jobfiles import attempt_log, resolved_spec, task_curves
 from tasks.logs.logfile import follow, read_from, tail_start
 from tasks.logs.task_redaction import metric_names, served
 from tasks.models import REQUEUED_FROM, IllegalTransition, StaleState, Task
-from tasks.specs.errors import SpecError
-from tasks.submit import PriorityNotAllowed, QuotaError, submit_spec
+from tasks.submit import submit_spec
 
 TEXT = "text/plain; charset=utf-8"
 ERRORS = error_responses(400, 404)
@@ -90,7 +87,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         queryset = (
             Task.objects.visible_to(request_user(self.request))
             .with_quota()
-            .select_related("user", "pipeline", "pending")
+            .select_related("user", "pipeline", "sweep", "pending")
         )
         if self.action == "retrieve":
             queryset = queryset.prefetch_related(Prefetch("attempts", Attempt.objects.select_related("group")))
@@ -108,12 +105,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         "(`priority_not_allowed`). A user who already has their max_queued_tasks tasks waiting gets a 429 "
         "(`quota_exceeded`); one at or over a disk quota, theirs or their group's, a 429 "
         "(`disk_quota_exceeded`, naming the usage and the quota).",
-        request={
-            "application/yaml": SpecDocument,
-            "text/yaml": SpecDocument,
-            "text/plain": OpenApiTypes.STR,
-            "application/json": SPEC_JSON,
-        },
+        request=document_bodies(SpecDocument, SPEC_JSON),
         responses={201: TaskDetailSerializer, **error_responses(400, 403, 413, 415, 429)},
         examples=[
             OpenApiExample(
@@ -131,16 +123,8 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         ],
     )
     def create(self, request: Request) -> Response:
-        try:
+        with submission_refusals():
             task = submit_spec(request_user(request), spec_source(request.data), actor=actor_of(request))
-        except SpecError as error:
-            if error.code == "too_large":
-                raise PayloadTooLarge(str(error)) from error
-            raise exceptions.ValidationError(error.fields) from error
-        except PriorityNotAllowed as error:
-            raise PriorityForbidden(str(error)) from error
-        except QuotaError as error:
-            raise QuotaExceeded(str(error), code=error.code) from error
         _just_made(task)
         body = TaskDetailSerializer(task, context=self.get_serializer_context()).data
         location = f"/api/v2/tasks/{task.task_id}"

@@ -6,7 +6,7 @@ read from the database alone: the metric's points are the TrialCurve the tick ke
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from django.db.models import OuterRef, QuerySet, Subquery
@@ -42,22 +42,30 @@ class SweepSummary:
 
 
 def trial_tasks(sweep: Sweep) -> QuerySet[Task]:
-    """The sweep's trials in order, each with its curve joined and ``logged_step`` annotated: the
-    last step of its latest attempt that logged one (one subquery, not a query per trial)."""
+    """The sweep's trials in order, as ``with_curves`` reads them."""
+    return with_curves(sweep.trials.all())
+
+
+def with_curves(trials: QuerySet[Task]) -> QuerySet[Task]:
+    """Trials in order, each with its curve joined and ``logged_step`` annotated: the last step of
+    its latest attempt that logged one (one subquery, not a query per trial). Also what a list of
+    sweeps prefetches as their trials (Prefetch("trials", with_curves(Task.objects.all())))."""
     logged = (
         Attempt.objects.filter(task=OuterRef("pk"), last_step__isnull=False)
         .order_by("-attempt_no")
         .values("last_step")[:1]
     )
     return (
-        sweep.trials.select_related("trial_curve", "user")
+        trials.select_related("trial_curve", "user")
         .annotate(logged_step=Subquery(logged))
         .order_by("trial_index", "id")
     )
 
 
-def summarize(sweep: Sweep) -> SweepSummary:
-    rows = [_row(task, sweep.mode) for task in trial_tasks(sweep)]
+def summarize(sweep: Sweep, trials: Iterable[Task] | None = None) -> SweepSummary:
+    """``trials``: the sweep's trials as ``with_curves`` reads them, when the caller has them
+    (prefetched for a list of sweeps); else they are read here."""
+    rows = [_row(task, sweep.mode) for task in (trial_tasks(sweep) if trials is None else trials)]
     return SweepSummary(sweep=sweep, trials=rows, best_trial=best_of(rows, sweep.mode))
 
 

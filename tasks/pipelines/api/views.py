@@ -6,18 +6,17 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import Prefetch, QuerySet
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, extend_schema
-from rest_framework import exceptions, mixins, status, viewsets
+from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.users import request_user
-from common.api import Conflict, PriorityForbidden, QuotaExceeded, ServiceUnavailable, actor_of, error_responses
-from common.exceptions import PayloadTooLarge
+from common.api import Conflict, ServiceUnavailable, actor_of, error_responses
 from common.parsers import JSONParser
-from tasks.api.spec_parsers import PlainTextParser, TextYamlParser, YamlTextParser
+from tasks.api.refusals import submission_refusals
+from tasks.api.spec_parsers import PlainTextParser, TextYamlParser, YamlTextParser, document_bodies
 from tasks.api.views import spec_source
 from tasks.pipelines.actions import cancel_pipeline, submit_pipeline
 from tasks.pipelines.api.serializers import (
@@ -28,8 +27,6 @@ from tasks.pipelines.api.serializers import (
 )
 from tasks.pipelines.models import Pipeline, PipelineStep
 from tasks.pipelines.retry import CheckpointUnavailable, PipelineConflict, retry_pipeline
-from tasks.specs.errors import SpecError
-from tasks.submit import PriorityNotAllowed, QuotaError
 
 EXAMPLE = {
     "name": "qwen-sft-grpo",
@@ -55,12 +52,6 @@ EXAMPLE = {
         },
     ],
 }
-
-
-def _spec_errors(error: SpecError) -> exceptions.APIException:
-    if error.code == "too_large":
-        return PayloadTooLarge(str(error))
-    return exceptions.ValidationError(error.fields)
 
 
 class PipelineViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet[Pipeline]):
@@ -95,24 +86,13 @@ class PipelineViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
         "macro naming a step it does not run after, a step's own spec errors). Every step's task is "
         "created at once: those that wait for none QUEUED, the others WAITING; each counts toward "
         "max_queued_tasks (429).",
-        request={
-            "application/yaml": PipelineDocumentSerializer,
-            "text/yaml": PipelineDocumentSerializer,
-            "text/plain": OpenApiTypes.STR,
-            "application/json": PIPELINE_JSON,
-        },
+        request=document_bodies(PipelineDocumentSerializer, PIPELINE_JSON),
         responses={201: PipelineSerializer, **error_responses(400, 403, 413, 415, 429)},
         examples=[OpenApiExample("SFT, export, GRPO", media_type="application/yaml", value=EXAMPLE)],
     )
     def create(self, request: Request) -> Response:
-        try:
+        with submission_refusals():
             pipeline = submit_pipeline(request_user(request), spec_source(request.data), actor=actor_of(request))
-        except SpecError as error:
-            raise _spec_errors(error) from error
-        except PriorityNotAllowed as error:
-            raise PriorityForbidden(str(error)) from error
-        except QuotaError as error:
-            raise QuotaExceeded(str(error), code=error.code) from error
         fresh = self.get_queryset().get(pk=pipeline.pk)
         return Response(
             PipelineSerializer(fresh).data,
@@ -164,15 +144,10 @@ class PipelineViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
     def retry(self, request: Request, pipeline_id: str) -> Response:
         pipeline = self.get_object()
         try:
-            retry_pipeline(pipeline, actor=actor_of(request))
+            with submission_refusals():
+                retry_pipeline(pipeline, actor=actor_of(request))
         except PipelineConflict as error:
             raise Conflict(str(error)) from error
-        except SpecError as error:
-            raise _spec_errors(error) from error
-        except PriorityNotAllowed as error:
-            raise PriorityForbidden(str(error)) from error
-        except QuotaError as error:
-            raise QuotaExceeded(str(error), code=error.code) from error
         except CheckpointUnavailable as error:
             raise ServiceUnavailable(str(error)) from error
         return self._detail(pipeline)
