@@ -24,7 +24,7 @@ from django.db.models import F, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from tasks.attempts import Attempt
-from tasks.choices import TERMINAL_STATES, EventKind
+from tasks.choices import TERMINAL_STATES, EventKind, SweepState
 from tasks.jobfiles import task_curves
 from tasks.models import Task
 from tasks.scheduler.settle import ACTOR
@@ -60,8 +60,11 @@ def due_trials(now: datetime) -> list[Task]:
     ended = Q(state__in=TERMINAL_STATES, finished_at__gte=now - AFTER_END) & (
         Q(trial_curve__read_at__isnull=True) | Q(trial_curve__read_at__lt=F("finished_at"))
     )
+    # Only running sweeps' trials, and those of sweeps that ended lately (the trial whose end
+    # ended its sweep): what the pass looks at grows with what runs, not with every sweep's history.
+    live = Q(sweep__state=SweepState.RUNNING) | Q(sweep__finished_at__gte=now - AFTER_END)
     trials = (
-        Task.objects.filter(sweep__isnull=False)
+        Task.objects.filter(live)
         .exclude(sweep__metric="")
         .annotate(logged_step=Subquery(logged))
         .filter(moved | ended)

@@ -14,7 +14,7 @@ import pytest
 from django.utils import timezone
 
 from tasks.attempts import Attempt
-from tasks.choices import EventKind, TaskState
+from tasks.choices import EventKind, SweepState, TaskState
 from tasks.jobfiles import metrics_log, task_curves
 from tasks.models import Task, new_task_id
 from tasks.scheduler.storage import bounded
@@ -164,6 +164,22 @@ def test_a_trial_is_read_once_more_after_it_ends(alice, make_task, reads) -> Non
     # Its value at the rung it reached counts for the others, though it is judged no more.
     assert rung_values(sweep) == [(task.task_id, 10, 8, 0.4)]
     assert early_stops(task) == []
+
+
+def test_the_trial_whose_end_ended_its_sweep_is_read_once_more(alice, make_task, reads) -> None:
+    sweep = sweep_of(alice, state=SweepState.SUCCEEDED, finished_at=timezone.now())
+    task = trial(make_task, alice, sweep, {0: 0.2, 10: 0.5}, 12, state=TaskState.SUCCEEDED)
+    refresh()
+    refresh()
+    assert reads == [task.task_id]
+    assert rung_values(sweep) == [(task.task_id, 10, 10, 0.5)]
+
+
+def test_the_trials_of_a_sweep_that_ended_long_ago_are_not_looked_at(alice, make_task, reads) -> None:
+    long_ago = timezone.now() - curves.AFTER_END - timedelta(seconds=1)
+    sweep = sweep_of(alice, state=SweepState.FAILED, finished_at=long_ago)
+    trial(make_task, alice, sweep, {0: 0.2}, 3, state=TaskState.FAILED)
+    assert due_trials(timezone.now()) == []
 
 
 def test_an_ended_trial_is_not_read_long_after_its_end(alice, make_task, reads) -> None:
