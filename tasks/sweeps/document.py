@@ -49,6 +49,7 @@ from django.contrib.auth.models import User
 from tasks.choices import TaskKind
 from tasks.pipelines.document import PIPELINE_NAME
 from tasks.specs import advanced, verl_names
+from tasks.specs.checks import shown, type_name
 from tasks.specs.errors import Problems, SpecError
 from tasks.specs.keys import SPEC_KEY
 from tasks.specs.parse import ParsedSpec, parse_spec
@@ -65,6 +66,8 @@ DEFAULT_SEED = 0
 MAX_ETA = 100
 MAX_MIN_STEPS = 100_000_000
 MAX_SEED = 2**63 - 1
+# A swept override's integers and a distribution's bounds: 64 bits, as verl's config holds them.
+MAX_BITS = 64
 # A Hydra key a trial may override: dotted names, `+` to add one verl's config lacks, `++` to
 # add or override.
 HYDRA_KEY = re.compile(r"\+{0,2}[A-Za-z_][\w-]*(?:\.[\w-]+)*")
@@ -111,7 +114,25 @@ def is_sweep_document(source: bytes | str | dict[str, Any]) -> bool:
 
 def describe_params(params: Params) -> str:
     """A trial's params as its messages name them: ``lr=1e-06, data.train_batch_size=256``."""
-    return ", ".join(f"{key}={value}" for key, value in params.items())
+    return ", ".join(f"{key}={_written(value)}" for key, value in params.items())
+
+
+def _written(value: object) -> str:
+    """``str(value)``; a value holding an integer too long for Python to write out (a spec key's
+    swept value: parse_spec refuses it) by its size."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return shown(value)
+    try:
+        return str(value)
+    except ValueError:
+        return "(a value holding an integer too long to write out)"
+
+
+def _quoted(value: object) -> str:
+    """A value as a refusal quotes it: its repr, cut short (a document holds up to 64 KiB)."""
+    if isinstance(value, str):
+        return repr(value[:80])
+    return _written(value) if isinstance(value, int) or not isinstance(value, list | dict) else type_name(value)
 
 
 def _field(section: str, key: str) -> str:
@@ -211,7 +232,7 @@ def _grid(grid: object, problems: Problems) -> list[Params]:
             continue
         doubled = [value for i, value in enumerate(values) if value in values[:i]]
         if doubled:
-            problems.add(field, f"names {doubled[0]!r} more than once: two trials would be the same")
+            problems.add(field, f"names {_quoted(doubled[0])} more than once: two trials would be the same")
             ok = False
         ok = _values(key, values, "grid", problems) and ok
     if not ok:
@@ -289,6 +310,8 @@ def _distribution(key: object, dist: object, problems: Problems) -> Any:
 def _is_number(value: object, *, whole: bool) -> bool:
     if isinstance(value, bool):
         return False
+    if _too_long(value):
+        return False
     if whole:
         return isinstance(value, int)
     return isinstance(value, int | float) and math.isfinite(value)
@@ -301,7 +324,7 @@ def _rounded(value: float) -> float:
 def _key(key: object, section: str, problems: Problems) -> TypeGuard[str]:
     """Whether a swept key may be: a spec key (but after / after_any), or a Hydra key."""
     if not isinstance(key, str):
-        problems.add(section, f"its keys must be strings, not {key!r}")
+        problems.add(section, f"its keys must be strings, not {_quoted(key)}")
         return False
     field = _field(section, key)
     if key in DEPENDENCY_KEYS:
@@ -314,16 +337,25 @@ def _key(key: object, section: str, problems: Problems) -> TypeGuard[str]:
 
 
 def _values(key: str, values: list[Any], section: str, problems: Problems) -> bool:
-    """A Hydra override's values are numbers, strings, booleans or null (a spec key's are its own)."""
+    """A Hydra override's values are numbers, strings, booleans or null (a spec key's are its own,
+    checked with its spec); no integer of either is too long to write into a spec."""
+    huge = [value for value in values if _too_long(value)]
+    if huge:
+        problems.add(_field(section, key), f"{shown(huge[0])} is too large: an integer has at most {MAX_BITS} bits")
+        return False
     if key in SPEC_KEY:
         return True
     bad = [value for value in values if value is not None and not isinstance(value, bool | int | float | str)]
     if bad:
         problems.add(
-            _field(section, key), f"a Hydra override's values are numbers, strings or booleans, not {bad[0]!r}"
+            _field(section, key), f"a Hydra override's values are numbers, strings or booleans, not {_quoted(bad[0])}"
         )
         return False
     return True
+
+
+def _too_long(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > MAX_BITS
 
 
 def _integer(
@@ -344,7 +376,7 @@ def _integer(
         return default
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         because = f" ({why})" if why else ""
-        problems.add(field, f"must be an integer from {low} to {high}{because}, not {value!r}")
+        problems.add(field, f"must be an integer from {low} to {high}{because}, not {_quoted(value)}")
         return None
     return value
 
@@ -367,12 +399,12 @@ def _early_stop(value: object, problems: Problems) -> tuple[str, str, dict[str, 
     if not isinstance(metric, str) or not METRIC_NAME.match(metric):
         problems.add(
             "early_stop.metric",
-            f"must be the name of a metric verl logs (such as val-core/openai/gsm8k/acc/mean@1), not {metric!r}",
+            f"must be the name of a metric verl logs (such as val-core/openai/gsm8k/acc/mean@1), not {_quoted(metric)}",
         )
         metric = ""
     mode = value.get("mode", BEST_MODES[0])
     if mode not in BEST_MODES:
-        problems.add("early_stop.mode", f"must be max or min, not {mode!r}")
+        problems.add("early_stop.mode", f"must be max or min, not {_quoted(mode)}")
     min_steps = _integer(value.get("min_steps"), "early_stop.min_steps", 1, MAX_MIN_STEPS, problems)
     eta = _integer(value.get("eta"), "early_stop.eta", 2, MAX_ETA, problems, default=DEFAULT_ETA)
     if min_steps is None and "eta" in value and "early_stop.min_steps" not in problems.fields:
@@ -427,8 +459,10 @@ def _swept_overrides(
     basic = base.get("kind") != TaskKind.ADVANCED
     for params in trials:
         for key, value in params.items():
+            if key in SPEC_KEY:
+                continue
             override = f"{key}={_hydra_value(value)}"
-            if key in SPEC_KEY or override in seen.setdefault(key, set()):
+            if override in seen.setdefault(key, set()):
                 continue
             seen[key].add(override)
             errors, argv = advanced.check_overrides([override], module, username)

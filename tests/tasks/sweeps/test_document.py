@@ -286,3 +286,25 @@ def test_a_document_that_is_not_a_mapping_is_refused(alice) -> None:
     with pytest.raises(SpecError) as caught:
         parse_sweep("- base\n- grid\n", user=alice)
     assert list(caught.value.fields) == ["spec"]
+
+
+HUGE = "0x" + "f" * 5000  # 20,000 bits: more digits than Python writes out (sys.get_int_max_str_digits)
+
+
+@pytest.mark.parametrize(
+    ("section", "field", "words"),
+    [
+        (f"grid: {{nnodes: [{HUGE}]}}", "grid.nnodes", "an integer of 20000 bits is too large"),
+        (f"grid: {{{LR}: [{HUGE}, {HUGE}]}}", f"grid.{LR}", "names an integer of 20000 bits more than once"),
+        (f"random: {{samples: {HUGE}, space: {{{LR}: {{choice: [1]}}}}}}", "random.samples", "not an integer of 20000"),
+        (f"random: {{samples: 2, seed: {HUGE}, space: {{{LR}: {{choice: [1]}}}}}}", "random.seed", "20000 bits"),
+        (f"random: {{samples: 2, space: {{{LR}: {{randint: [1, {HUGE}]}}}}}}", f"random.space.{LR}", "two integers"),
+        (f"random: {{samples: 2, space: {{{LR}: {{uniform: [1, {HUGE}]}}}}}}", f"random.space.{LR}", "two numbers"),
+        (f"grid: {{{LR}: [1]}}\nmax_concurrent: {HUGE}", "max_concurrent", "not an integer of 20000 bits"),
+    ],
+)
+def test_an_integer_too_long_to_write_out_is_a_400_naming_it(alice, datasets: Path, section, field, words) -> None:
+    text = f"base: {json.dumps(BASE)}\n{section}\n"
+    with pytest.raises(SpecError) as caught:
+        parse_sweep(text, user=alice)
+    assert any(words in message for message in caught.value.fields[field]), caught.value.fields
