@@ -3,8 +3,9 @@ and before the cancels are sent: refresh each trial's TrialCurve from the curves
 reads (tasks.jobfiles.task_curves, what the task's metrics API reads), and stop the losers of
 its early stopping (tasks.sweeps.early_stop) at the rungs each trial newly reached.
 
-A curve is read again only when its trial's logged step moved past what the curve last read,
-and once more after the trial ended (its last steps, so that finished trials' curves and rung
+A curve is read again only when its trial's logged step moved past what the curve last read
+(for a run without verl's console logger, whose driver log shows no step: when its file logger
+was written since), and once more after the trial ended (its last steps, so that finished trials' curves and rung
 values are whole). Every read is bounded (tasks.scheduler.storage) and the pass stops when the
 tick's budget is spent; what it did not reach is due at the next tick.
 
@@ -17,15 +18,16 @@ person canceled first, or one another tick stopped is left alone.
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
+import os
+from datetime import UTC, datetime, timedelta
 
 from django.db import transaction
 from django.db.models import F, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from tasks.attempts import Attempt
-from tasks.choices import TERMINAL_STATES, EventKind, SweepState
-from tasks.jobfiles import task_curves
+from tasks.choices import ACTIVE_STATES, TERMINAL_STATES, EventKind, SweepState
+from tasks.jobfiles import metrics_log, task_curves
 from tasks.models import Task
 from tasks.scheduler.settle import ACTOR
 from tasks.scheduler.storage import bounded
@@ -45,7 +47,8 @@ def due_trials(now: datetime) -> list[Task]:
     """Trials of sweeps with a metric whose curve is behind: those not ended whose latest attempt
     logged a step past the curve's last read (running, or back in the queue after an attempt that
     ended: its last steps were caught up at its end), and those that ended after the read; least
-    lately read first."""
+    lately read first. Also those running with no step seen in their driver log (a run without
+    verl's console logger shows its steps only in its file logger): ``file_moved`` decides."""
     logged = (
         Attempt.objects.filter(task=OuterRef("pk"), last_step__isnull=False)
         .order_by("-attempt_no")
@@ -60,14 +63,15 @@ def due_trials(now: datetime) -> list[Task]:
     ended = Q(state__in=TERMINAL_STATES, finished_at__gte=now - AFTER_END) & (
         Q(trial_curve__read_at__isnull=True) | Q(trial_curve__read_at__lt=F("finished_at"))
     )
+    unseen = Q(state__in=ACTIVE_STATES, logged_step__isnull=True)
     # Only running sweeps' trials, and those of sweeps that ended lately (the trial whose end
     # ended its sweep): what the pass looks at grows with what runs, not with every sweep's history.
     live = Q(sweep__state=SweepState.RUNNING) | Q(sweep__finished_at__gte=now - AFTER_END)
     trials = (
         Task.objects.filter(live)
         .exclude(sweep__metric="")
-        .annotate(logged_step=Subquery(logged))
-        .filter(moved | ended)
+        .annotate(logged_step=Subquery(logged), curve_read_at=F("trial_curve__read_at"))
+        .filter(moved | ended | unseen)
         .select_related("sweep", "user")
         .order_by(F("trial_curve__read_at").asc(nulls_first=True), "pk")
     )
@@ -81,12 +85,29 @@ def refresh_trials(budget: Budget, now: datetime | None = None) -> int:
         if budget.spent():
             break
         try:
+            # logged_step and curve_read_at: due_trials' annotations
+            unseen = task.state in ACTIVE_STATES and getattr(task, "logged_step", None) is None
+            if unseen and not file_moved(task, getattr(task, "curve_read_at", None)):
+                continue
             stopped += refresh(task) is not None
         except OSError as error:  # shared storage slow or failing: the next tick reads again
             logger.warning("curve of trial %s unread: %s", task.task_id, error)
         except Exception:  # one trial it cannot read never stops the tick
             logger.exception("curve of trial %s unread", task.task_id)
     return stopped
+
+
+def file_moved(task: Task, since: datetime | None) -> bool:
+    """Whether the latest attempt's file logger (metrics.jsonl) was written since ``since`` (the
+    curve's last read; None: never read): one bounded stat, where reading it would cost its size."""
+    attempt = task.attempts.order_by("-attempt_no").first()
+    if attempt is None:
+        return False
+    try:
+        written = bounded(os.stat, metrics_log(task, attempt)).st_mtime
+    except FileNotFoundError:
+        return False  # verl has not made it yet (or never will: no file logger, no console either)
+    return since is None or datetime.fromtimestamp(written, tz=UTC) > since
 
 
 def refresh(task: Task) -> Verdict | None:

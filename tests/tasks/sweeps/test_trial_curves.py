@@ -7,6 +7,7 @@ claim."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 
@@ -147,6 +148,35 @@ def test_a_curve_is_read_again_only_when_the_logged_step_moves_on(alice, make_ta
     refresh()
     assert reads == [task.task_id, task.task_id]
     assert TrialCurve.objects.get(task=task).points == [[0, 0.2], [4, 0.3], [8, 0.45]]
+
+
+def test_a_run_without_a_console_is_read_when_its_file_logger_was_written(alice, make_task, reads) -> None:
+    """trainer.logger without console: no step line in the driver log, so the watch has seen no
+    step; the file logger's time says when there is more to read."""
+    sweep = sweep_of(alice)
+    ended = trial(make_task, alice, sweep, {10: 0.6}, 10, state=TaskState.SUCCEEDED)
+    quiet = trial(make_task, alice, sweep, {0: 0.2, 5: 0.3}, 6)
+    Attempt.objects.filter(task=quiet).update(last_step=None)
+    refresh()
+    refresh()
+    assert reads == [ended.task_id, quiet.task_id]  # the file unchanged since: not read again
+    assert TrialCurve.objects.get(task=quiet).read_step == 6
+    path = metrics_log(quiet, quiet.attempts.get())
+    write_log(quiet, quiet.attempts.get(), {0: 0.2, 5: 0.3, 10: 0.4}, 11)
+    later = TrialCurve.objects.get(task=quiet).read_at + timedelta(seconds=1)
+    os.utime(path, (later.timestamp(), later.timestamp()))
+    assert refresh() == 1
+    assert reads == [ended.task_id, quiet.task_id, quiet.task_id]
+    assert early_stops(quiet)[0]["cutoff"] == 0.6
+
+
+def test_a_run_with_no_step_and_no_file_logger_yet_is_not_read(alice, make_task, reads) -> None:
+    sweep = sweep_of(alice)
+    task = trial(make_task, alice, sweep, {}, 0)
+    Attempt.objects.filter(task=task).update(last_step=None)
+    metrics_log(task, task.attempts.get()).unlink()
+    refresh()
+    assert reads == []
 
 
 def test_a_trial_is_read_once_more_after_it_ends(alice, make_task, reads) -> None:
