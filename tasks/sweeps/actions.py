@@ -34,10 +34,12 @@ def submit_sweep(user: User, source: bytes | str | dict[str, Any], *, actor: str
     with transaction.atomic():
         try:
             admit_new(user, [("", trial.parsed) for trial in document.trials])
-        except SpecError:
+        except SpecError as refused:
             # The site's limits refuse a trial's spec (a secret it names is missing, too many
-            # GPUs): said again by the key that made that trial, as parse_sweep says its problems.
-            raise SpecError(trial_errors(document, lambda parsed: request_errors(user, parsed))) from None
+            # GPUs): said again by the key that made that trial, as parse_sweep says its problems
+            # (as admit_new said them should a secret appear meanwhile).
+            named = trial_errors(document, lambda parsed: request_errors(user, parsed))
+            raise SpecError(named or refused.fields) from None
         return _create(user, document, actor)
 
 

@@ -14,10 +14,10 @@ from accounts.models import Secret, UserLimits
 from tasks.choices import EventKind, TaskState
 from tasks.models import Task
 from tasks.specs.errors import SpecError
-from tasks.submit import QuotaError
+from tasks.submit import PriorityNotAllowed, QuotaError
 from tasks.sweeps.actions import cancel_sweep, submit_sweep
 from tasks.sweeps.models import Sweep
-from tests.conftest import TRAIN
+from tests.conftest import TRAIN, grant_high_priority
 
 pytestmark = pytest.mark.django_db
 S = TaskState
@@ -127,6 +127,15 @@ def test_a_trial_over_the_sites_gpu_limit_is_named_by_its_params(alice, datasets
     # The swept key by its grid field; nnodes, which the limit names too, is the base's.
     assert caught.value.fields == {"base.nnodes": [too_many], "grid.n_gpus_per_node": [too_many]}
     assert Task.objects.count() == 0
+
+
+def test_a_high_priority_sweep_needs_the_grant(alice, datasets: Path) -> None:
+    with pytest.raises(PriorityNotAllowed):
+        submit(alice, base={**BASE, "priority": "high"})
+    assert (Sweep.objects.count(), Task.objects.count()) == (0, 0)
+    grant_high_priority(alice)
+    sweep = submit(alice, base={**BASE, "priority": "high"})
+    assert set(sweep.trials.values_list("priority", flat=True)) == {"high"}
 
 
 def test_a_document_refused_creates_nothing(alice, datasets: Path) -> None:
