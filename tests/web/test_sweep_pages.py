@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from tasks.choices import SweepState, TaskState
 from tasks.models import Task
+from tasks.queue.reasons import PendingReason
 from tasks.sweeps.document import is_sweep_document, parse_sweep
 from tasks.sweeps.models import Sweep
 from tasks.sweeps.web.views import param_labels
@@ -226,6 +227,17 @@ def test_a_trials_page_links_its_sweep_and_shows_its_params(
     assert f'trial 1 of sweep <a id="sweep-link" href="/sweeps/{sweep.sweep_id}/">{sweep.sweep_id}</a>' in page
     assert f"<code>{LR}=1e-06</code>" in page and f"<code>{BATCH}=512</code>" in page
     assert "stopped early by the sweep" in page
+
+
+def test_a_trial_waiting_for_a_place_says_so_not_that_it_waits_for_dependencies(
+    as_alice: Client, sweep_and_trials: tuple[Sweep, list[Task]]
+) -> None:
+    _, trials = sweep_and_trials
+    Task.objects.filter(pk=trials[3].pk).update(state=S.WAITING, queued_at=None)
+    PendingReason.objects.create(task=trials[3], text="sweep lr-sweep: 2 of 2 trials running")
+    page = text_of(as_alice.get(f"/tasks/{trials[3].task_id}/"))
+    assert "Waiting for a place under its sweep's max_concurrent (sweep lr-sweep: 2 of 2 trials running)" in page
+    assert "Held for its dependencies" not in page
 
 
 def test_a_task_of_no_sweep_shows_none(as_alice: Client, alice: User, make_task) -> None:
