@@ -5,7 +5,7 @@ starts first moves every later wait).
     .venv/bin/python bench/policy_sweep.py [--seeds 1-30] [--load 1.3] [--users 8] [--sweep 50]
                                            [--tasks 400] [--nodes 8] [--gpus 8]
                                            [--high 0.1] [--preemptible 0.25]
-                                           [--groups 3] [--quotas none,hard,borrow]
+                                           [--groups 3] [--quotas none,hard,borrow] [--jitter 60]
 
 For each seed: bench/trace_gen.py's trace (its users dealt over ``--groups`` quota groups whose
 nominal quotas sum to the cluster), then every policy through bench/policy_sim.py's Simulation,
