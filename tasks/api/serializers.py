@@ -229,7 +229,8 @@ class TaskSerializer(serializers.ModelSerializer[Task]):
                 "dependencies are met); null while WAITING."
             },
             "pending_reason": {
-                "help_text": "Why it waits, in words: for resources, its user's limits, or (WAITING) its dependencies."
+                "help_text": "Why it waits, in words: for resources, its user's limits, or (WAITING) its dependencies "
+                "or a place under its sweep's max_concurrent."
             },
         }
 
