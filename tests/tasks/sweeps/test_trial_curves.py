@@ -163,8 +163,10 @@ def test_a_run_without_a_console_is_read_when_its_file_logger_was_written(alice,
     assert TrialCurve.objects.get(task=quiet).read_step == 6
     path = metrics_log(quiet, quiet.attempts.get())
     write_log(quiet, quiet.attempts.get(), {0: 0.2, 5: 0.3, 10: 0.4}, 11)
-    later = TrialCurve.objects.get(task=quiet).read_at + timedelta(seconds=1)
-    os.utime(path, (later.timestamp(), later.timestamp()))
+    read_at = TrialCurve.objects.get(task=quiet).read_at
+    assert read_at is not None
+    later = (read_at + timedelta(seconds=1)).timestamp()
+    os.utime(path, (later, later))
     assert refresh() == 1
     assert reads == [ended.task_id, quiet.task_id, quiet.task_id]
     assert early_stops(quiet)[0]["cutoff"] == 0.6
