@@ -243,7 +243,10 @@ def show(task_id: str, as_json: bool) -> None:
         [
             ("task", task["task_id"]),
             ("state", render.state(task["state"]) + (" (cancel requested)" if task["cancel_requested"] else "")),
+            ("stopped", "early, by its sweep" if task["early_stopped"] else None),
             ("user", task["user"]),
+            ("sweep", f"{task['sweep_id']} (trial {task['trial_index']})" if task["sweep_id"] else None),
+            ("params", ", ".join(f"{key}={value}" for key, value in task["params"].items())),
             ("workload", f"{task['workload']} ({task['kind']}, priority {task['priority']})"),
             ("gpus", f"{render.size(task)} = {task['total_gpus']}"),
             ("cpu actors", render.cpu_actors(task)),

@@ -159,3 +159,15 @@ def test_cancel_json_and_another_users_sweep(alice, bob, argus_as, make_task):
     body = json.loads(result.stdout)
     assert body["sweep_id"] == sweep.sweep_id
     assert [trial["state"] for trial in body["trials"]] == ["CANCELED", "CANCELED"]
+
+
+def test_show_names_a_trials_sweep_and_params(alice, argus_as, make_task):
+    sweep, trials = make_sweep(alice, make_task, GRID[:2])
+    Task.objects.filter(pk=trials[1].pk).update(state=S.CANCELED, early_stopped=True, finished_at=timezone.now())
+    result = argus_as(alice).run("show", trials[1].task_id)
+    assert result.returncode == 0, result.stderr
+    assert f"sweep       {sweep.sweep_id} (trial 1)" in result.stdout
+    assert f"params      {LR}=1e-06, {BATCH}=512" in result.stdout
+    assert "stopped     early, by its sweep" in result.stdout
+    plain = argus_as(alice).run("show", make_task(alice).task_id)
+    assert "sweep" not in plain.stdout and "params" not in plain.stdout
