@@ -16,6 +16,7 @@ from accounts import secrets as secrets_crypto
 from tasks.choices import TaskKind, Tracker, Workload
 from tasks.specs import advanced, paths, pools, verl_names
 from tasks.specs.checks import Checker, Rule, SpecKey, type_name
+from tasks.specs.hydra_argv import HydraArgv
 
 # Tasks a spec may wait for (after + after_any): a few steps' worth, not a whole history.
 MAX_DEPENDENCIES = 64
@@ -163,13 +164,9 @@ def overrides(check: Checker, key: SpecKey, resolved: Mapping[str, object]) -> o
     errors, argv = advanced.check_overrides(expanded, module, check.username, check.pending)
     for message in errors:
         check.fail(key.name, message)
-    reserved = verl_names.SET_FROM_SPEC
-    if resolved.get("workload") == Workload.EVAL:
-        reserved = {**reserved, **verl_names.SET_FOR_EVAL}
     if argv is not None:
-        for name in sorted({leaf.key for leaf in argv.leaves} | set(argv.deleted)):
-            if name in reserved:
-                check.fail(key.name, _set_by_argus(name, reserved[name]))
+        for message in set_by_argus(argv, resolved.get("workload")):
+            check.fail(key.name, message)
         for pool in pools.command_pools(module, argv)[0]:
             check.fail(
                 key.name,
@@ -183,10 +180,25 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _set_by_argus(name: str, spec_key: str) -> str:
-    if spec_key:
-        return f"may not set {name}: Argus sets it from the spec's {spec_key}; set {spec_key} instead"
-    return f"may not set {name}: Argus sets it itself (the task's own checkpoint folder, resume and run name)"
+def set_by_argus(argv: HydraArgv, workload: object) -> list[str]:
+    """Why overrides read as ``argv`` may not be a basic ``workload`` spec's: each key among them
+    that Argus writes into its command itself (verl_names.SET_FROM_SPEC, an eval's SET_FOR_EVAL
+    too), with the spec key to set instead."""
+    reserved = verl_names.SET_FROM_SPEC
+    if workload == Workload.EVAL:
+        reserved = {**reserved, **verl_names.SET_FOR_EVAL}
+    messages = []
+    for name in sorted({leaf.key for leaf in argv.leaves} | set(argv.deleted)):
+        if name not in reserved:
+            continue
+        spec_key = reserved[name]
+        if spec_key:
+            messages.append(f"may not set {name}: Argus sets it from the spec's {spec_key}; set {spec_key} instead")
+        else:
+            messages.append(
+                f"may not set {name}: Argus sets it itself (the task's own checkpoint folder, resume and run name)"
+            )
+    return messages
 
 
 def workload(check: Checker, key: SpecKey, resolved: Mapping[str, object]) -> object:

@@ -48,12 +48,12 @@ from django.contrib.auth.models import User
 
 from tasks.choices import TaskKind
 from tasks.pipelines.document import PIPELINE_NAME
-from tasks.specs import advanced, verl_names
+from tasks.specs import advanced, pools, verl_names
 from tasks.specs.checks import shown, type_name
 from tasks.specs.errors import Problems, SpecError
 from tasks.specs.keys import SPEC_KEY
 from tasks.specs.parse import ParsedSpec, parse_spec
-from tasks.specs.rules import BEST_MODES, METRIC_NAME
+from tasks.specs.rules import BEST_MODES, METRIC_NAME, set_by_argus
 from tasks.specs.yaml_load import load_document
 
 DOCUMENT_KEYS = ("name", "base", "grid", "random", "max_concurrent", "early_stop")
@@ -453,7 +453,9 @@ def _swept_overrides(
 ) -> None:
     """Each value of each swept Hydra override, checked alone as an advanced command's override
     is (tasks.specs.advanced.check_overrides): a refusal names the key and the value. A basic
-    base's overrides may not set a key Argus writes either (the message names the spec key)."""
+    base's overrides may not set a key Argus writes either (the message names the spec key). verl's
+    pools are judged with the whole command, in each trial's spec: one override alone may switch a
+    pool on whose size the base sets."""
     seen: dict[str, set[str]] = {}
     module = _module(base)
     basic = base.get("kind") != TaskKind.ADVANCED
@@ -466,14 +468,10 @@ def _swept_overrides(
                 continue
             seen[key].add(override)
             errors, argv = advanced.check_overrides([override], module, username)
-            if basic and argv is not None:
-                errors += [
-                    f"{key} is the spec's {spec_key}: sweep {spec_key} instead"
-                    if spec_key
-                    else f"{key} is Argus's own (the task's checkpoint folder, resume and run name)"
-                    for name in {leaf.key for leaf in argv.leaves} | set(argv.deleted)
-                    if (spec_key := verl_names.SET_FROM_SPEC.get(name)) is not None
-                ]
+            if argv is not None:
+                sizing = set(pools.command_pools(module, argv)[1])
+                errors = [message for message in errors if message not in sizing]
+                errors += set_by_argus(argv, base.get("workload")) if basic else []
             for message in errors:
                 problems.add(_field(section, key), f"{override}: {message}")
 

@@ -22,7 +22,7 @@ LR = "actor_rollout_ref.actor.optim.lr"
 BATCH = "data.train_batch_size"
 KL = "algorithm.kl_ctrl.kl_coef"
 BASE = {"workload": "grpo", "model_id": "Qwen/Qwen2.5-0.5B-Instruct", **TRAIN}
-ADVANCED_BASE = {
+ADVANCED_BASE: dict[str, Any] = {
     "kind": "advanced",
     "workload": "grpo",
     "nnodes": 1,
@@ -252,13 +252,34 @@ def test_a_swept_override_is_checked_as_an_advanced_commands_are(alice, datasets
 
 def test_a_swept_key_argus_writes_names_the_spec_key_to_sweep(alice, datasets: Path) -> None:
     problems = refusals(sweep(grid={"trainer.n_gpus_per_node": [2, 4], "trainer.default_local_dir": ["x"]}), alice)
+    set_instead = (
+        "may not set trainer.n_gpus_per_node: Argus sets it from the spec's n_gpus_per_node; "
+        "set n_gpus_per_node instead"
+    )
     assert problems["grid.trainer.n_gpus_per_node"] == [
-        "trainer.n_gpus_per_node=2: trainer.n_gpus_per_node is the spec's n_gpus_per_node: sweep n_gpus_per_node "
-        "instead",
-        "trainer.n_gpus_per_node=4: trainer.n_gpus_per_node is the spec's n_gpus_per_node: sweep n_gpus_per_node "
-        "instead",
+        f"trainer.n_gpus_per_node=2: {set_instead}",
+        f"trainer.n_gpus_per_node=4: {set_instead}",
     ]
-    assert any("Argus's own" in message for message in problems["grid.trainer.default_local_dir"])
+    assert any("Argus sets it itself" in message for message in problems["grid.trainer.default_local_dir"])
+    # An advanced command sets them itself: there the key is its own.
+    assert refusals(sweep(base=ADVANCED_BASE, grid={"trainer.n_gpus_per_node": [2]}), alice) == {
+        "base.command": [
+            "trial 0 (trainer.n_gpus_per_node=2): sets trainer.n_gpus_per_node=2 but the spec says n_gpus_per_node: 4"
+        ]
+    }
+
+
+def test_a_swept_switch_of_a_pool_the_advanced_base_sizes_is_judged_with_the_whole_command(
+    alice, datasets: Path
+) -> None:
+    sized = ADVANCED_BASE["command"].rstrip() + " reward.reward_model.nnodes=1 reward.reward_model.n_gpus_per_node=2\n"
+    document = parse(
+        sweep(
+            base={**ADVANCED_BASE, "command": sized}, grid={"reward.reward_model.enable_resource_pool": [True, False]}
+        ),
+        alice,
+    )
+    assert [[pool.name for pool in trial.parsed.extra_pools] for trial in document.trials] == [["reward"], []]
 
 
 def test_a_trial_refused_by_the_spec_checks_is_named_by_its_params(alice, datasets: Path) -> None:
