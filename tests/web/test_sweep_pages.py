@@ -296,3 +296,17 @@ def test_the_live_part_reads_a_fixed_number_of_queries(as_alice: Client, alice: 
             assert as_alice.get(f"/sweeps/{sweep.sweep_id}/", HTTP_HX_REQUEST="true").status_code == 200
         counts.append(len(queries))
     assert counts[0] == counts[1], counts
+
+
+def test_copy_to_a_new_sweep_fills_the_form_with_its_document(
+    as_alice: Client, alice: User, bob: User, make_task, datasets: Path
+) -> None:
+    text = render_to_string("tasks/specs/sweep.yaml")
+    as_alice.post("/tasks/new/", {"spec": text})
+    sweep = Sweep.objects.get()
+    page = text_of(as_alice.get(f"/sweeps/{sweep.sweep_id}/"))
+    assert f'href="/tasks/new/?from_sweep={sweep.sweep_id}"' in page
+    form = as_alice.get(f"/tasks/new/?from_sweep={sweep.sweep_id}")
+    assert form.context["spec"] == text
+    theirs, _ = make_sweep(bob, make_task, GRID[:1])
+    assert as_alice.get(f"/tasks/new/?from_sweep={theirs.sweep_id}").context["spec"] == ""
