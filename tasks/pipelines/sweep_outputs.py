@@ -20,7 +20,9 @@ from tasks.sweeps.summary import summarize
 
 # What a sweep hands on: its best trial's task id, folder and last checkpoint.
 SWEEP_OUTPUTS = ("task_id", "output_dir", "checkpoint")
-SWEEP_MACRO = re.compile(r"\$\{sweeps\.([^.}]*)\.([^}]*)\}")
+# The sweep id up to the last dot: a sweep id begins with its owner's name, which may hold dots
+# (accounts.users.USERNAME_PATTERN); an output's name never does.
+SWEEP_MACRO = re.compile(r"\$\{sweeps\.([^}]*)\.([^.}]*)\}")
 
 
 class Refusals(Protocol):

@@ -98,3 +98,13 @@ def test_the_api_answers_400_naming_the_macro(alice, client_for, make_task, data
     error = assert_error(response, 400, fields=("steps.export.checkpoint",))
     assert error["fields"]["steps.export.checkpoint"][0].startswith(f"{macro}: sweep {running.sweep_id} has not ended")
     assert not Task.objects.filter(pipeline__isnull=False).exists()
+
+
+def test_a_sweep_of_a_user_whose_name_has_a_dot(make_user, make_task):
+    # A username may hold '.' (accounts.users.USERNAME_PATTERN), and a sweep id starts with it.
+    user = make_user("j.doe")
+    sweep, trials = ended_sweep(user, make_task, [[(10, 0.5)], [(10, 0.7)]])
+    folder = checkpoint(trials[1], 10, actor=True)
+    assert "." in sweep.sweep_id
+    pipeline = submit_pipeline(user, {"steps": [export_of(f"${{sweeps.{sweep.sweep_id}.checkpoint}}")]}, actor="api")
+    assert pipeline.steps.get().task.spec["checkpoint"] == str(folder / "actor")
