@@ -59,10 +59,7 @@ def due_trials(now: datetime) -> list[Task]:
         & Q(logged_step__isnull=False)
         & (Q(trial_curve__read_step__isnull=True) | Q(logged_step__gt=F("trial_curve__read_step")))
     )
-    # read_at is taken before the read: a trial that ended during a read is read again.
-    ended = Q(state__in=TERMINAL_STATES, finished_at__gte=now - AFTER_END) & (
-        Q(trial_curve__read_at__isnull=True) | Q(trial_curve__read_at__lt=F("finished_at"))
-    )
+    ended = last_read_due(now)
     unseen = Q(state__in=ACTIVE_STATES, logged_step__isnull=True)
     # Only running sweeps' trials, and those of sweeps that ended lately (the trial whose end
     # ended its sweep): what the pass looks at grows with what runs, not with every sweep's history.
@@ -76,6 +73,15 @@ def due_trials(now: datetime) -> list[Task]:
         .order_by(F("trial_curve__read_at").asc(nulls_first=True), "pk")
     )
     return list(trials)
+
+
+def last_read_due(now: datetime) -> Q:
+    """Trials that ended (within AFTER_END) and whose curve has not been read since: their last
+    steps, the last validation among them, are not in their TrialCurve yet. read_at is taken
+    before the read: a trial that ended during a read is read again."""
+    return Q(state__in=TERMINAL_STATES, finished_at__gte=now - AFTER_END) & (
+        Q(trial_curve__read_at__isnull=True) | Q(trial_curve__read_at__lt=F("finished_at"))
+    )
 
 
 def refresh_trials(budget: Budget, now: datetime | None = None) -> int:

@@ -3,16 +3,18 @@ pipeline is submitted, and a 400 naming the macro when it cannot be."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 import yaml
+from django.utils import timezone
 
 from accounts.homes import home_dir
 from tasks.choices import SweepState, TaskState
 from tasks.models import Task
 from tasks.pipelines.actions import submit_pipeline
-from tasks.sweeps.models import Sweep
+from tasks.sweeps.models import Sweep, TrialCurve
 from tests.accounts.helpers import assert_error
 from tests.conftest import EVAL
 from tests.tasks.pipelines.test_pipelines import checkpoint, post, problems
@@ -108,3 +110,26 @@ def test_a_sweep_of_a_user_whose_name_has_a_dot(make_user, make_task):
     assert "." in sweep.sweep_id
     pipeline = submit_pipeline(user, {"steps": [export_of(f"${{sweeps.{sweep.sweep_id}.checkpoint}}")]}, actor="api")
     assert pipeline.steps.get().task.spec["checkpoint"] == str(folder / "actor")
+
+
+def test_the_best_trial_waits_for_the_last_reads_of_the_trials_that_just_ended(alice, make_task):
+    # The tick reads an ended trial's curve once more after its end (tasks.sweeps.curves), in a
+    # pass after the one whose end ended the sweep: its last validation, often its best, is not
+    # in its TrialCurve until then. Read before, the best trial would be the wrong one.
+    sweep, trials = ended_sweep(alice, make_task, [[(10, 0.7)], [(10, 0.6)]])
+    folders = [checkpoint(trial, 20, actor=True) for trial in trials]
+    ended = timezone.now()
+    Task.objects.filter(sweep=sweep).update(finished_at=ended)
+    TrialCurve.objects.filter(task=trials[0]).update(read_at=ended)  # read since it ended
+    TrialCurve.objects.filter(task=trials[1]).update(read_at=ended - timedelta(seconds=5))  # not yet
+    macro = f"${{sweeps.{sweep.sweep_id}.checkpoint}}"
+    assert macro_problems(export_of(macro)) == {
+        "steps.export.checkpoint": [
+            f"{macro}: sweep {sweep.sweep_id} ended moments ago: the last values of its trials are still being "
+            "read (by the scheduler's next pass), and its best trial with them; submit again shortly"
+        ]
+    }
+    # Its last record read: trial 1's last validation made it the best.
+    TrialCurve.objects.filter(task=trials[1]).update(points=[[10, 0.6], [20, 0.9]], read_at=ended)
+    pipeline = submit_pipeline(alice, {"steps": [export_of(macro)]}, actor="api:alice")
+    assert pipeline.steps.get().task.spec["checkpoint"] == str(folders[1] / "actor")
