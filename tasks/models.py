@@ -73,18 +73,6 @@ def new_task_id(username: str, workload: str, now: datetime | None = None) -> st
     return f"{username}-{workload}-{now:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
 
 
-def with_new_id(create: Callable[[str], _Row], username: str, kind: str) -> _Row:
-    """``create(id)`` with a readable id (new_task_id of ``kind``: a pipeline's, a sweep's), drawn
-    again while it collides with another's (the 4 hex digits within the same second)."""
-    for _ in range(5):
-        try:
-            with transaction.atomic():
-                return create(new_task_id(username, kind))
-        except IntegrityError:
-            continue
-    raise IntegrityError(f"could not draw a unique {kind} id")
-
-
 _Row = TypeVar("_Row")
 
 
