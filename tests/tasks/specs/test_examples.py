@@ -81,3 +81,17 @@ def test_the_pipeline_demo_is_a_valid_pipeline_document(alice) -> None:
     )
     # Every step fits one of make run's workers (ARGUS_DEV_GPUS, 4 by default).
     assert max(step.parsed.resolved.nnodes * step.parsed.resolved.n_gpus_per_node for step in document.steps) <= 4
+
+
+def test_the_sweep_example_is_three_trials_of_the_demo_where_make_run_allows_its_module(settings, alice) -> None:
+    from tasks.sweeps.document import parse_sweep
+
+    settings.ARGUS_ADVANCED_ALLOWED_MODULES = ["verl.trainer.", "examples."]
+    document = parse_sweep((EXAMPLES / "sweep.yaml").read_text(), user=alice)
+    assert [trial.params for trial in document.trials] == [{"+demo.lr": 0.2}, {"+demo.lr": 0.05}, {"+demo.lr": 0.01}]
+    assert (document.max_concurrent, document.metric, document.mode) == (2, "val/loss", "min")
+    # The demo trainer logs val/loss on its console lines, where Argus reads curves.
+    assert "val/loss" in (EXAMPLES / "tiny_trainer.py").read_text()
+    assert all(
+        trial.parsed.resolved.command.endswith(f"+demo.lr={trial.params['+demo.lr']}") for trial in document.trials
+    )
