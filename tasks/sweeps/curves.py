@@ -3,11 +3,15 @@ and before the cancels are sent: refresh each trial's TrialCurve from the curves
 reads (tasks.jobfiles.task_curves, what the task's metrics API reads), and stop the losers of
 its early stopping (tasks.sweeps.early_stop) at the rungs each trial newly reached.
 
-A curve is read again only when its trial's logged step moved past what the curve last read
-(for a run without verl's console logger, whose driver log shows no step: when its file logger
-was written since), and once more after the trial ended (its last steps, so that finished trials' curves and rung
-values are whole). Every read is bounded (tasks.scheduler.storage) and the pass stops when the
-tick's budget is spent; what it did not reach is due at the next tick.
+A running trial's curve is read again when its logged step moved past what the curve last read
+and either reached a rung since (its early stopping waits for no one) or REFRESH_EVERY passed
+since the last read: a curve is the whole file logger of the run, read whole (a 10,000-step run
+of 60 metrics: 15 MB, over a second), and the pages can wait a little for theirs. A run without
+verl's console logger shows no step in its driver log: it is read when its file logger was
+written since, at most every REFRESH_EVERY. A trial is read once more after it ended (its last
+steps, so that finished trials' curves and rung values are whole). Every read is bounded
+(tasks.scheduler.storage) and the pass stops when the tick's budget is spent; what it did not
+reach is due at the next tick.
 
 A loser is stopped at once: Task.early_stopped, an EARLY_STOPPED event, then the task's
 ordinary cancel (it ends CANCELED through the scheduler's stop, just below in the tick; its
@@ -32,7 +36,7 @@ from tasks.models import Task
 from tasks.scheduler.settle import ACTOR
 from tasks.scheduler.storage import bounded
 from tasks.scheduler.turns import Budget
-from tasks.sweeps.early_stop import Verdict, judge, rungs, value_at
+from tasks.sweeps.early_stop import Verdict, judge, next_rung, rungs, value_at
 from tasks.sweeps.models import Mode, RungValue, Sweep, TrialCurve
 
 logger = logging.getLogger(__name__)
@@ -41,6 +45,9 @@ logger = logging.getLogger(__name__)
 # unreadable all that while) its curve stays as last read, rather than every ended trial of
 # every sweep being looked at each tick for ever.
 AFTER_END = timedelta(minutes=10)
+# A running trial's curve, for its sweep's page and API, is read at most this often unless it
+# reached a rung.
+REFRESH_EVERY = timedelta(seconds=30)
 
 
 def due_trials(now: datetime) -> list[Task]:
@@ -48,7 +55,8 @@ def due_trials(now: datetime) -> list[Task]:
     logged a step past the curve's last read (running, or back in the queue after an attempt that
     ended: its last steps were caught up at its end), and those that ended after the read; least
     lately read first. Also those running with no step seen in their driver log (a run without
-    verl's console logger shows its steps only in its file logger): ``file_moved`` decides."""
+    verl's console logger shows its steps only in its file logger). ``read_now`` says which of
+    them this tick reads."""
     logged = (
         Attempt.objects.filter(task=OuterRef("pk"), last_step__isnull=False)
         .order_by("-attempt_no")
@@ -67,7 +75,11 @@ def due_trials(now: datetime) -> list[Task]:
     trials = (
         Task.objects.filter(live)
         .exclude(sweep__metric="")
-        .annotate(logged_step=Subquery(logged), curve_read_at=F("trial_curve__read_at"))
+        .annotate(
+            logged_step=Subquery(logged),
+            curve_read_at=F("trial_curve__read_at"),
+            curve_read_step=F("trial_curve__read_step"),
+        )
         .filter(moved | ended | unseen)
         .select_related("sweep", "user")
         .order_by(F("trial_curve__read_at").asc(nulls_first=True), "pk")
@@ -87,20 +99,34 @@ def last_read_due(now: datetime) -> Q:
 def refresh_trials(budget: Budget, now: datetime | None = None) -> int:
     """Refresh the due trials' curves while ``budget`` lasts; returns the trials stopped early."""
     stopped = 0
-    for task in due_trials(now or timezone.now()):
+    now = now or timezone.now()
+    for task in due_trials(now):
         if budget.spent():
             break
         try:
-            # logged_step and curve_read_at: due_trials' annotations
-            unseen = task.state in ACTIVE_STATES and getattr(task, "logged_step", None) is None
-            if unseen and not file_moved(task, getattr(task, "curve_read_at", None)):
-                continue
-            stopped += refresh(task) is not None
+            if read_now(task, now):
+                stopped += refresh(task) is not None
         except OSError as error:  # shared storage slow or failing: the next tick reads again
             logger.warning("curve of trial %s unread: %s", task.task_id, error)
         except Exception:  # one trial it cannot read never stops the tick
             logger.exception("curve of trial %s unread", task.task_id)
     return stopped
+
+
+def read_now(task: Task, now: datetime) -> bool:
+    """Whether a trial due_trials found behind is read in this tick (see the module's doc)."""
+    if task.state not in ACTIVE_STATES:
+        return True  # ended (its last read), or back in the queue after an attempt: once
+    # due_trials' annotations: the step the watch saw last, the curve's last read.
+    logged: int | None = getattr(task, "logged_step", None)
+    read_at: datetime | None = getattr(task, "curve_read_at", None)
+    read_step: int | None = getattr(task, "curve_read_step", None)
+    stale = read_at is None or now - read_at >= REFRESH_EVERY
+    if logged is None:
+        return stale and file_moved(task, read_at)
+    early_stop = task.sweep.early_stop if task.sweep is not None else {}
+    at_rung = bool(early_stop) and logged >= next_rung(int(early_stop["min_steps"]), int(early_stop["eta"]), read_step)
+    return stale or at_rung
 
 
 def file_moved(task: Task, since: datetime | None) -> bool:

@@ -34,12 +34,24 @@ class Verdict:
 
 def rungs(min_steps: int, eta: int, up_to: int) -> Iterator[int]:
     """The rungs a trial whose logged step is ``up_to`` has reached, lowest first."""
-    if min_steps < 1 or eta < 2:
-        raise ValueError(f"successive halving needs min_steps >= 1 and eta >= 2, not {min_steps} and {eta}")
-    rung = min_steps
+    rung = _first(min_steps, eta)
     while rung <= up_to:
         yield rung
         rung *= eta
+
+
+def next_rung(min_steps: int, eta: int, after: int | None) -> int:
+    """The lowest rung above step ``after`` (None: no step yet, so the first)."""
+    rung = _first(min_steps, eta)
+    while after is not None and rung <= after:
+        rung *= eta
+    return rung
+
+
+def _first(min_steps: int, eta: int) -> int:
+    if min_steps < 1 or eta < 2:
+        raise ValueError(f"successive halving needs min_steps >= 1 and eta >= 2, not {min_steps} and {eta}")
+    return min_steps
 
 
 def value_at(points: Sequence[tuple[int, float]], rung: int) -> tuple[int, float] | None:

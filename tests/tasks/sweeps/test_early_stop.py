@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.sweeps.early_stop import better, cutoff, judge, rungs, value_at
+from tasks.sweeps.early_stop import better, cutoff, judge, next_rung, rungs, value_at
 
 
 def test_the_rungs_are_min_steps_times_powers_of_eta_up_to_the_logged_step() -> None:
@@ -18,10 +18,18 @@ def test_the_rungs_are_min_steps_times_powers_of_eta_up_to_the_logged_step() -> 
     assert list(rungs(1, 4, 16)) == [1, 4, 16]
 
 
+def test_the_next_rung_is_the_lowest_above_a_step() -> None:
+    assert next_rung(10, 2, None) == 10
+    assert [next_rung(10, 2, step) for step in (0, 9, 10, 19, 20, 39, 40)] == [10, 10, 20, 20, 40, 40, 80]
+    assert next_rung(3, 3, 3) == 9
+
+
 @pytest.mark.parametrize(("min_steps", "eta"), [(0, 2), (10, 1), (10, 0)])
 def test_rungs_that_never_grow_are_refused(min_steps: int, eta: int) -> None:
     with pytest.raises(ValueError, match="min_steps >= 1 and eta >= 2"):
         list(rungs(min_steps, eta, 100))
+    with pytest.raises(ValueError, match="min_steps >= 1 and eta >= 2"):
+        next_rung(min_steps, eta, 100)
 
 
 def test_the_value_at_a_rung_is_the_last_point_at_or_before_it() -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.utils import timezone
@@ -81,8 +81,13 @@ def trial(
     return Task.objects.get(pk=task.pk)
 
 
-def refresh() -> int:
-    return refresh_trials(Budget(60))
+def refresh(now: datetime | None = None) -> int:
+    return refresh_trials(Budget(60), now)
+
+
+def later() -> datetime:
+    """When a running trial's curve is read again though it reached no rung."""
+    return timezone.now() + curves.REFRESH_EVERY
 
 
 def early_stops(task: Task) -> list[dict]:
@@ -137,17 +142,41 @@ def test_a_curve_is_read_again_only_when_the_logged_step_moves_on(alice, make_ta
     sweep = sweep_of(alice)
     task = trial(make_task, alice, sweep, {0: 0.2, 4: 0.3}, 6)
     refresh()
-    refresh()
+    refresh(later())
     assert reads == [task.task_id]
     attempt = task.attempts.get()
     write_log(task, attempt, {0: 0.2, 4: 0.3, 8: 0.45}, 8)
-    refresh()
+    refresh(later())
     assert reads == [task.task_id]  # the watch has not seen step 8 yet
     Attempt.objects.filter(pk=attempt.pk).update(last_step=8)
-    refresh()
-    refresh()
+    refresh(later())
+    refresh(later())
     assert reads == [task.task_id, task.task_id]
     assert TrialCurve.objects.get(task=task).points == [[0, 0.2], [4, 0.3], [8, 0.45]]
+
+
+def test_a_step_that_reached_no_rung_is_read_only_every_refresh_every(alice, make_task, reads) -> None:
+    sweep = sweep_of(alice)  # rungs 10, 20, 40, ...
+    task = trial(make_task, alice, sweep, {0: 0.2, 4: 0.3}, 6)
+    refresh()
+    attempt = task.attempts.get()
+
+    def logged(step: int) -> None:
+        write_log(task, attempt, {0: 0.2, 4: 0.3, 8: 0.4}, step)
+        Attempt.objects.filter(pk=attempt.pk).update(last_step=step)
+
+    logged(9)
+    refresh()
+    assert reads == [task.task_id]  # read at 6, now 9: no rung between, and read a moment ago
+    logged(10)
+    refresh()
+    assert reads == [task.task_id, task.task_id]  # rung 10: at once
+    assert RungValue.objects.filter(task=task, rung=10).exists()
+    logged(19)
+    refresh()
+    assert len(reads) == 2
+    refresh(later())
+    assert len(reads) == 3  # the page's curve, a while later
 
 
 def test_a_run_without_a_console_is_read_when_its_file_logger_was_written(alice, make_task, reads) -> None:
@@ -165,9 +194,10 @@ def test_a_run_without_a_console_is_read_when_its_file_logger_was_written(alice,
     write_log(quiet, quiet.attempts.get(), {0: 0.2, 5: 0.3, 10: 0.4}, 11)
     read_at = TrialCurve.objects.get(task=quiet).read_at
     assert read_at is not None
-    later = (read_at + timedelta(seconds=1)).timestamp()
-    os.utime(path, (later, later))
-    assert refresh() == 1
+    written = (read_at + timedelta(seconds=1)).timestamp()
+    os.utime(path, (written, written))
+    assert refresh() == 0  # read a moment ago: the file's step is unknown until it is read
+    assert refresh(read_at + curves.REFRESH_EVERY) == 1
     assert reads == [ended.task_id, quiet.task_id, quiet.task_id]
     assert early_stops(quiet)[0]["cutoff"] == 0.6
 
@@ -377,9 +407,9 @@ def test_a_spent_budget_reads_no_more_and_the_next_tick_reads_the_rest_first(ali
     assert reads == [one.task_id]
     Attempt.objects.filter(task=one).update(last_step=4)  # both due now: the one never read goes first
     ticks = iter(range(100))
-    refresh_trials(Budget(1.5, clock=lambda: next(ticks)))
+    refresh_trials(Budget(1.5, clock=lambda: next(ticks)), later())
     assert reads == [one.task_id, two.task_id]
-    refresh()
+    refresh(later())
     assert reads == [one.task_id, two.task_id, one.task_id]
 
 
