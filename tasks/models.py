@@ -287,7 +287,10 @@ class Task(models.Model):
         """A run's total steps, the one reading (the metrics API, the CLI's bar, the incomplete-run
         check): verl's own count, ``logged`` in its driver log ("Total training steps: N"), else
         what the spec asks for (total_training_steps, or an advanced command's
-        trainer.total_training_steps); None when neither says."""
+        trainer.total_training_steps); None when neither says, and for an eval, which trains no
+        step (verl prints the count of the train dataloader it builds from the val file anyway)."""
+        if self.workload == Workload.EVAL:
+            return None
         if logged is not None:
             return logged
         spec = self.resolved

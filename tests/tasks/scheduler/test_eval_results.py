@@ -102,3 +102,18 @@ def test_an_eval_whose_metrics_cannot_be_read_still_succeeds(alice, make_task, f
     succeed(ray, task, attempt)
     assert task.state == S.SUCCEEDED
     assert task.result_metrics == {}
+
+
+def test_an_evals_progress_has_no_total(alice, make_task, fake_ray, clock, client_for):
+    # verl prints the total of the train dataloader it builds (from the val file) and never
+    # iterates: "step 0 of 40" would read as a run that stopped short of its end.
+    ray = fake_ray([4])
+    task = make_task(alice, EVAL_SPEC, stall_timeout_s=None)
+    attempt = running(ray, task, clock)
+    log(task, attempt, TOTAL_PRINTED + "step:0 - val-core/openai/gsm8k/acc/mean@1:0.625\n")
+    file_log(task, attempt, {"step": 0, "data": VALIDATION})
+    succeed(ray, task, attempt)
+    assert task.state == S.SUCCEEDED
+    body = client_for(alice).get(f"/api/v2/tasks/{task.task_id}/metrics").json()
+    assert (body["last_step"], body["total_steps"]) == (0, None)
+    assert task.total_steps(attempt.total_steps) is None
