@@ -27,13 +27,16 @@ pytestmark = [pytest.mark.ray, pytest.mark.django_db]
 S = TaskState
 WORKERS = 3
 
-# A checkpoint every 5 steps of 0.4 s: ~20 s of training, and max_retries 0, so that only a
-# death not counted as the task's failure lets it finish.
+# A checkpoint every 5 steps of 0.4 s, and max_retries 0, so that only a death not counted as
+# the task's failure lets it finish. The node dies at step 7 (kill_under): the 23 steps left
+# (9 s) are the margin for the test's own look at the attempt's actors before it kills, and
+# the second attempt runs what is left after the checkpoint it resumes from (~8 s).
+STEPS = 30
 DURABLE = "trainer.default_local_dir=$ARGUS_CHECKPOINT_DIR trainer.save_freq=5"
 
 
 def spec(nnodes: int) -> str:
-    return standin_spec(nnodes=nnodes, gpus=1, steps=50, step_s=0.4, extra=DURABLE) + "max_retries: 0\n"
+    return standin_spec(nnodes=nnodes, gpus=1, steps=STEPS, step_s=0.4, extra=DURABLE) + "max_retries: 0\n"
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +115,7 @@ def assert_resumed_elsewhere(task: Task, victim: str, saved: int) -> None:
     assert first.failure_kind == FailureKind.NODE_FAILURE, (first.failure_kind, first.stop_line, first.message)
     assert saved >= 5
     assert second.resumed_from_step == saved
-    assert steps_in(Path(second.log_path)) == list(range(saved + 1, 51))
+    assert steps_in(Path(second.log_path)) == list(range(saved + 1, STEPS + 1))
     assert victim not in (second.node_id, *second.nodes)
     assert task.max_retries == 0 and second.failure_kind == ""
     requeued = task.events.get(attempt=first, to_state=S.QUEUED)
