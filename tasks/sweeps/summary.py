@@ -56,7 +56,8 @@ def with_curves(trials: QuerySet[Task]) -> QuerySet[Task]:
         .values("last_step")[:1]
     )
     return (
-        trials.select_related("trial_curve", "user")
+        # pending: a trial not started shows why it waits (the cap, or the queue's reason).
+        trials.select_related("trial_curve", "user", "pending")
         .annotate(logged_step=Subquery(logged))
         .order_by("trial_index", "id")
     )

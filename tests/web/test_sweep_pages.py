@@ -310,3 +310,32 @@ def test_copy_to_a_new_sweep_fills_the_form_with_its_document(
     assert form.context["spec"] == text
     theirs, _ = make_sweep(bob, make_task, GRID[:1])
     assert as_alice.get(f"/tasks/new/?from_sweep={theirs.sweep_id}").context["spec"] == ""
+
+
+def test_a_waiting_or_queued_trial_says_why_in_the_table(
+    as_alice: Client, alice: User, make_task, sweep_and_trials: tuple[Sweep, list[Task]]
+) -> None:
+    sweep, trials = sweep_and_trials
+    Task.objects.filter(pk=trials[3].pk).update(state=S.WAITING, queued_at=None)
+    PendingReason.objects.create(task=trials[3], text="sweep lr-sweep: 2 of 2 trials running")
+    PendingReason.objects.create(task=trials[2], text="needs 4 GPUs on one node; at most 2 free")
+    Task.objects.filter(pk=trials[0].pk).update(state=S.SUCCEEDED, finished_at=timezone.now())
+    PendingReason.objects.create(task=trials[0], text="an old reason, from before it ran")
+    page = text_of(as_alice.get(f"/sweeps/{sweep.sweep_id}/"))
+    assert "<small class=\"pending-reason\" data-pending>sweep lr-sweep: 2 of 2 trials running</small>" in row_of(
+        page, trials[3].task_id
+    )
+    assert "needs 4 GPUs on one node; at most 2 free" in row_of(page, trials[2].task_id)
+    # An ended trial's reason is history, not why it waits.
+    assert "data-pending" not in row_of(page, trials[0].task_id) and "an old reason" not in page
+    # Read with the trials (one join), not a query per row: the live part is polled.
+    small, _ = make_sweep(alice, make_task, GRID[:1])
+    large, large_trials = make_sweep(alice, make_task, GRID * 3)
+    for task in large_trials:
+        PendingReason.objects.create(task=task, text="sweep lr-sweep: 2 of 2 trials running")
+    counts = []
+    for each in (small, large):
+        with CaptureQueriesContext(connection) as queries:
+            assert as_alice.get(f"/sweeps/{each.sweep_id}/", HTTP_HX_REQUEST="true").status_code == 200
+        counts.append(len(queries))
+    assert counts[0] == counts[1], counts
