@@ -122,7 +122,7 @@ def login(url: str | None, token_stdin: bool) -> None:
 @json_option
 @api_command
 def submit(file: Any, follow: bool, interval: float, as_json: bool) -> None:
-    """Submit the task spec FILE (YAML; - for standard input) and print the new task's id.
+    """Submit the task spec FILE (YAML or JSON; - for standard input) and print the new task's id.
 
     A pipeline document (a mapping with steps:) is submitted as a pipeline: its id is printed,
     and --follow follows each step in turn. A sweep document (a mapping with base:, grid: or
@@ -130,15 +130,15 @@ def submit(file: Any, follow: bool, interval: float, as_json: bool) -> None:
     api = client()
     content = file.read()
     if has_key(content, PIPELINE_KEYS):
-        pipeline = api.post("pipelines", content=content, content_type="application/yaml")
+        pipeline = post_document(api, "pipelines", content)
         announce_pipeline(api, pipeline, follow=follow, interval=interval, as_json=as_json)
         return
     if has_key(content, SWEEP_KEYS):
         if follow:
             fail("--follow follows a task or a pipeline; a sweep's trials: argus sweep show ID")
-        announce_sweep(submit_sweep(api, content), as_json=as_json)
+        announce_sweep(post_document(api, "sweeps", content), as_json=as_json)
         return
-    task = api.post("tasks", content=content, content_type="application/yaml")
+    task = post_document(api, "tasks", content)
     announce(api, task, follow=follow, interval=interval, as_json=as_json)
 
 
@@ -165,14 +165,15 @@ def announce_pipeline(api: Client, pipeline: dict[str, Any], *, follow: bool, in
         sys.exit(following.exit_code(ended))
 
 
-def submit_sweep(api: Client, content: bytes) -> dict[str, Any]:
-    """POST a sweep document: JSON as JSON, anything else as YAML. A YAML loader reads JSON's
-    1e-06 as a string (YAML 1.1 floats have a dot), and a learning rate is a number."""
+def post_document(api: Client, endpoint: str, content: bytes) -> dict[str, Any]:
+    """POST a document (a task spec, a pipeline, a sweep): JSON as JSON, anything else as YAML.
+    JSON is not always YAML: a YAML loader reads JSON's 1e-06 as a string (YAML 1.1 floats have
+    a dot) and refuses the tabs `jq --tab` indents with."""
     try:
         json.loads(content)
     except ValueError:
-        return api.post("sweeps", content=content, content_type="application/yaml")
-    return api.post("sweeps", content=content, content_type="application/json")
+        return api.post(endpoint, content=content, content_type="application/yaml")
+    return api.post(endpoint, content=content, content_type="application/json")
 
 
 def announce_sweep(sweep: dict[str, Any], *, as_json: bool) -> None:
@@ -564,7 +565,7 @@ def sweep() -> None:
 @api_command
 def sweep_submit(file: Any, as_json: bool) -> None:
     """Submit the sweep document FILE (YAML or JSON; - for standard input) and print its id."""
-    announce_sweep(submit_sweep(client(), file.read()), as_json=as_json)
+    announce_sweep(post_document(client(), "sweeps", file.read()), as_json=as_json)
 
 
 @sweep.command(name="ls")

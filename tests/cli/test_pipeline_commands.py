@@ -280,3 +280,10 @@ def test_follow_exits_1_when_a_step_failed(alice, argus_as, pipeline_file, tmp_p
     assert f"{steps['sft'].task_id}: FAILED (RuntimeError: boom)" in err
     assert f"{steps['grpo'].task_id}: CANCELED (its dependency {steps['sft-export'].task_id} CANCELED)" in err
     assert err.rstrip().endswith(f"{pipeline.pipeline_id}: FAILED")
+
+
+def test_submit_sends_a_json_pipeline_as_json(alice, argus_as, datasets):
+    # Tab-indented JSON is no YAML: sent as JSON, it is a pipeline all the same.
+    result = argus_as(alice).run("submit", "-", input=json.dumps({"steps": [SFT, EXPORT]}, indent="\t"))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"{Pipeline.objects.get().pipeline_id}\n" and Task.objects.count() == 2
