@@ -192,7 +192,12 @@ def set_by_argus(argv: HydraArgv, workload: object) -> list[str]:
         if name not in reserved:
             continue
         spec_key = reserved[name]
-        if spec_key:
+        if workload == Workload.EVAL and name in verl_names.TRAINING_ONLY:
+            messages.append(
+                f"may not set {name}: an eval only validates (trainer.val_only): it trains no step and saves no "
+                "checkpoint, so training's keys have nothing to set"
+            )
+        elif spec_key:
             messages.append(f"may not set {name}: Argus sets it from the spec's {spec_key}; set {spec_key} instead")
         else:
             messages.append(

@@ -90,3 +90,20 @@ SET_FOR_EVAL: dict[str, str] = {
     VAL_BEFORE_TRAIN: "workload",
     CRITIC_ENABLE: "workload",
 }
+# The keys of SET_FROM_SPEC that only training reads, which an eval's command leaves alone: its
+# overrides may not set them either, but there is no spec key of an eval's to set instead.
+TRAINING_ONLY: frozenset[str] = frozenset(
+    {
+        CRITIC_MODEL_PATH,
+        SFT_MODEL_PATH,
+        ADV_ESTIMATOR,
+        TOTAL_EPOCHS,
+        TOTAL_TRAINING_STEPS,
+        SAVE_FREQ,
+        TEST_FREQ,
+        LOCAL_DIR,
+        MAX_ACTOR_CKPT_TO_KEEP,
+        MAX_CRITIC_CKPT_TO_KEEP,
+        MAX_CKPT_TO_KEEP,
+    }
+)

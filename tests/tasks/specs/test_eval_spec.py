@@ -170,3 +170,18 @@ def test_a_training_spec_may_still_skip_its_first_validation(val_file: Path) -> 
     spec = eval_spec(workload="grpo", train_file="$HOME/common/datasets/gsm8k/test.parquet")
     parsed = parse_spec({**spec, "overrides": ["trainer.val_before_train=False"]}, username="alice")
     assert parsed.resolved.overrides == ("trainer.val_before_train=False",)
+
+
+@pytest.mark.parametrize(
+    "override",
+    ["trainer.total_epochs=2", "trainer.save_freq=5", "trainer.test_freq=5", "critic.model.path=x/y"],
+)
+def test_an_evals_overrides_of_trainings_keys_say_it_trains_nothing(val_file: Path, override: str) -> None:
+    # Not "set total_epochs instead": an eval refuses total_epochs too (a circle of 400s).
+    name = override.partition("=")[0]
+    assert errors(eval_spec(overrides=[override])) == {
+        "overrides": [
+            f"may not set {name}: an eval only validates (trainer.val_only): it trains no step and saves no "
+            "checkpoint, so training's keys have nothing to set"
+        ]
+    }
