@@ -322,7 +322,7 @@ def test_a_waiting_or_queued_trial_says_why_in_the_table(
     Task.objects.filter(pk=trials[0].pk).update(state=S.SUCCEEDED, finished_at=timezone.now())
     PendingReason.objects.create(task=trials[0], text="an old reason, from before it ran")
     page = text_of(as_alice.get(f"/sweeps/{sweep.sweep_id}/"))
-    assert "<small class=\"pending-reason\" data-pending>sweep lr-sweep: 2 of 2 trials running</small>" in row_of(
+    assert '<small class="pending-reason" data-pending>sweep lr-sweep: 2 of 2 trials running</small>' in row_of(
         page, trials[3].task_id
     )
     assert "needs 4 GPUs on one node; at most 2 free" in row_of(page, trials[2].task_id)
@@ -339,3 +339,18 @@ def test_a_waiting_or_queued_trial_says_why_in_the_table(
             assert as_alice.get(f"/sweeps/{each.sweep_id}/", HTTP_HX_REQUEST="true").status_code == 200
         counts.append(len(queries))
     assert counts[0] == counts[1], counts
+
+
+def test_a_canceled_sweep_whose_trials_are_still_stopping_says_so(
+    as_alice: Client, sweep_and_trials: tuple[Sweep, list[Task]]
+) -> None:
+    sweep, trials = sweep_and_trials
+    now = timezone.now()
+    Sweep.objects.filter(pk=sweep.pk).update(canceled_at=now)
+    Task.objects.filter(pk=trials[0].pk).update(state=S.RUNNING, cancel_requested_at=now)
+    Task.objects.filter(pk__in=[t.pk for t in trials[1:]]).update(state=S.CANCELED, finished_at=now)
+    page = text_of(as_alice.get(f"/sweeps/{sweep.sweep_id}/"))
+    assert "Canceled: the trials still on Ray stop once Ray reports their jobs stopped." in page
+    # Not that the others wait their turn: none will run.
+    assert "wait their turn" not in page and "Cancel sweep" not in page
+    assert 'hx-select="#sweep-live"' in page  # it still polls until the sweep has ended
