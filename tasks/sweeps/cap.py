@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import partial
 
+from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
 
@@ -22,6 +23,7 @@ from tasks.models import Event, Task
 from tasks.queue import reasons as queue_reasons
 from tasks.scheduler.settle import ACTOR
 from tasks.scheduler.turns import Budget, guarded
+from tasks.sweeps.models import Sweep
 
 
 @dataclass
@@ -93,13 +95,23 @@ def release_trials(budget: Budget) -> None:
     queue_reasons.write(changed, states=(TaskState.WAITING,))
 
 
-def _queue(task: Task, sweep: Capped) -> Event:
+def _queue(task: Task, sweep: Capped) -> Event | None:
+    """The trial QUEUED, unless its sweep was canceled (or ended) since ``capped`` read it: None.
+    cancel_sweep sets canceled_at before it cancels the trials one by one, so a trial queued after
+    that would reach the queue (and Ray) before its cancel; the sweep's row, locked here and
+    written there, orders the two."""
     running = "" if sweep.cap is None else f" ({sweep.admitted + 1} of {sweep.cap} trials running)"
-    return task.transition(
-        TaskState.QUEUED,
-        role=Role.SCHEDULER,
-        actor=ACTOR,
-        message=f"A place under its sweep's cap is free{running}: queued.",
-        queued_at=timezone.now(),
-        pending_reason="",
-    )
+    with transaction.atomic():
+        still = Sweep.objects.select_for_update().filter(
+            pk=task.sweep_id, state=SweepState.RUNNING, canceled_at__isnull=True
+        )
+        if still.only("pk").first() is None:
+            return None
+        return task.transition(
+            TaskState.QUEUED,
+            role=Role.SCHEDULER,
+            actor=ACTOR,
+            message=f"A place under its sweep's cap is free{running}: queued.",
+            queued_at=timezone.now(),
+            pending_reason="",
+        )

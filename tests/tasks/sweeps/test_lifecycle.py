@@ -21,7 +21,7 @@ from tasks.pipelines import waiting as dependencies
 from tasks.queue.reasons import PendingReason
 from tasks.scheduler.tick import tick
 from tasks.scheduler.turns import Budget
-from tasks.sweeps import lifecycle
+from tasks.sweeps import cap, lifecycle
 from tasks.sweeps.cap import release_trials
 from tasks.sweeps.lifecycle import finish_sweeps, sweep_state_of
 from tasks.sweeps.models import Sweep
@@ -150,6 +150,24 @@ def test_a_canceled_sweeps_waiting_trials_are_not_released(alice, make_task):
     Task.objects.get(pk=trials[0].pk).cancel("api:alice")
     release_trials(Budget(60))
     assert states(trials) == [S.CANCELED, S.WAITING, S.WAITING]
+
+
+def test_a_sweep_canceled_after_the_release_read_it_has_no_trial_queued(alice, make_task, monkeypatch):
+    # The exact point: the release has read the sweep's waiting trials (not canceled then), and
+    # cancel_sweep has set canceled_at but not yet reached the waiting trial.
+    sweep, trials = make_sweep(alice, make_task, 3, cap=1)
+    Task.objects.get(pk=trials[0].pk).cancel("api:alice")  # a place frees
+    read = cap.capped
+
+    def read_then_cancel() -> dict[int, cap.Capped]:
+        found = read()
+        Sweep.objects.filter(pk=sweep.pk).update(canceled_at=timezone.now())
+        return found
+
+    monkeypatch.setattr(cap, "capped", read_then_cancel)
+    release_trials(Budget(60))
+    assert states(trials) == [S.CANCELED, S.WAITING, S.WAITING]
+    assert not Event.objects.filter(task=trials[1], kind=EventKind.STATE_TRANSITION, to_state=S.QUEUED).exists()
 
 
 def test_the_dependencies_leave_a_sweeps_waiting_trials_to_the_cap(alice, make_task):
