@@ -79,7 +79,7 @@ def release_trials(budget: Budget) -> None:
     """Each running sweep's waiting trials, in trial order, QUEUED while fewer than its cap are
     admitted; the others' reason kept up to date."""
     changed: dict[int, str] = {}
-    for sweep in capped().values():
+    for sweep_pk, sweep in capped().items():
         queued: set[int] = set()
         for pk, _ in sweep.waiting[: sweep.free]:
             if budget.spent():
@@ -87,7 +87,7 @@ def release_trials(budget: Budget) -> None:
             task = Task.objects.select_related("user").filter(pk=pk, state=TaskState.WAITING).first()
             if task is None:
                 continue  # moved meanwhile (canceled by its owner)
-            if guarded(task, partial(_queue, task, sweep)) is not None:
+            if guarded(task, partial(_queue, task, sweep_pk, sweep)) is not None:
                 queued.add(pk)
                 sweep.admitted += 1
         reason = sweep.reason()[: queue_reasons.MAX_LENGTH]
@@ -95,7 +95,7 @@ def release_trials(budget: Budget) -> None:
     queue_reasons.write(changed, states=(TaskState.WAITING,))
 
 
-def _queue(task: Task, sweep: Capped) -> Event | None:
+def _queue(task: Task, sweep_pk: int, sweep: Capped) -> Event | None:
     """The trial QUEUED, unless its sweep was canceled (or ended) since ``capped`` read it: None.
     cancel_sweep sets canceled_at before it cancels the trials one by one, so a trial queued after
     that would reach the queue (and Ray) before its cancel; the sweep's row, locked here and
@@ -103,7 +103,7 @@ def _queue(task: Task, sweep: Capped) -> Event | None:
     running = "" if sweep.cap is None else f" ({sweep.admitted + 1} of {sweep.cap} trials running)"
     with transaction.atomic():
         still = Sweep.objects.select_for_update().filter(
-            pk=task.sweep_id, state=SweepState.RUNNING, canceled_at__isnull=True
+            pk=sweep_pk, state=SweepState.RUNNING, canceled_at__isnull=True
         )
         if still.only("pk").first() is None:
             return None
