@@ -14,6 +14,9 @@ function colour(n) {
 }
 
 let plot = null;
+// The trials the reader hid by a click on their legend entry: a poll's redraw keeps them hidden
+// (with many trials, hiding all but a few is how one compares them).
+const hidden = new Set();
 
 function drawChart() {
   const box = document.querySelector("[data-sweep-chart]");
@@ -39,6 +42,7 @@ function drawChart() {
     label: trial.best ? `${trial.label} (best)` : trial.label,
     stroke: colour(n),
     width: trial.best ? 3 : 1.5,
+    show: !hidden.has(trial.task_id),
     spanGaps: true,
     points: { size: 5 },
   }));
@@ -60,6 +64,16 @@ function drawChart() {
       axes: [{ size: 30, incrs: STEP_INCREMENTS, label: "step" }, { size: 56 }],
       series: [{ label: "step" }, ...series],
       cursor: { drag: { x: false, y: false } },
+      hooks: {
+        setSeries: [
+          (u, index) => {
+            if (index == null) return;
+            const id = trials[index - 1].task_id;
+            if (u.series[index].show) hidden.delete(id);
+            else hidden.add(id);
+          },
+        ],
+      },
     },
     [steps, ...ys],
     figure,

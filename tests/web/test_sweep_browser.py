@@ -167,3 +167,33 @@ def test_it_submits_a_sweep_from_the_new_task_page(signed_in_page: Page, dataset
     expect(page.locator("table.sweep-trials tbody tr")).to_have_count(6)
     expect(page.locator("[data-curves-empty]")).to_be_visible()
     shot(page, "sweep-submitted")
+
+
+def test_odd_params_are_text_and_a_hidden_trial_stays_hidden_when_the_page_polls(
+    signed_in_page: Page, alice: User, make_task: Callable[..., Task]
+) -> None:
+    page = signed_in_page
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    odd = ['"</script><script>alert(1)</script>', "it's <b>bold</b> & \\ \u00e9", "x" * 300]
+    sweep, trials = make_sweep(
+        alice, make_task, [{"trainer.experiment_name": value} for value in odd], curves=[[(10, 0.1)], [(10, 0.2)]]
+    )
+    page.goto(f"/sweeps/{sweep.sweep_id}/")
+    figure = page.locator("[data-sweep-chart] figure")
+    expect(figure).to_have_attribute("data-series", "2")
+    # The values as they are, as text: in the legend, the table and the chart's description.
+    assert legend(page) == [f"experiment_name={odd[0]}", f"experiment_name={odd[1]} (best)"]
+    assert column(page, 2) == odd
+    expect(page.locator("table.sweep-trials tbody tr").first.locator("code")).to_have_text(odd[0])
+    assert page.locator("[data-sweep-chart] b").count() == 0 and dialogs == []
+
+    # The reader hides the first trial's line; the next poll (a third trial logs) keeps it hidden.
+    series = page.locator("[data-sweep-chart] .u-legend .u-series")
+    series.nth(1).click()
+    expect(series.nth(1)).to_have_class(re.compile(r"\bu-off\b"))
+    TrialCurve.objects.create(task=trials[2], points=[[10, 0.3]])
+    expect(figure).to_have_attribute("data-series", "3", timeout=8000)
+    expect(page.locator("[data-sweep-chart] .u-legend .u-series").nth(1)).to_have_class(re.compile(r"\bu-off\b"))
+    expect(page.locator("[data-sweep-chart] .u-legend .u-series").nth(2)).not_to_have_class(re.compile(r"\bu-off\b"))
+    assert dialogs == []
