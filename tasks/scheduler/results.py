@@ -11,11 +11,12 @@ starts from. They are read from the attempt's curves as Argus reads every curve
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from tasks.attempts import Attempt
 from tasks.choices import Workload
 from tasks.jobfiles import attempt_log, metrics_log
-from tasks.logs.curves import read_attempt
+from tasks.logs.curves import Curves, parse_file_log, read_attempt
 from tasks.logs.task_redaction import metric_names
 from tasks.models import Task
 from tasks.scheduler.storage import bounded
@@ -32,6 +33,13 @@ def validation_metrics(series: dict[str, dict[int, float]]) -> dict[str, float]:
     return {name: points[max(points)] for name, points in sorted(validation.items())}
 
 
+def _validation_curves(driver_log: Path, metrics_log: Path) -> Curves:
+    """The attempt's file logger alone when verl wrote one (a val-only run's is one line): not
+    read_attempt's scan of the whole driver log for verl's total, which an eval has no use for
+    and which, for a log of gigabytes, would outlast the storage bound. Else its console lines."""
+    return parse_file_log(metrics_log) or read_attempt(driver_log, metrics_log)
+
+
 def eval_result(task: Task, attempt: Attempt) -> dict[str, float] | None:
     """The result of ``task``'s ``attempt`` that succeeded, when the task is an eval: its
     validation metrics, their names redacted as the curves are served (read from the log).
@@ -40,7 +48,7 @@ def eval_result(task: Task, attempt: Attempt) -> dict[str, float] | None:
     if task.workload != Workload.EVAL:
         return None
     try:
-        curves = bounded(read_attempt, attempt_log(task, attempt), metrics_log(task, attempt))
+        curves = bounded(_validation_curves, attempt_log(task, attempt), metrics_log(task, attempt))
     except OSError as error:
         logger.warning("%s: its validation metrics are unread: %s", attempt, error)
         return None

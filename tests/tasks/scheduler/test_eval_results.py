@@ -98,7 +98,7 @@ def test_an_eval_whose_metrics_cannot_be_read_still_succeeds(alice, make_task, f
     def unanswered(*args: object) -> object:
         raise TimeoutError("shared storage did not answer")
 
-    monkeypatch.setattr("tasks.scheduler.results.read_attempt", unanswered)
+    monkeypatch.setattr("tasks.scheduler.results.parse_file_log", unanswered)
     succeed(ray, task, attempt)
     assert task.state == S.SUCCEEDED
     assert task.result_metrics == {}
@@ -117,3 +117,20 @@ def test_an_evals_progress_has_no_total(alice, make_task, fake_ray, clock, clien
     body = client_for(alice).get(f"/api/v2/tasks/{task.task_id}/metrics").json()
     assert (body["last_step"], body["total_steps"]) == (0, None)
     assert task.total_steps(attempt.total_steps) is None
+
+
+def test_an_evals_result_is_read_from_its_file_logger_alone(alice, make_task, fake_ray, clock, monkeypatch):
+    # The driver log is scanned for verl's total only, which an eval has no use for; a log of
+    # gigabytes (vLLM's lines) would outlast the storage bound and leave the eval with no result.
+    ray = fake_ray([4])
+    task = make_task(alice, EVAL_SPEC, stall_timeout_s=None)
+    attempt = running(ray, task, clock)
+    file_log(task, attempt, {"step": 0, "data": VALIDATION})
+
+    def too_long(path: Path, *, steps: bool = True) -> object:
+        raise TimeoutError("shared storage did not answer within 5 s (parse_log)")
+
+    monkeypatch.setattr("tasks.logs.curves.parse_log", too_long)
+    succeed(ray, task, attempt)
+    assert task.state == S.SUCCEEDED
+    assert task.result_metrics == {key: float(value) for key, value in sorted(VALIDATION.items())}
