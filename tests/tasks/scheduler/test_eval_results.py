@@ -134,3 +134,17 @@ def test_an_evals_result_is_read_from_its_file_logger_alone(alice, make_task, fa
     succeed(ray, task, attempt)
     assert task.state == S.SUCCEEDED
     assert task.result_metrics == {key: float(value) for key, value in sorted(VALIDATION.items())}
+
+
+def test_an_evals_page_says_when_it_has_no_result(alice, make_task, fake_ray, clock, client):
+    # A SUCCEEDED eval that logged no validation metrics Argus could read: its page says so,
+    # rather than showing nothing where the result goes.
+    ray = fake_ray([4])
+    task = make_task(alice, EVAL_SPEC, stall_timeout_s=None)
+    attempt = running(ray, task, clock)
+    succeed(ray, task, attempt)
+    assert (task.state, task.result_metrics) == (S.SUCCEEDED, {})
+    client.force_login(alice)
+    page = client.get(f"/tasks/{task.task_id}/").content.decode()
+    assert 'id="result-title"' in page and "data-result-missing" in page
+    assert "data-result-missing" not in client.get(f"/tasks/{make_task(alice).task_id}/").content.decode()
