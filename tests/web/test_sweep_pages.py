@@ -354,3 +354,22 @@ def test_a_canceled_sweep_whose_trials_are_still_stopping_says_so(
     # Not that the others wait their turn: none will run.
     assert "wait their turn" not in page and "Cancel sweep" not in page
     assert 'hx-select="#sweep-live"' in page  # it still polls until the sweep has ended
+
+
+def test_params_read_in_the_documents_order_however_the_database_keeps_them(
+    as_alice: Client, alice: User, make_task
+) -> None:
+    # PostgreSQL's jsonb gives a mapping's keys back shorter first: the params as it returns them.
+    stored = [{BATCH: batch, LR: lr} for lr, batch in ((1e-6, 256), (3e-6, 512))]
+    sweep, trials = make_sweep(alice, make_task, stored, curves=[[(10, 0.1)], [(10, 0.2)]])
+    Sweep.objects.filter(pk=sweep.pk).update(
+        document=f"name: lr-sweep\ngrid:\n  {LR}: [1.0e-6, 3.0e-6]\n  {BATCH}: [256, 512]\n"
+    )
+    page = text_of(as_alice.get(f"/sweeps/{sweep.sweep_id}/"))
+    assert page.index(f'title="{LR}"') < page.index(f'title="{BATCH}"')
+    assert re.search(r"<code>1e-06</code></td><td[^>]*><code>256</code>", row_of(page, trials[0].task_id))
+    found = re.search(r'<script id="sweep-curves" type="application/json">(.*?)</script>', page, re.S)
+    assert found is not None
+    assert json.loads(found.group(1))["trials"][0]["label"] == "lr=1e-06, train_batch_size=256"
+    body = as_alice.get(f"/api/v2/sweeps/{sweep.sweep_id}").json()
+    assert [list(trial["params"]) for trial in body["trials"]] == [[LR, BATCH], [LR, BATCH]]

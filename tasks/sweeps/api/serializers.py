@@ -85,7 +85,7 @@ class SweepTrialSerializer(serializers.Serializer[TrialRow]):
         source="task.trial_index", help_text="Its place in the sweep's order (grid order, or the samples')."
     )
     params = serializers.DictField(
-        source="task.params", child=serializers.JSONField(), help_text="The keys it sets, as the sweep names them."
+        child=serializers.JSONField(), help_text="The keys it sets, as the sweep names them, in its document's order."
     )
     state = serializers.ChoiceField(source="task.state", choices=TaskState.choices)
     early_stopped = serializers.BooleanField(

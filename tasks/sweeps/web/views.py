@@ -83,7 +83,7 @@ def _lines(rows: list[TrialRow], keys: list[str]) -> list[TrialLine]:
     labels = param_labels(keys)
     lines = []
     for row in rows:
-        values = [str(row.task.params.get(key, "")) for key in keys]
+        values = [str(row.params.get(key, "")) for key in keys]
         label = ", ".join(f"{labels[key]}={value}" for key, value in zip(keys, values, strict=True))
         lines.append(TrialLine(row=row, values=values, label=label or f"trial {row.task.trial_index}"))
     return lines
@@ -94,8 +94,7 @@ def _lines(rows: list[TrialRow], keys: list[str]) -> list[TrialLine]:
 def sweep_detail_view(request: HttpRequest, sweep_id: str) -> HttpResponse:
     sweep = _own_sweep(request, sweep_id)
     summary = summarize(sweep)
-    # The keys in the document's order, as the first trial names them (every trial sets each).
-    keys = list(summary.trials[0].task.params) if summary.trials else []
+    keys = summary.keys
     lines = _lines(summary.trials, keys)
     best = summary.best_trial.task_id if summary.best_trial else None
     context: dict[str, object] = {
