@@ -21,8 +21,10 @@ from tests.scheduler.test_durable import steps_in
 pytestmark = [pytest.mark.ray, pytest.mark.django_db]
 S = TaskState
 
-# Both workers, 150 steps of 0.2 s, a checkpoint every 5 steps.
-WHOLE_CLUSTER = PPO_SPEC.replace("nnodes: 1", "nnodes: 2") + "total_training_steps: 150\nsave_freq: 5\n"
+# Both workers, 100 steps of 0.2 s, a checkpoint every 5 steps. The high task comes at step 7;
+# the preemption stops the run at its next checkpoint (a tick, a save, Ray's stop: a few
+# seconds), with some 80 steps (16 s) still to go; the second attempt runs what is left.
+WHOLE_CLUSTER = PPO_SPEC.replace("nnodes: 1", "nnodes: 2") + "total_training_steps: 100\nsave_freq: 5\n"
 
 
 def test_a_high_task_preempts_a_preemptible_one_which_resumes_and_finishes(
