@@ -507,18 +507,36 @@ def _trial_specs(
         except SpecError as error:
             refusals.add(index, error.fields)
             continue
-        if judged_on and spec.resolved.kind == TaskKind.BASIC and spec.resolved.test_freq == -1:
-            never = (
-                f"must be set for early_stop on {judged_on}: verl logs validation metrics every test_freq "
-                "steps (-1: only before training, where every trial scores the same model); set it to "
-                "min_steps or a divisor of it"
+        never = _never_validates(spec) if judged_on else None
+        if never is not None:
+            field, words = never
+            reason = (
+                "verl logs validation metrics every test_freq steps (with -1, verl's default, or 0: only "
+                "before training, where every trial scores the same model, and at the end, past every rung); "
+                "set it to min_steps or a divisor of it"
             )
-            refusals.add(index, {"test_freq": [never]})
+            refusals.add(index, {field: [f"{words} for early_stop on {judged_on}: {reason}"]})
             continue
         parsed.append(Trial(index=index, params=params, parsed=spec))
     for field, message in refusals.fields():
         problems.add(field, message)
     return parsed
+
+
+def _never_validates(spec: ParsedSpec) -> tuple[str, str] | None:
+    """The field (and what it must do) of a trial whose verl run validates only before training:
+    a basic spec's test_freq, or an advanced command that leaves trainer.test_freq at verl's -1
+    (ppo_trainer.yaml, sft_trainer_engine.yaml) or sets it to -1 or 0; None when it validates while
+    it trains (SFT's after_each_epoch too)."""
+    resolved = spec.resolved
+    if resolved.kind == TaskKind.BASIC:
+        return ("test_freq", "must be set") if resolved.test_freq is not None and resolved.test_freq <= 0 else None
+    read = advanced.command_argv(resolved.command or "")
+    values = read[1].values(verl_names.TEST_FREQ) if read else []
+    value = values[-1] if values else -1  # Hydra: the last override of a key wins
+    if isinstance(value, int) and not isinstance(value, bool) and value <= 0:
+        return ("command", f"must set {verl_names.TEST_FREQ} to a positive number of steps")
+    return None
 
 
 def trial_errors(document: SweepDocument, check: Callable[[ParsedSpec], dict[str, list[str]]]) -> dict[str, list[str]]:

@@ -146,6 +146,26 @@ def test_early_stopping_on_a_validation_metric_needs_validation_while_training(a
     assert list(problems) == ["grid.test_freq"] and problems["grid.test_freq"][0].startswith("trial 1 (test_freq=-1)")
 
 
+def test_an_advanced_trial_must_validate_while_it_trains_too(alice, datasets: Path) -> None:
+    """An advanced command without trainer.test_freq leaves verl's -1: every trial's value at every
+    rung would be its step-0 validation, all tied, and early stopping would silently stop none."""
+    early = {"metric": "val-core/openai/gsm8k/acc/mean@1", "min_steps": 10}
+    problems = refusals(sweep(base=ADVANCED_BASE, early_stop=early), alice)
+    assert list(problems) == ["base.command"]
+    assert problems["base.command"][0].startswith("must set trainer.test_freq to a positive number of steps")
+    assert problems["base.command"][0].endswith("(every trial)")
+    # Swept as a Hydra override: the trial that sets 0 is named; the one that validates every 5 goes on.
+    problems = refusals(sweep(base=ADVANCED_BASE, grid={"trainer.test_freq": [5, 0]}, early_stop=early), alice)
+    assert list(problems) == ["base.command"] and problems["base.command"][0].startswith(
+        "trial 1 (trainer.test_freq=0)"
+    )
+    validating = {**ADVANCED_BASE, "command": ADVANCED_BASE["command"].rstrip() + " trainer.test_freq=5\n"}
+    assert len(parse(sweep(base=validating, early_stop=early), alice).trials) == 2
+    # A basic test_freq of 0 never validates either (verl: test_freq > 0).
+    problems = refusals(sweep(grid={"test_freq": [5, 0]}, early_stop=early), alice)
+    assert list(problems) == ["grid.test_freq"] and problems["grid.test_freq"][0].startswith("trial 1 (test_freq=0)")
+
+
 def test_is_sweep_document_tells_a_sweep_from_a_spec_and_a_pipeline() -> None:
     assert is_sweep_document(yaml.safe_dump(sweep()))
     assert is_sweep_document(sweep(base=...))  # a sweep that lacks its base is still one: its 400 says so
