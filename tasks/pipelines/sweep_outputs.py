@@ -17,7 +17,7 @@ from django.utils import timezone
 from tasks.models import Task
 from tasks.pipelines.macros import macros_in, substitute
 from tasks.pipelines.outputs import Unresolvable, output_of
-from tasks.sweeps.curves import last_read_due
+from tasks.sweeps.lifecycle import last_read_due
 from tasks.sweeps.models import Sweep
 from tasks.sweeps.summary import summarize
 

@@ -37,14 +37,11 @@ from tasks.scheduler.settle import ACTOR
 from tasks.scheduler.storage import bounded
 from tasks.scheduler.turns import Budget
 from tasks.sweeps.early_stop import Verdict, judge, next_rung, rungs, value_at
+from tasks.sweeps.lifecycle import AFTER_END, last_read_due
 from tasks.sweeps.models import Mode, RungValue, Sweep, TrialCurve
 
 logger = logging.getLogger(__name__)
 
-# An ended trial's last read is due for this long after its end: beyond it (shared storage
-# unreadable all that while) its curve stays as last read, rather than every ended trial of
-# every sweep being looked at each tick for ever.
-AFTER_END = timedelta(minutes=10)
 # A running trial's curve, for its sweep's page and API, is read at most this often unless it
 # reached a rung.
 REFRESH_EVERY = timedelta(seconds=30)
@@ -85,15 +82,6 @@ def due_trials(now: datetime) -> list[Task]:
         .order_by(F("trial_curve__read_at").asc(nulls_first=True), "pk")
     )
     return list(trials)
-
-
-def last_read_due(now: datetime) -> Q:
-    """Trials that ended (within AFTER_END) and whose curve has not been read since: their last
-    steps, the last validation among them, are not in their TrialCurve yet. read_at is taken
-    before the read: a trial that ended during a read is read again."""
-    return Q(state__in=TERMINAL_STATES, finished_at__gte=now - AFTER_END) & (
-        Q(trial_curve__read_at__isnull=True) | Q(trial_curve__read_at__lt=F("finished_at"))
-    )
 
 
 def refresh_trials(budget: Budget, now: datetime | None = None) -> int:

@@ -1,5 +1,6 @@
-"""A sweep's life beside its trials' (each a task): it ends when its last trial ends, and runs
-again when an operator requeues a trial.
+"""A sweep's life beside its trials' (each a task): it ends when its last trial ends and the
+tick has read that trial's last values (its best trial and its SWEEP_SUCCEEDED need them), and
+runs again when an operator requeues a trial.
 
 tasks.models calls these from a task's moves (Task._ended, Task.requeue), so this module sits
 below it: it reaches the trials through the Sweep's reverse relation, never by importing Task.
@@ -10,9 +11,10 @@ is for pipelines.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 from tasks.choices import TERMINAL_STATES, EventKind, SweepState, TaskState
@@ -27,6 +29,11 @@ END_EVENTS: dict[str, str] = {
 }
 
 UNFINISHED = tuple(state for state in TaskState if state not in TERMINAL_STATES)
+
+# An ended trial's last read (tasks.sweeps.curves) is due for this long after its end: beyond it
+# (shared storage unreadable all that while) its curve stays as last read, and its sweep ends
+# without it, rather than every ended trial being looked at each tick for ever.
+AFTER_END = timedelta(minutes=10)
 
 # A trial as the end reads it: (task pk, state, finished_at).
 TrialRow = tuple[int, str, datetime | None]
@@ -81,11 +88,27 @@ def _trials(sweep: Sweep) -> list[TrialRow]:
     return list(sweep.trials.order_by().values_list("pk", "state", "finished_at"))
 
 
+def last_read_due(now: datetime) -> Q:
+    """Trials that ended (within AFTER_END) and whose curve has not been read since: their last
+    steps, the last validation among them, are not in their TrialCurve yet. read_at is taken
+    before the read: a trial that ended during a read is read again."""
+    return Q(state__in=TERMINAL_STATES, finished_at__gte=now - AFTER_END) & (
+        Q(trial_curve__read_at__isnull=True) | Q(trial_curve__read_at__lt=F("finished_at"))
+    )
+
+
 def _finish(sweep: Sweep, rows: Sequence[TrialRow], actor: str) -> bool:
     state = sweep_state_of([state for _, state, _ in rows], canceled=sweep.canceled_at is not None)
     if state == SweepState.RUNNING:
         return False
     now = timezone.now()
+    if sweep.metric and sweep.trials.filter(last_read_due(now), attempts__isnull=False).exists():
+        # Its best trial, the API's values and what a SWEEP_SUCCEEDED receiver reads next need the
+        # ended trials' last records (the last validation, often the best): the tick's curve pass
+        # reads them after sync, and its finish_sweeps ends the sweep then, in the same tick. A
+        # trial that never ran (canceled while it waited) has nothing to read.
+        request_tick()
+        return False
     with transaction.atomic():
         ended = Sweep.objects.filter(pk=sweep.pk, state=SweepState.RUNNING)
         if ended.update(state=state, finished_at=now, updated_at=now) != 1:

@@ -96,7 +96,8 @@ class SweepViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
         summary="Cancel a sweep",
         description="Every trial not ended is canceled: a waiting or queued one at once, one on Ray once Ray stops "
         "it. The sweep ends CANCELED, or SUCCEEDED if a trial had succeeded. 200 when it has ended now, 202 when "
-        "trials on Ray are still stopping; 409 when it had ended already.",
+        "trials on Ray are still stopping (or the last values of trials that ran are still being read: the "
+        "scheduler's next pass ends it); 409 when it had ended already.",
         request=None,
         responses={200: SweepSerializer, 202: SweepSerializer, **error_responses(404, 409)},
     )

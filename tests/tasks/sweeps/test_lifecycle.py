@@ -15,16 +15,20 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from devkit.fake_ray import FakeRay
-from tasks.choices import TERMINAL_STATES, EventKind, SweepState, TaskState
+from tasks.choices import TERMINAL_STATES, EventKind, Role, SweepState, TaskState
 from tasks.models import Event, Task, new_task_id
 from tasks.pipelines import waiting as dependencies
 from tasks.queue.reasons import PendingReason
 from tasks.scheduler.tick import tick
 from tasks.scheduler.turns import Budget
 from tasks.sweeps import cap, lifecycle
+from tasks.sweeps.actions import cancel_sweep
 from tasks.sweeps.cap import release_trials
+from tasks.sweeps.curves import refresh_trials
 from tasks.sweeps.lifecycle import finish_sweeps, sweep_state_of
 from tasks.sweeps.models import Sweep
+from tasks.sweeps.summary import summarize
+from tests.tasks.sweeps.test_trial_curves import sweep_of, trial, write_log
 from webhooks.models import Delivery, Webhook
 
 pytestmark = pytest.mark.django_db
@@ -309,3 +313,34 @@ def test_a_requeued_trial_of_a_sweep_with_no_cap_is_queued_at_once(alice, make_t
     Task.objects.get(pk=trials[0].pk).requeue("admin:root")
     sweep.refresh_from_db()
     assert sweep.state == SweepState.RUNNING and states(trials) == [S.QUEUED, S.CANCELED]
+
+
+def test_a_sweep_ends_only_once_its_last_trials_final_curve_is_read(alice, make_task):
+    # The last trial's end (sync, in the tick) comes before the tick's curve pass reads its last
+    # steps: its last validation, here the sweep's best value, must be in the sweep's best trial
+    # and behind what a SWEEP_SUCCEEDED receiver reads, so the sweep ends after that read.
+    sweep = sweep_of(alice)
+    trial(make_task, alice, sweep, {0: 0.2, 10: 0.5}, 12, state=S.SUCCEEDED)
+    last = trial(make_task, alice, sweep, {0: 0.2, 4: 0.3}, 6)
+    refresh_trials(Budget(60))  # both read: the first's end, the last's steps so far
+    write_log(last, last.attempts.get(), {0: 0.2, 4: 0.3, 8: 0.4, 12: 0.9}, 12)
+    last.transition(S.SUCCEEDED, role=Role.SCHEDULER, actor="scheduler", message="Ray says it succeeded.")
+    sweep.refresh_from_db()
+    assert sweep.state == SweepState.RUNNING  # its last read is due
+    assert not Event.objects.filter(kind=EventKind.SWEEP_SUCCEEDED).exists()
+    refresh_trials(Budget(60))  # the tick's order: the curve pass, then release's finish_sweeps
+    finish_sweeps("scheduler")
+    sweep.refresh_from_db()
+    assert sweep.state == SweepState.SUCCEEDED
+    best = summarize(sweep).best_trial
+    assert best is not None and (best.task_id, best.best_value) == (last.task_id, 0.9)
+    ended = Event.objects.get(kind=EventKind.SWEEP_SUCCEEDED)
+    assert ended.task_id == last.pk and ended.data["succeeded"] == 2
+
+
+def test_a_sweep_whose_trials_never_ran_ends_at_once_when_canceled(alice, make_task):
+    sweep = sweep_of(alice)
+    waiting = make_task(alice, sweep=sweep, trial_index=0, params={"lr": 0}, state=S.WAITING, queued_at=None)
+    cancel_sweep(sweep, "api:alice")
+    sweep.refresh_from_db()
+    assert (sweep.state, Task.objects.get(pk=waiting.pk).state) == (SweepState.CANCELED, S.CANCELED)

@@ -24,6 +24,7 @@ from tasks.scheduler.turns import Budget
 from tasks.sweeps import curves
 from tasks.sweeps.curves import due_trials, refresh_trials
 from tasks.sweeps.early_stop import judge
+from tasks.sweeps.lifecycle import AFTER_END
 from tasks.sweeps.models import RungValue, Sweep, TrialCurve
 from tests.tasks.attempt_data import attempt_of
 from tests.tasks.scheduler.test_watch import log, running
@@ -238,7 +239,7 @@ def test_the_trial_whose_end_ended_its_sweep_is_read_once_more(alice, make_task,
 
 
 def test_the_trials_of_a_sweep_that_ended_long_ago_are_not_looked_at(alice, make_task, reads) -> None:
-    long_ago = timezone.now() - curves.AFTER_END - timedelta(seconds=1)
+    long_ago = timezone.now() - AFTER_END - timedelta(seconds=1)
     sweep = sweep_of(alice, state=SweepState.FAILED, finished_at=long_ago)
     trial(make_task, alice, sweep, {0: 0.2}, 3, state=TaskState.FAILED)
     assert due_trials(timezone.now()) == []
@@ -247,7 +248,7 @@ def test_the_trials_of_a_sweep_that_ended_long_ago_are_not_looked_at(alice, make
 def test_an_ended_trial_is_not_read_long_after_its_end(alice, make_task, reads) -> None:
     sweep = sweep_of(alice)
     task = trial(make_task, alice, sweep, {0: 0.2}, 3, state=TaskState.FAILED)
-    Task.objects.filter(pk=task.pk).update(finished_at=timezone.now() - curves.AFTER_END - timedelta(seconds=1))
+    Task.objects.filter(pk=task.pk).update(finished_at=timezone.now() - AFTER_END - timedelta(seconds=1))
     refresh()
     assert reads == []
 
