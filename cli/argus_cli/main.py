@@ -619,10 +619,13 @@ def sweep_cancel(sweep_id: str, as_json: bool) -> None:
     data = client().post(f"sweeps/{sweep_id}/cancel")
     if as_json:
         render.as_json(data)
-    elif data["state"] == "CANCELED":
-        say(f"{sweep_id}: CANCELED")
-    else:
+    elif data["state"] == "RUNNING":
         say(f"{sweep_id}: canceled; its trials on Ray become CANCELED when Ray has stopped them.")
+    elif data["state"] == "SUCCEEDED":
+        # A sweep with a trial that succeeded ends SUCCEEDED, canceled or not.
+        say(f"{sweep_id}: SUCCEEDED (a trial had succeeded); every trial not ended is canceled")
+    else:
+        say(f"{sweep_id}: {data['state']}")
 
 
 @cli.group()

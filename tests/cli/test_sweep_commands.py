@@ -171,3 +171,14 @@ def test_show_names_a_trials_sweep_and_params(alice, argus_as, make_task):
     assert "stopped     early, by its sweep" in result.stdout
     plain = argus_as(alice).run("show", make_task(alice).task_id)
     assert "sweep" not in plain.stdout and "params" not in plain.stdout
+
+
+def test_cancel_of_a_sweep_that_ends_succeeded_says_so(alice, argus_as, make_task):
+    # A trial had succeeded, the others wait: canceled at once, the sweep ends SUCCEEDED (nothing on Ray).
+    sweep, trials = make_sweep(alice, make_task, GRID[:2])
+    Task.objects.filter(pk=trials[0].pk).update(state=S.SUCCEEDED, finished_at=timezone.now())
+    result = argus_as(alice).run("sweep", "cancel", sweep.sweep_id)
+    assert result.returncode == 0, result.stderr
+    sweep.refresh_from_db()
+    assert sweep.state == "SUCCEEDED"
+    assert result.stderr == f"{sweep.sweep_id}: SUCCEEDED (a trial had succeeded); every trial not ended is canceled\n"

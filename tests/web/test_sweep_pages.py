@@ -21,7 +21,7 @@ from tasks.choices import SweepState, TaskState
 from tasks.models import Task
 from tasks.queue.reasons import PendingReason
 from tasks.sweeps.document import is_sweep_document, parse_sweep
-from tasks.sweeps.models import Sweep
+from tasks.sweeps.models import Sweep, TrialCurve
 from tasks.sweeps.web.views import param_labels
 from tasks.web.views import SWEEP_TEMPLATES
 from tests.tasks.sweeps.trials import BATCH, LR, METRIC, make_sweep
@@ -373,3 +373,17 @@ def test_params_read_in_the_documents_order_however_the_database_keeps_them(
     assert json.loads(found.group(1))["trials"][0]["label"] == "lr=1e-06, train_batch_size=256"
     body = as_alice.get(f"/api/v2/sweeps/{sweep.sweep_id}").json()
     assert [list(trial["params"]) for trial in body["trials"]] == [[LR, BATCH], [LR, BATCH]]
+
+
+def test_cancel_of_a_sweep_that_ends_succeeded_says_so(as_alice: Client, alice: User, make_task) -> None:
+    sweep, trials = make_sweep(alice, make_task, GRID)  # no trial has run (no curve left to read)
+    ended = timezone.now()
+    Task.objects.filter(pk=trials[0].pk).update(state=S.SUCCEEDED, finished_at=ended)
+    TrialCurve.objects.filter(task=trials[0]).update(read_at=ended)  # the tick read its last values
+    # A trial had succeeded and the others wait: canceled at once, the sweep ends SUCCEEDED.
+    response = as_alice.post(f"/sweeps/{sweep.sweep_id}/cancel/", follow=True)
+    sweep.refresh_from_db()
+    assert sweep.state == SweepState.SUCCEEDED
+    assert messages_of(response) == [
+        f"Sweep {sweep.sweep_id}: every trial not ended is canceled; it succeeded (a trial had succeeded)."
+    ]

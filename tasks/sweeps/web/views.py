@@ -133,7 +133,12 @@ def sweep_cancel_view(request: HttpRequest, sweep_id: str) -> HttpResponse:
         return redirect("web:sweep-detail", sweep_id=sweep_id)
     cancel_sweep(sweep, actor=web_actor(request))
     sweep.refresh_from_db()
-    if sweep.is_finished:
+    if sweep.state == SweepState.SUCCEEDED:
+        # A sweep with a trial that succeeded ends SUCCEEDED, canceled or not.
+        messages.success(
+            request, f"Sweep {sweep_id}: every trial not ended is canceled; it succeeded (a trial had succeeded)."
+        )
+    elif sweep.is_finished:
         messages.success(request, f"Sweep {sweep_id} is canceled.")
     else:
         messages.success(
