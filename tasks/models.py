@@ -514,6 +514,9 @@ class Task(models.Model):
             budgets_from=budgets_from,
             finished_at=None,
             cancel_requested_at=None,
+            # A trial its sweep stopped early runs again on a person's word: it is no longer stopped
+            # (the API and the sweep's page say so), and its sweep judges it at the rungs it reaches next.
+            early_stopped=False,
             next_run_at=None,
             error_summary="",
             **changes,

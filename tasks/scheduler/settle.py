@@ -94,6 +94,10 @@ def settle(task: Task, attempt: Attempt, outcome: Outcome) -> Task:
         move = next_move(fresh, attempt, outcome, budgets.counts, budgets.windows)
         if move.to == TaskState.SUCCEEDED and result is not None:
             move.changes["result_metrics"] = result
+        if move.to == TaskState.SUCCEEDED and fresh.early_stopped:
+            # Its sweep stopped it early, but its run ended first: it was not stopped (an early-stopped
+            # trial is one that ended CANCELED), and its EARLY_STOPPED event tells the rest.
+            move.changes["early_stopped"] = False
         data = {**move.data, **({"failure_kind": outcome.failure} if outcome.failure else {})}
         if outcome.nodes:
             data["dead_nodes"] = list(outcome.nodes)

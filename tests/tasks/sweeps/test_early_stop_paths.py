@@ -1,0 +1,63 @@
+"""An early-stopped trial's paths beyond the stop itself: a person requeues it, or its run ends
+SUCCEEDED before Ray stops it. Early-stopped means ended CANCELED by the sweep (the task API's
+help), so neither keeps the flag."""
+
+from __future__ import annotations
+
+import pytest
+from django.utils import timezone
+
+from tasks.choices import EventKind, TaskState
+from tasks.models import Task
+from tasks.scheduler.tick import tick
+from tests.tasks.attempt_data import attempt_of
+from tests.tasks.scheduler.test_watch import log, running
+from tests.tasks.sweeps.test_trial_curves import METRIC, early_stops, refresh, sweep_of, trial, write_log
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_requeued_early_stopped_trial_is_no_longer_stopped_and_is_judged_at_its_next_rungs(alice, make_task) -> None:
+    sweep = sweep_of(alice)
+    trial(make_task, alice, sweep, {0: 0.2, 10: 0.6, 20: 0.8}, 20, state=TaskState.SUCCEEDED)
+    loser = trial(make_task, alice, sweep, {0: 0.2, 10: 0.4}, 10)
+    assert refresh() == 1
+    Task.objects.filter(pk=loser.pk).update(state=TaskState.CANCELED, finished_at=timezone.now())
+    loser.refresh_from_db()
+    loser.requeue("admin")
+    loser.refresh_from_db()
+    assert loser.state == TaskState.QUEUED and not loser.early_stopped
+    # Its second attempt resumes from step 10 and reaches rung 20, below the winner's 0.8 there.
+    Task.objects.filter(pk=loser.pk).update(state=TaskState.RUNNING)
+    attempt = attempt_of(loser, 4, last_step=20, resumed_from_step=10)
+    write_log(loser, attempt, {10: 0.4, 20: 0.5}, 20)
+    assert refresh() == 1
+    loser.refresh_from_db()
+    assert loser.early_stopped
+    assert [(stop["rung"], stop["value"], stop["cutoff"]) for stop in early_stops(loser)] == [
+        (10, 0.4, 0.6),
+        (20, 0.5, 0.8),
+    ]
+
+
+def test_a_trial_whose_run_succeeds_before_its_early_stop_lands_is_not_early_stopped(
+    alice, make_task, fake_ray, clock
+) -> None:
+    ray = fake_ray([4])
+    sweep = sweep_of(alice)
+    trial(make_task, alice, sweep, {10: 0.6}, 12, state=TaskState.SUCCEEDED)
+    task = make_task(alice, sweep=sweep, trial_index=1, params={"lr": 1})
+    attempt = running(ray, task, clock)
+    log(task, attempt, f"step:10 - critic/score/mean:0.5 - {METRIC}:0.4\n")
+    clock.advance(1)
+    tick()
+    task.refresh_from_db()
+    assert task.early_stopped and task.cancel_requested_at is not None
+    # Its last step was its rung: the job ended on its own before Ray's stop reached it.
+    ray.set_status(attempt.ray_submission_id, "SUCCEEDED")
+    clock.advance(1)
+    tick()
+    task.refresh_from_db()
+    assert task.state == TaskState.SUCCEEDED
+    assert not task.early_stopped  # the API's early_stopped: true with SUCCEEDED would contradict itself
+    assert task.events.filter(kind=EventKind.EARLY_STOPPED).count() == 1  # what the sweep decided stays told
