@@ -8,7 +8,8 @@ const CHART_HEIGHT = 320;
 const STEP_INCREMENTS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000];
 const PALETTE = ["#0172ad", "#d08c00", "#2e8540", "#b3261e", "#6f42c1", "#00838f", "#8d6e63", "#c2185b"];
 
-// A colour per trial: the palette, then hues spread by the golden angle (no two alike).
+// A colour per trial, by its index in the sweep (a line keeps its colour as others appear): the
+// palette, then hues spread by the golden angle (no two alike).
 function colour(n) {
   return n < PALETTE.length ? PALETTE[n] : `hsl(${Math.round((n * 137.508) % 360)}, 65%, 42%)`;
 }
@@ -38,9 +39,9 @@ function drawChart() {
     for (const [step, value] of trial.points) y[column.get(step)] = value;
     return y;
   });
-  const series = trials.map((trial, n) => ({
+  const series = trials.map((trial) => ({
     label: trial.best ? `${trial.label} (best)` : trial.label,
-    stroke: colour(n),
+    stroke: colour(trial.index),
     width: trial.best ? 3 : 1.5,
     show: !hidden.has(trial.task_id),
     spanGaps: true,

@@ -79,8 +79,9 @@ def test_the_chart_draws_every_trial_with_points_and_the_ones_a_poll_brings(
     ]
     expect(figure).to_have_attribute("aria-label", re.compile(r"3 trials: .*Best: lr=3e-06, train_batch_size=512$"))
     drawn = figure.locator("canvas").evaluate(PIXELS_OF, [list(c) for c in COLOURS])
-    # The three series' colours are on the canvas; the fourth colour (no fourth series) is not.
-    assert all(count > 30 for count in drawn[:3]) and drawn[3] == 0, drawn
+    # Each trial's colour is its index's: trials 0, 1 and 3 are on the canvas; trial 2's colour
+    # (no line yet) is not.
+    assert all(drawn[n] > 30 for n in (0, 1, 3)) and drawn[2] == 0, drawn
     shot(page, "sweep-chart")
 
     # Trial 2 logs its first values: the next poll redraws the chart with a fourth line.
@@ -89,6 +90,9 @@ def test_the_chart_draws_every_trial_with_points_and_the_ones_a_poll_brings(
     assert legend(page)[2] == "lr=3e-06, train_batch_size=256"
     drawn = page.locator("[data-sweep-chart] figure canvas").evaluate(PIXELS_OF, [list(c) for c in COLOURS])
     assert all(count > 30 for count in drawn), drawn
+    # Trial 3 kept its colour when trial 2's line came before it in the legend.
+    marker = page.locator("[data-sweep-chart] .u-legend .u-series").nth(4).locator(".u-marker")
+    assert marker.evaluate("m => getComputedStyle(m).borderColor") == "rgb(179, 38, 30)"
 
 
 def test_the_table_sorts_by_the_metric_and_the_other_columns(

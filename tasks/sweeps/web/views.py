@@ -112,6 +112,8 @@ def sweep_detail_view(request: HttpRequest, sweep_id: str) -> HttpResponse:
             "trials": [
                 {
                     "task_id": line.row.task_id,
+                    # Its colour's: a trial keeps its colour when an earlier one draws its first line.
+                    "index": line.task.trial_index,
                     "label": line.label,
                     "best": line.row.task_id == best,
                     "points": line.row.points,
