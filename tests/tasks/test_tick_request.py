@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import transaction
 from django.utils import timezone
 
 from tasks import lease
@@ -45,3 +46,35 @@ def test_without_the_lease_row_a_tick_is_enqueued(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(lease, "enqueue_run", lambda: runs.append(None))
     lease._request_tick_now()
     assert runs == [None]
+
+
+def test_a_transaction_that_makes_many_tasks_asks_for_one_tick(
+    alice, make_task, django_capture_on_commit_callbacks
+) -> None:
+    # A sweep's trials are made in one transaction: each Task.create asks for a tick, and each
+    # ask, run at the commit, found the lease free and enqueued a run of its own.
+    with django_capture_on_commit_callbacks() as callbacks, transaction.atomic():
+        for _ in range(3):
+            make_task(alice)
+        lease.request_tick()
+    assert [callback for callback in callbacks if callback is lease._request_tick_now] == [lease._request_tick_now]
+
+
+def test_a_request_inside_a_savepoint_rolled_back_leaves_the_outer_one(django_capture_on_commit_callbacks) -> None:
+    with django_capture_on_commit_callbacks() as callbacks, transaction.atomic():
+        try:
+            with transaction.atomic():
+                lease.request_tick()
+                raise RuntimeError("rolled back")
+        except RuntimeError:
+            pass
+        lease.request_tick()  # registered anew: the one in the savepoint went with it
+    assert callbacks == [lease._request_tick_now]
+
+
+def test_a_request_in_a_savepoint_after_one_outside_adds_none(django_capture_on_commit_callbacks) -> None:
+    with django_capture_on_commit_callbacks() as callbacks, transaction.atomic():
+        lease.request_tick()
+        with transaction.atomic():
+            lease.request_tick()
+    assert callbacks == [lease._request_tick_now]
