@@ -53,6 +53,21 @@ def state_label(state: str) -> str:
         return state
 
 
+# A pipeline step's row shows at most this many of an eval's metrics: verl logs dozens a data
+# source once val_kwargs.n > 1 (std, best@k, worst@k, maj@k…), and the row is redrawn at each poll.
+# The task page shows them all.
+STEP_METRICS = 8
+CORE_METRICS = "val-core/"
+
+
+@register.filter
+def headline_metrics(metrics: dict[str, float]) -> dict[str, float]:
+    """An eval's result as a pipeline step's row shows it: verl's val-core metrics (each data
+    source's core one) first, then the rest, in name order, at most STEP_METRICS."""
+    names = sorted(metrics, key=lambda name: (not name.startswith(CORE_METRICS), name))
+    return {name: metrics[name] for name in names[:STEP_METRICS]}
+
+
 @register.filter
 def metric_value(value: float) -> str:
     """A metric's value as a person reads it: six significant digits (0.625, 0.666667, 1.5e-05)."""

@@ -16,6 +16,7 @@ from accounts.homes import home_dir
 from tasks.choices import PipelineState, TaskState
 from tasks.jobfiles import job_root, metrics_log
 from tasks.models import Task
+from tasks.pipelines.actions import submit_pipeline
 from tasks.pipelines.document import parse_pipeline
 from tasks.scheduler.tick import tick
 from tests.conftest import EVAL, EVAL_PIPELINE, SFT
@@ -112,3 +113,23 @@ def test_the_pipeline_ends_with_the_evals_result(alice, client_for, datasets, fa
     assert 'id="result-title"' in task_page
     assert 'data-metric="val-aux/openai/gsm8k/reward/mean@1"' in task_page and ">0.5<" in task_page
     assert 'id="result-title"' not in client.get(f"/tasks/{export.task_id}/").content.decode()
+
+
+def test_a_step_with_many_metrics_shows_its_core_ones_and_links_the_rest(alice, datasets, client: Client):
+    # verl logs dozens of metrics per data source once val_kwargs.n > 1 (std, best@k, worst@k,
+    # maj@k…): the pipeline's row (polled every few seconds) shows the core ones, the task page all.
+    submitted = submit_pipeline(alice, EVAL_PIPELINE, actor="api:alice")
+    evaluation = submitted.steps.get(name="eval").task
+    many = {f"val-aux/source{i}/reward/best@{k}/mean": 0.5 for i in range(10) for k in (2, 4, 8)}
+    many |= {f"val-core/source{i}/reward/mean@8": 0.25 for i in range(3)}
+    Task.objects.filter(pk=evaluation.pk).update(state=TaskState.SUCCEEDED, result_metrics=many)
+    client.force_login(alice)
+    page = client.get(f"/pipelines/{submitted.pipeline_id}/").content.decode()
+    row = page[page.index('data-step-row="eval"') :]
+    row = row[: row.index("</tr>", row.index("</table>"))]
+    found = {name: row.find(f'data-metric="{name}"') for name in many}
+    shown = sorted((name for name, at in found.items() if at >= 0), key=found.__getitem__)
+    assert shown[:3] == [f"val-core/source{i}/reward/mean@8" for i in range(3)] and len(shown) == 8
+    assert f'href="/tasks/{evaluation.task_id}/#result-title" data-result-more>all 33 metrics' in row
+    task_page = client.get(f"/tasks/{evaluation.task_id}/").content.decode()
+    assert all(f'data-metric="{name}"' in task_page for name in many)
