@@ -10,6 +10,7 @@ from typing import TypedDict
 
 from django.conf import settings
 
+from tasks.choices import EventKind
 from tasks.models import Event, Task
 
 SIGNATURE_HEADER = "X-Argus-Signature"
@@ -45,6 +46,7 @@ class Payload(TypedDict):
     pipeline_id: str | None
     step: str | None
     sweep_id: str | None
+    early_stopped: bool
 
 
 def task_url(task: Task) -> str:
@@ -71,7 +73,13 @@ def body_for(event: Event, name: str) -> str:
         text = f"Argus: sweep {sweep_id} {_SWEEP_VERBS[name]} (its trial <{url}|{task.task_id}> ended last)"
     else:
         summary = task.error_summary or (event.message if name != "SUCCEEDED" else "")
-        text = f"Argus: task <{url}|{task.task_id}> {_VERBS[name]}"
+        verb = _VERBS[name]
+        if name == "CANCELED" and task.early_stopped:
+            # It ends CANCELED like a trial a person canceled: say which, with the rung and cutoff.
+            verb = f"was stopped early by its sweep {sweep_id}"
+            stop = task.events.filter(kind=EventKind.EARLY_STOPPED).order_by("-pk").first()
+            summary = stop.message if stop is not None else summary
+        text = f"Argus: task <{url}|{task.task_id}> {verb}"
         if summary:
             text += f": {summary[:300]}"
     payload: Payload = {
@@ -92,6 +100,7 @@ def body_for(event: Event, name: str) -> str:
         "pipeline_id": pipeline_id,
         "step": task.step or None,
         "sweep_id": sweep_id,
+        "early_stopped": task.early_stopped,
     }
     # What the task's events and summary say was redacted as it was written; again here, since a
     # receiver is outside Argus.

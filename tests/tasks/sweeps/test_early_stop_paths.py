@@ -4,6 +4,8 @@ help), so neither keeps the flag."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.utils import timezone
 
@@ -13,6 +15,7 @@ from tasks.scheduler.tick import tick
 from tests.tasks.attempt_data import attempt_of
 from tests.tasks.scheduler.test_watch import log, running
 from tests.tasks.sweeps.test_trial_curves import METRIC, early_stops, refresh, sweep_of, trial, write_log
+from webhooks.models import Delivery, Webhook
 
 pytestmark = pytest.mark.django_db
 
@@ -61,3 +64,33 @@ def test_a_trial_whose_run_succeeds_before_its_early_stop_lands_is_not_early_sto
     assert task.state == TaskState.SUCCEEDED
     assert not task.early_stopped  # the API's early_stopped: true with SUCCEEDED would contradict itself
     assert task.events.filter(kind=EventKind.EARLY_STOPPED).count() == 1  # what the sweep decided stays told
+
+
+def test_the_canceled_webhook_of_an_early_stopped_trial_says_so(alice, make_task, fake_ray, clock) -> None:
+    ray = fake_ray([4, 4])
+    Webhook.create(user=alice, url="https://hooks.example.org/x", events=["CANCELED"])
+    sweep = sweep_of(alice)
+    trial(make_task, alice, sweep, {10: 0.6}, 12, state=TaskState.SUCCEEDED)
+    stopped, canceled = (make_task(alice, sweep=sweep, trial_index=i, params={"lr": i}) for i in (1, 2))
+    attempts = [running(ray, task, clock) for task in (stopped, canceled)]
+    log(stopped, attempts[0], f"step:10 - critic/score/mean:0.5 - {METRIC}:0.4\n")
+    clock.advance(1)
+    tick()
+    Task.objects.get(pk=canceled.pk).cancel("api:alice")  # a person's cancel, for the difference
+    for attempt in attempts:
+        ray.set_status(attempt.ray_submission_id, "STOPPED")
+    clock.advance(1)
+    tick()
+    bodies = {d.event.task_id: json.loads(d.body) for d in Delivery.objects.select_related("event")}
+    mine, theirs = bodies[stopped.pk], bodies[canceled.pk]
+    assert (mine["state"], mine["early_stopped"], theirs["state"], theirs["early_stopped"]) == (
+        "CANCELED",
+        True,
+        "CANCELED",
+        False,
+    )
+    assert mine["text"].startswith(
+        f"Argus: task <{mine['url']}|{stopped.task_id}> was stopped early by its sweep {sweep.sweep_id}: "
+        f"Stopped early at rung 10: {METRIC} was 0.4 (step 10), below the cutoff 0.6"
+    )
+    assert theirs["text"].startswith(f"Argus: task <{theirs['url']}|{canceled.task_id}> was canceled")
