@@ -197,7 +197,7 @@ def test_brackets_in_server_text_are_printed_as_they_are(alice, argus_as, make_t
 def test_submit_sends_a_json_spec_as_json(alice, argus_as, datasets):
     # JSON that is not YAML (tab-indented, as `jq --tab` and json.dump(indent="\t") write it) is
     # a spec all the same: the CLI sends JSON as JSON.
-    spec = {line.split(": ")[0]: line.split(": ", 1)[1] for line in PPO_SPEC.splitlines()}
+    spec: dict[str, object] = {line.split(": ")[0]: line.split(": ", 1)[1] for line in PPO_SPEC.splitlines()}
     spec.update(nnodes=1, n_gpus_per_node=4)
     result = argus_as(alice).run("submit", "-", input=json.dumps(spec, indent="\t"))
     assert result.returncode == 0, result.stderr

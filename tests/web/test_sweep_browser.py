@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Dialog, Page, expect
 
 from tasks.choices import TaskState
 from tasks.models import Task
@@ -178,7 +178,12 @@ def test_odd_params_are_text_and_a_hidden_trial_stays_hidden_when_the_page_polls
 ) -> None:
     page = signed_in_page
     dialogs: list[str] = []
-    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+
+    def on_dialog(dialog: Dialog) -> None:  # an alert() an injected script would open
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", on_dialog)
     odd = ['"</script><script>alert(1)</script>', "it's <b>bold</b> & \\ \u00e9", "x" * 300]
     sweep, trials = make_sweep(
         alice, make_task, [{"trainer.experiment_name": value} for value in odd], curves=[[(10, 0.1)], [(10, 0.2)]]

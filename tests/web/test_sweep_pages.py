@@ -387,3 +387,16 @@ def test_cancel_of_a_sweep_that_ends_succeeded_says_so(as_alice: Client, alice: 
     assert messages_of(response) == [
         f"Sweep {sweep.sweep_id}: every trial not ended is canceled; it succeeded (a trial had succeeded)."
     ]
+
+
+def test_a_min_metric_marks_the_lowest_and_sorts_it_first(as_alice: Client, alice: User, make_task) -> None:
+    # A loss: the best trial is the one with the lowest value (a NaN verl logged, null, is no value).
+    curves = [[(10, 0.9), (20, 0.4)], [(10, 0.5), (20, None)], [(10, 0.7)]]
+    sweep, trials = make_sweep(alice, make_task, GRID[:3], curves=curves, mode="min")  # type: ignore[arg-type]
+    page = text_of(as_alice.get(f"/sweeps/{sweep.sweep_id}/"))
+    assert 'data-best class="best-trial"' in row_of(page, trials[0].task_id)
+    assert '<th scope="col" data-sort="best" data-mode="min">' in page
+    assert '<td data-value="0.5">0.5</td>' in row_of(page, trials[1].task_id)  # best and last: 0.5
+    body = as_alice.get(f"/api/v2/sweeps/{sweep.sweep_id}").json()
+    assert body["best_trial"] == trials[0].task_id
+    assert [(t["best_value"], t["last_value"]) for t in body["trials"]] == [(0.4, 0.4), (0.5, 0.5), (0.7, 0.7)]
