@@ -30,7 +30,7 @@ from django.db.models import F, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from tasks.attempts import Attempt
-from tasks.choices import ACTIVE_STATES, TERMINAL_STATES, EventKind, SweepState
+from tasks.choices import ACTIVE_STATES, TERMINAL_STATES, EventKind, SweepState, Workload
 from tasks.jobfiles import metrics_log, task_curves
 from tasks.models import Task
 from tasks.scheduler.settle import ACTOR
@@ -113,7 +113,9 @@ def read_now(task: Task, now: datetime) -> bool:
     if logged is None:
         return stale and file_moved(task, read_at)
     early_stop = task.sweep.early_stop if task.sweep is not None else {}
-    at_rung = bool(early_stop) and logged >= next_rung(int(early_stop["min_steps"]), int(early_stop["eta"]), read_step)
+    # An SFT run's rung at the step last read may still wait for that step's validation (rung_complete).
+    after = read_step - 1 if read_step is not None and task.workload == Workload.SFT else read_step
+    at_rung = bool(early_stop) and logged >= next_rung(int(early_stop["min_steps"]), int(early_stop["eta"]), after)
     return stale or at_rung
 
 
@@ -160,6 +162,8 @@ def judge_rungs(task: Task, sweep: Sweep, points: list[tuple[int, float]], last_
     eta = int(sweep.early_stop["eta"])
     done = set(RungValue.objects.filter(task=task).values_list("rung", flat=True))
     for rung in rungs(int(sweep.early_stop["min_steps"]), eta, last_step):
+        if not rung_complete(task, rung, last_step):
+            break
         point = None if rung in done else value_at(points, rung)
         if point is None:
             continue  # recorded already, or no point at or before it: not judged
@@ -174,6 +178,15 @@ def judge_rungs(task: Task, sweep: Sweep, points: list[tuple[int, float]], last_
         if verdict.stop:
             return verdict if stop(task, sweep, verdict) else None
     return None
+
+
+def rung_complete(task: Task, rung: int, last_step: int) -> bool:
+    """Whether every record of step ``rung`` is in a read whose last step is ``last_step``. verl's
+    PPO trainer logs a step's validation in the step's one record; its SFT trainer (sft_trainer.py
+    fit) logs the step's training metrics, then validates and logs val/loss in a record of its own,
+    so a read between the two would take an earlier validation as the rung's value, for good. An
+    SFT rung waits for a later step, or the trial's end."""
+    return task.workload != Workload.SFT or last_step > rung or task.state in TERMINAL_STATES
 
 
 def stop(task: Task, sweep: Sweep, verdict: Verdict) -> bool:

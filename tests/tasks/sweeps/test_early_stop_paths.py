@@ -9,9 +9,12 @@ import json
 import pytest
 from django.utils import timezone
 
-from tasks.choices import EventKind, TaskState
+from tasks.attempts import Attempt
+from tasks.choices import EventKind, TaskState, Workload
+from tasks.jobfiles import metrics_log
 from tasks.models import Task
 from tasks.scheduler.tick import tick
+from tasks.sweeps.models import RungValue
 from tests.tasks.attempt_data import attempt_of
 from tests.tasks.scheduler.test_watch import log, running
 from tests.tasks.sweeps.test_trial_curves import METRIC, early_stops, refresh, sweep_of, trial, write_log
@@ -94,3 +97,36 @@ def test_the_canceled_webhook_of_an_early_stopped_trial_says_so(alice, make_task
         f"Stopped early at rung 10: {METRIC} was 0.4 (step 10), below the cutoff 0.6"
     )
     assert theirs["text"].startswith(f"Argus: task <{theirs['url']}|{canceled.task_id}> was canceled")
+
+
+def sft_log(task: Task, attempt, last: int, validations: dict[int, float]) -> None:
+    """verl 0.9.1's SFT trainer's file logger: each step's training record, then at a validation
+    step a record of its own with val/loss (sft_trainer.py fit)."""
+    records = []
+    for step in range(1, last + 1):
+        records.append({"step": step, "data": {"train/loss": 1.0 / step}})
+        if step in validations:
+            records.append({"step": step, "data": {"val/loss": validations[step]}})
+    path = metrics_log(task, attempt)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+
+
+def test_an_sft_rung_waits_for_the_validation_logged_after_the_steps_record(alice, make_task) -> None:
+    sweep = sweep_of(alice, metric="val/loss", mode="min")  # rungs 10, 20, …
+    done = make_task(alice, sweep=sweep, trial_index=0, params={"lr": 0}, workload=Workload.SFT)
+    sft_log(done, attempt_of(done, 4, last_step=20), 20, {5: 1.0, 10: 0.5, 20: 0.3})
+    Task.objects.filter(pk=done.pk).update(state=TaskState.SUCCEEDED, finished_at=timezone.now())
+    task = make_task(
+        alice, sweep=sweep, trial_index=1, params={"lr": 1}, workload=Workload.SFT, state=TaskState.RUNNING
+    )
+    attempt = attempt_of(task, 4, last_step=10)
+    sft_log(task, attempt, 10, {5: 0.9})  # step 10's record is written, its validation runs
+    assert refresh() == 0
+    assert not RungValue.objects.filter(task=task).exists()  # not step 5's 0.9 as rung 10's value
+    sft_log(task, attempt, 11, {5: 0.9, 10: 0.4})
+    Attempt.objects.filter(pk=attempt.pk).update(last_step=11)
+    assert refresh() == 0  # read at once: its rung 10 was waiting
+    assert list(RungValue.objects.filter(task=task).values_list("rung", "step", "value")) == [(10, 10, 0.4)]
+    task.refresh_from_db()
+    assert not task.early_stopped and task.cancel_requested_at is None
