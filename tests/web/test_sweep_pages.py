@@ -287,14 +287,20 @@ def test_a_refused_sweep_names_the_field_and_keeps_the_text(as_alice: Client, da
     assert not Sweep.objects.exists() and not Task.objects.exists()
 
 
+def live_part_queries(client: Client, *sweeps: Sweep) -> list[int]:
+    """How many queries each sweep's live part (what the page polls) reads."""
+    counts = []
+    for sweep in sweeps:
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get(f"/sweeps/{sweep.sweep_id}/", HTTP_HX_REQUEST="true").status_code == 200
+        counts.append(len(queries))
+    return counts
+
+
 def test_the_live_part_reads_a_fixed_number_of_queries(as_alice: Client, alice: User, make_task) -> None:
     small, _ = make_sweep(alice, make_task, GRID[:1], curves=CURVES[:1])
     large, _ = make_sweep(alice, make_task, GRID * 3, curves=CURVES * 3)
-    counts = []
-    for sweep in (small, large):
-        with CaptureQueriesContext(connection) as queries:
-            assert as_alice.get(f"/sweeps/{sweep.sweep_id}/", HTTP_HX_REQUEST="true").status_code == 200
-        counts.append(len(queries))
+    counts = live_part_queries(as_alice, small, large)
     assert counts[0] == counts[1], counts
 
 
@@ -333,11 +339,7 @@ def test_a_waiting_or_queued_trial_says_why_in_the_table(
     large, large_trials = make_sweep(alice, make_task, GRID * 3)
     for task in large_trials:
         PendingReason.objects.create(task=task, text="sweep lr-sweep: 2 of 2 trials running")
-    counts = []
-    for each in (small, large):
-        with CaptureQueriesContext(connection) as queries:
-            assert as_alice.get(f"/sweeps/{each.sweep_id}/", HTTP_HX_REQUEST="true").status_code == 200
-        counts.append(len(queries))
+    counts = live_part_queries(as_alice, small, large)
     assert counts[0] == counts[1], counts
 
 
