@@ -12,12 +12,9 @@ from __future__ import annotations
 import re
 from typing import Any, Protocol
 
-from django.utils import timezone
-
 from tasks.models import Task
 from tasks.pipelines.macros import macros_in, substitute
 from tasks.pipelines.outputs import Unresolvable, output_of
-from tasks.sweeps.lifecycle import last_read_due
 from tasks.sweeps.models import Sweep
 from tasks.sweeps.summary import summarize
 
@@ -63,13 +60,6 @@ def sweep_output(sweep_id: str, output: str, username: str) -> str:
         raise Unresolvable(f"you have no sweep {sweep_id[:120]!r}")
     if not sweep.is_finished:
         raise Unresolvable(f"sweep {sweep_id} has not ended: its best trial is known once every trial has")
-    if sweep.metric and sweep.trials.filter(last_read_due(timezone.now())).exists():
-        # Its best trial would be judged on curves without the last records of the trials that
-        # just ended (the tick's pass after the one that ended the sweep reads them).
-        raise Unresolvable(
-            f"sweep {sweep_id} ended moments ago: the last values of its trials are still being read (by the "
-            "scheduler's next pass), and its best trial with them; submit again shortly"
-        )
     best = summarize(sweep).best_trial
     if best is None:
         metric = f"its metric {sweep.metric}" if sweep.metric else "a metric (early_stop.metric)"

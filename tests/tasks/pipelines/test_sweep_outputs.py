@@ -14,6 +14,7 @@ from accounts.homes import home_dir
 from tasks.choices import SweepState, TaskState
 from tasks.models import Task
 from tasks.pipelines.actions import submit_pipeline
+from tasks.sweeps.lifecycle import finish_if_done
 from tasks.sweeps.models import Sweep, TrialCurve
 from tests.accounts.helpers import assert_error
 from tests.conftest import EVAL
@@ -114,22 +115,21 @@ def test_a_sweep_of_a_user_whose_name_has_a_dot(make_user, make_task):
 
 def test_the_best_trial_waits_for_the_last_reads_of_the_trials_that_just_ended(alice, make_task):
     # The tick reads an ended trial's curve once more after its end (tasks.sweeps.curves), in a
-    # pass after the one whose end ended the sweep: its last validation, often its best, is not
-    # in its TrialCurve until then. Read before, the best trial would be the wrong one.
-    sweep, trials = ended_sweep(alice, make_task, [[(10, 0.7)], [(10, 0.6)]])
+    # pass after the one that ended it: its last validation, often its best, is not in its
+    # TrialCurve until then, and the sweep does not end before (tasks.sweeps.lifecycle). A
+    # pipeline naming it meanwhile is refused, never handed the best trial of stale curves.
+    sweep, trials = make_sweep(alice, make_task, [{LR: 1e-6}, {LR: 3e-6}], curves=[[(10, 0.7)], [(10, 0.6)]])
     folders = [checkpoint(trial, 20, actor=True) for trial in trials]
     ended = timezone.now()
-    Task.objects.filter(sweep=sweep).update(finished_at=ended)
+    Task.objects.filter(sweep=sweep).update(state=TaskState.SUCCEEDED, finished_at=ended)
     TrialCurve.objects.filter(task=trials[0]).update(read_at=ended)  # read since it ended
     TrialCurve.objects.filter(task=trials[1]).update(read_at=ended - timedelta(seconds=5))  # not yet
+    assert not finish_if_done(sweep, "scheduler")
     macro = f"${{sweeps.{sweep.sweep_id}.checkpoint}}"
-    assert macro_problems(export_of(macro)) == {
-        "steps.export.checkpoint": [
-            f"{macro}: sweep {sweep.sweep_id} ended moments ago: the last values of its trials are still being "
-            "read (by the scheduler's next pass), and its best trial with them; submit again shortly"
-        ]
-    }
+    (message,) = macro_problems(export_of(macro))["steps.export.checkpoint"]
+    assert message.startswith(f"{macro}: sweep {sweep.sweep_id} has not ended")
     # Its last record read: trial 1's last validation made it the best.
     TrialCurve.objects.filter(task=trials[1]).update(points=[[10, 0.6], [20, 0.9]], read_at=ended)
+    assert finish_if_done(sweep, "scheduler")
     pipeline = submit_pipeline(alice, {"steps": [export_of(macro)]}, actor="api:alice")
     assert pipeline.steps.get().task.spec["checkpoint"] == str(folders[1] / "actor")
