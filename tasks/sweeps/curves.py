@@ -62,7 +62,9 @@ def due_trials(now: datetime) -> list[Task]:
     moved = (
         ~Q(state__in=TERMINAL_STATES)
         & Q(logged_step__isnull=False)
-        & (Q(trial_curve__read_step__isnull=True) | Q(logged_step__gt=F("trial_curve__read_step")))
+        # Another step than the last read's: past it, or short of it in an attempt that resumed from
+        # an earlier checkpoint, whose redone steps replace the earlier attempt's on the curve.
+        & (Q(trial_curve__read_step__isnull=True) | ~Q(logged_step=F("trial_curve__read_step")))
     )
     ended = last_read_due(now)
     unseen = Q(state__in=ACTIVE_STATES, logged_step__isnull=True)

@@ -14,10 +14,10 @@ from tasks.choices import EventKind, TaskState, Workload
 from tasks.jobfiles import metrics_log
 from tasks.models import Task
 from tasks.scheduler.tick import tick
-from tasks.sweeps.models import RungValue
+from tasks.sweeps.models import RungValue, TrialCurve
 from tests.tasks.attempt_data import attempt_of
 from tests.tasks.scheduler.test_watch import log, running
-from tests.tasks.sweeps.test_trial_curves import METRIC, early_stops, refresh, sweep_of, trial, write_log
+from tests.tasks.sweeps.test_trial_curves import METRIC, early_stops, later, refresh, sweep_of, trial, write_log
 from webhooks.models import Delivery, Webhook
 
 pytestmark = pytest.mark.django_db
@@ -130,3 +130,17 @@ def test_an_sft_rung_waits_for_the_validation_logged_after_the_steps_record(alic
     assert list(RungValue.objects.filter(task=task).values_list("rung", "step", "value")) == [(10, 10, 0.4)]
     task.refresh_from_db()
     assert not task.early_stopped and task.cancel_requested_at is None
+
+
+def test_a_resumed_attempt_redoing_steps_is_read_before_it_passes_the_last_read(alice, make_task) -> None:
+    sweep = sweep_of(alice, early_stop={})  # curves only: what the page shows
+    task = trial(make_task, alice, sweep, {0: 0.2, 10: 0.5, 20: 0.6}, 22)
+    refresh()
+    assert TrialCurve.objects.get(task=task).points == [[0, 0.2], [10, 0.5], [20, 0.6]]
+    # Its node died; the next attempt resumed from step 10's checkpoint and is at step 16 again.
+    attempt = attempt_of(task, 4, last_step=16, resumed_from_step=10)
+    write_log(task, attempt, {10: 0.5, 15: 0.45}, 16)
+    refresh(later())
+    # The redone steps are on the curve (the first attempt's later ones stay until redone, as the
+    # metrics API merges attempts), not only once the attempt passes step 22.
+    assert TrialCurve.objects.get(task=task).points == [[0, 0.2], [10, 0.5], [15, 0.45], [20, 0.6]]
