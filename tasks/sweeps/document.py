@@ -71,6 +71,10 @@ MAX_BITS = 64
 # A Hydra key a trial may override: dotted names, `+` to add one verl's config lacks, `++` to
 # add or override.
 HYDRA_KEY = re.compile(r"\+{0,2}[A-Za-z_][\w-]*(?:\.[\w-]+)*")
+# A string Hydra reads bare as itself (a model id, a name); any other is quoted. Its words that
+# read as other values (tasks.specs.hydra_argv reads them as Hydra does).
+BARE_STRING = re.compile(r"[A-Za-z_][\w./-]*")
+HYDRA_WORDS = frozenset({"true", "false", "null", "nan", "inf"})
 # Significant digits a random float keeps.
 RANDOM_DIGITS = 6
 # The keys a base may not have: a trial waits only for its sweep's cap.
@@ -432,11 +436,17 @@ def _trial_spec(base: dict[str, Any], params: Params) -> dict[str, Any]:
 
 
 def _hydra_value(value: Any) -> str:
-    """A value as a Hydra override writes it (a float as Python writes it: 1e-06 is a float to Hydra too)."""
+    """A value as a Hydra override writes it (a float as Python writes it: 1e-06 is a float to
+    Hydra too). A string stays the string the document gave: quoted unless Hydra reads it bare as
+    that same string ("true", "null", "1e-6" or "[1, 2]" bare are a bool, null, a float, a list;
+    "a,b" a sweep; a quote or a space bare breaks its grammar)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, str) and (not BARE_STRING.fullmatch(value) or value.lower() in HYDRA_WORDS):
+        quote = '"' if "'" in value and '"' not in value else "'"
+        return quote + value.replace(quote, "\\" + quote) + quote  # an escape: refused as any backslash is
     return str(value)
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tasks.specs import hydra_argv
 from tasks.specs.advanced import command_argv
 from tasks.specs.errors import SpecError
 from tasks.sweeps.document import SweepDocument, is_sweep_document, parse_sweep
@@ -93,6 +94,21 @@ def test_an_advanced_bases_trials_get_the_override_in_their_command(alice, datas
     read = command_argv(command)
     assert read is not None and read[1].values(LR) == [1e-5]
     assert document.trials[1].parsed.resolved.max_retries == 1
+
+
+@pytest.mark.parametrize("base", [BASE, ADVANCED_BASE], ids=["basic", "advanced"])
+def test_a_swept_string_reaches_hydra_as_that_string(alice, datasets: Path, base: dict[str, Any]) -> None:
+    # Bare, "true" and "null" read as a bool and null, "1e-6" a float, "[1,2]" a list, "a,b" a
+    # sweep (refused), a space or a quote break the override: the trial's params would not say
+    # what it ran with.
+    values = ["true", "null", "1e-6", "[1,2]", "a,b", "x y", "it's", 'say "hi"', "Qwen/Qwen2.5-0.5B", 0.5, True]
+    document = parse(sweep(base=base, grid={"+trainer.note": values}), alice)
+    for trial, value in zip(document.trials, values, strict=True):
+        resolved = trial.parsed.resolved
+        read = (
+            command_argv(resolved.command) if resolved.command else (None, hydra_argv.parse(list(resolved.overrides)))
+        )
+        assert read is not None and read[1].values("trainer.note") == [value], trial.params
 
 
 def test_random_samples_are_drawn_again_the_same_from_the_same_seed(alice, datasets: Path) -> None:
