@@ -165,12 +165,15 @@ def test_the_chart_gets_every_trial_with_points_labelled_by_its_params(
 
 
 def test_a_running_sweep_polls_and_an_ended_one_does_not(as_alice: Client, sweep: Sweep) -> None:
-    assert 'hx-select="#sweep-live"' in text_of(as_alice.get(f"/sweeps/{sweep.sweep_id}/"))
+    running = text_of(as_alice.get(f"/sweeps/{sweep.sweep_id}/"))
+    assert 'hx-select="#sweep-live"' in running and "Best so far: <a" in running
     part = as_alice.get(f"/sweeps/{sweep.sweep_id}/", HTTP_HX_REQUEST="true")
     assert text_of(part).lstrip().startswith('<section id="sweep-live"')
     Sweep.objects.filter(pk=sweep.pk).update(state=SweepState.SUCCEEDED, finished_at=timezone.now())
     page = text_of(as_alice.get(f"/sweeps/{sweep.sweep_id}/"))
     assert 'hx-select="#sweep-live"' not in page and "Cancel sweep" not in page
+    # Its best is final now, not "so far".
+    assert "Best trial: <a" in page and "Best so far" not in page
 
 
 def test_param_labels_shorten_keys_unless_two_would_read_the_same() -> None:
