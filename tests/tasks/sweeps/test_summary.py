@@ -63,3 +63,25 @@ def test_it_reads_a_sweep_in_a_fixed_number_of_queries(alice: User, make_task) -
     with CaptureQueriesContext(connection) as four:
         summarize(large)
     assert len(one) == len(four) == 1
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        f"grid:\n  {LR}: [1.0e-6]\n  {BATCH}: [256]\n",
+        f"random:\n  samples: 1\n  space:\n    {LR}: {{loguniform: [1.0e-7, 1.0e-5]}}\n"
+        f"    {BATCH}: {{choice: [256]}}\n",
+        f'{{"random": {{"samples": 1, "space": {{"{LR}": {{"uniform": [0, 1]}}, "{BATCH}": {{"choice": [256]}}}}}}}}',
+    ],
+    ids=["grid", "random", "json"],
+)
+def test_params_keep_the_documents_key_order(alice: User, make_task, document: str) -> None:
+    # Stored shortest key first, as PostgreSQL's jsonb gives them back; then a key no section names.
+    sweep, _ = make_sweep(alice, make_task, [{BATCH: 256, LR: 1e-6, "z": 1}])
+    sweep.document = document
+    summary = summarize(sweep)
+    assert summary.keys == [LR, BATCH, "z"]
+    assert list(summary.trials[0].params) == [LR, BATCH, "z"]
+    # A document that no longer reads (or names no keys): the trials' own order.
+    sweep.document = "name: [unclosed\n"
+    assert summarize(sweep).keys == [BATCH, LR, "z"]
