@@ -195,9 +195,12 @@ def stop(task: Task, sweep: Sweep, verdict: Verdict) -> bool:
     """Stop a trial that lost at a rung: False when it ended, a cancel was requested or it was
     stopped early already before this claim."""
     worse = "below" if sweep.mode == Mode.MAX else "above"
+    value, line = f"{verdict.value:g}", f"{verdict.cutoff:g}"
+    if value == line:  # six digits cannot tell them apart: as logged
+        value, line = repr(verdict.value), repr(verdict.cutoff)
     message = (
-        f"Stopped early at rung {verdict.rung}: {sweep.metric} was {verdict.value:g} (step {verdict.step}), "
-        f"{worse} the cutoff {verdict.cutoff:g}: of the {verdict.recorded} values the sweep's trials had at "
+        f"Stopped early at rung {verdict.rung}: {sweep.metric} was {value} (step {verdict.step}), "
+        f"{worse} the cutoff {line}: of the {verdict.recorded} values the sweep's trials had at "
         f"this rung, the best {verdict.kept} go on. Its checkpoints stay."
     )
     data: dict[str, object] = {

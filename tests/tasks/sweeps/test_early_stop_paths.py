@@ -144,3 +144,12 @@ def test_a_resumed_attempt_redoing_steps_is_read_before_it_passes_the_last_read(
     # The redone steps are on the curve (the first attempt's later ones stay until redone, as the
     # metrics API merges attempts), not only once the attempt passes step 22.
     assert TrialCurve.objects.get(task=task).points == [[0, 0.2], [10, 0.5], [15, 0.45], [20, 0.6]]
+
+
+def test_the_early_stopped_message_tells_a_value_from_a_cutoff_six_digits_cannot(alice, make_task) -> None:
+    sweep = sweep_of(alice)
+    trial(make_task, alice, sweep, {10: 0.1234564}, 10, state=TaskState.SUCCEEDED)
+    loser = trial(make_task, alice, sweep, {10: 0.1234561}, 10)
+    assert refresh() == 1
+    message = loser.events.get(kind=EventKind.EARLY_STOPPED).message
+    assert f"{METRIC} was 0.1234561 (step 10), below the cutoff 0.1234564:" in message
