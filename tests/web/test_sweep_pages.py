@@ -327,6 +327,8 @@ def test_a_waiting_or_queued_trial_says_why_in_the_table(
     sweep, trials = sweep_and_trials
     Task.objects.filter(pk=trials[3].pk).update(state=S.WAITING, queued_at=None)
     PendingReason.objects.create(task=trials[3], text="sweep lr-sweep: 2 of 2 trials running")
+    Task.objects.filter(pk=trials[1].pk).update(state=S.PENDING_RESOURCES)
+    PendingReason.objects.create(task=trials[1], text="waiting for 4 GPUs on one node")
     PendingReason.objects.create(task=trials[2], text="needs 4 GPUs on one node; at most 2 free")
     Task.objects.filter(pk=trials[0].pk).update(state=S.SUCCEEDED, finished_at=timezone.now())
     PendingReason.objects.create(task=trials[0], text="an old reason, from before it ran")
@@ -335,6 +337,7 @@ def test_a_waiting_or_queued_trial_says_why_in_the_table(
         page, trials[3].task_id
     )
     assert "needs 4 GPUs on one node; at most 2 free" in row_of(page, trials[2].task_id)
+    assert "waiting for 4 GPUs on one node" in row_of(page, trials[1].task_id)
     # An ended trial's reason is history, not why it waits.
     assert "data-pending" not in row_of(page, trials[0].task_id) and "an old reason" not in page
     # Read with the trials (one join), not a query per row: the live part is polled.
