@@ -188,8 +188,15 @@ def set_by_argus(argv: HydraArgv, workload: object) -> list[str]:
     if workload == Workload.EVAL:
         reserved = {**reserved, **verl_names.SET_FOR_EVAL}
     messages = []
-    for name in sorted({leaf.key for leaf in argv.leaves} | set(argv.deleted)):
-        if name not in reserved:
+    for written in sorted({leaf.key for leaf in argv.leaves} | set(argv.deleted)):
+        # A key Argus writes, or a node above one: `~trainer` or `trainer=null` takes Argus's
+        # checkpoint folder (an eval's val_only) with it.
+        below = sorted(key for key in reserved if key.startswith(written + "."))
+        name = written if written in reserved else (below[0] if below else None)
+        if name is None:
+            continue
+        if name != written:
+            messages.append(f"may not set or delete {written}: it holds {name}, which Argus writes itself")
             continue
         spec_key = reserved[name]
         if workload == Workload.EVAL and name in verl_names.TRAINING_ONLY:

@@ -72,6 +72,21 @@ def test_an_override_of_a_key_argus_writes_names_the_spec_key(alice, datasets: P
 
 
 @pytest.mark.parametrize(
+    ("override", "holds"),
+    [
+        ("~trainer", "trainer.default_local_dir"),  # deleted with the node: checkpoints in verl's default folder
+        ("trainer=null", "trainer.default_local_dir"),
+        ("~actor_rollout_ref.model", "actor_rollout_ref.model.path"),
+        ("++data=null", "data.train_files"),
+    ],
+)
+def test_an_override_of_a_node_above_a_key_argus_writes_is_refused(alice, datasets: Path, override: str, holds) -> None:
+    assert refusals(spec(override))["overrides"] == [
+        f"may not set or delete {override.lstrip('~+').split('=')[0]}: it holds {holds}, which Argus writes itself"
+    ]
+
+
+@pytest.mark.parametrize(
     ("override", "words"),
     [
         ("actor_rollout_ref.actor.optim.lr=$(id)", "may use no $ expansion"),
