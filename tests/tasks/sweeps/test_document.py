@@ -111,6 +111,14 @@ def test_a_swept_string_reaches_hydra_as_that_string(alice, datasets: Path, base
         assert read is not None and read[1].values("trainer.note") == [value], trial.params
 
 
+def test_values_equal_in_python_but_of_other_types_are_other_trials(alice, datasets: Path) -> None:
+    # True == 1 == 1.0 in Python; Hydra reads true, 1 and 1.0 as a bool, an int and a float.
+    document = parse(sweep(grid={"+trainer.note": [1, True, 1.0, 0, False]}), alice)
+    assert [trial.parsed.resolved.overrides[-1] for trial in document.trials] == [
+        f"+trainer.note={value}" for value in ("1", "true", "1.0", "0", "false")
+    ]
+
+
 def test_random_samples_are_drawn_again_the_same_from_the_same_seed(alice, datasets: Path) -> None:
     space = {
         LR: {"loguniform": [1.0e-7, 1.0e-5]},
@@ -180,6 +188,23 @@ def test_an_advanced_trial_must_validate_while_it_trains_too(alice, datasets: Pa
     # A basic test_freq of 0 never validates either (verl: test_freq > 0).
     problems = refusals(sweep(grid={"test_freq": [5, 0]}, early_stop=early), alice)
     assert list(problems) == ["grid.test_freq"] and problems["grid.test_freq"][0].startswith("trial 1 (test_freq=0)")
+
+
+def test_a_first_rung_past_every_trials_last_step_is_refused(alice, datasets: Path) -> None:
+    early = {"metric": "val-core/openai/gsm8k/acc/mean@1", "min_steps": 10}
+    short = {**BASE, "test_freq": 5, "total_training_steps": 8}
+    problems = refusals(sweep(base=short, early_stop=early), alice)
+    assert list(problems) == ["early_stop.min_steps"]
+    assert problems["early_stop.min_steps"][0].startswith(
+        "is past every trial's last step (total_training_steps at most 8): no trial would reach a rung"
+    )
+    command = ADVANCED_BASE["command"].rstrip() + " trainer.test_freq=5 trainer.total_training_steps=8\n"
+    assert list(refusals(sweep(base={**ADVANCED_BASE, "command": command}, early_stop=early), alice)) == [
+        "early_stop.min_steps"
+    ]
+    # One trial that reaches it is enough, and so is one whose epochs set its steps.
+    assert len(parse(sweep(base=short, grid={"total_training_steps": [8, 20]}, early_stop=early), alice).trials) == 2
+    assert len(parse(sweep(base={**BASE, "test_freq": 5}, early_stop=early), alice).trials) == 2
 
 
 def test_is_sweep_document_tells_a_sweep_from_a_spec_and_a_pipeline() -> None:
