@@ -51,6 +51,7 @@ from tasks.pipelines.document import PIPELINE_NAME
 from tasks.specs import advanced, pools, verl_names
 from tasks.specs.checks import shown, type_name
 from tasks.specs.errors import Problems, SpecError
+from tasks.specs.hydra_argv import HydraArgv
 from tasks.specs.keys import SPEC_KEY
 from tasks.specs.parse import ParsedSpec, parse_spec
 from tasks.specs.rules import BEST_MODES, METRIC_NAME, set_by_argus
@@ -168,6 +169,8 @@ def parse_sweep(source: bytes | str | dict[str, Any], *, user: User) -> SweepDoc
     validated = metric if early_stop and metric.startswith(VALIDATION_PREFIX) else None
     trials = _trial_specs(base, section, trials_params, user.username, problems, validated)
     problems.raise_any()
+    _rungs_reached(trials, early_stop, problems)
+    problems.raise_any()
     return SweepDocument(
         name=name,
         raw=raw,
@@ -234,7 +237,8 @@ def _grid(grid: object, problems: Problems) -> list[Params]:
             problems.add(field, "must be a list of one or more values")
             ok = False
             continue
-        doubled = [value for i, value in enumerate(values) if value in values[:i]]
+        # Of one type: True == 1 and 1.0 == 1 in Python, but Hydra (and a spec) tell them apart.
+        doubled = [value for i, value in enumerate(values) if any(_same(value, other) for other in values[:i])]
         if doubled:
             problems.add(field, f"names {_quoted(doubled[0])} more than once: two trials would be the same")
             ok = False
@@ -247,6 +251,10 @@ def _grid(grid: object, problems: Problems) -> list[Params]:
         return []
     keys = list(grid)
     return [dict(zip(keys, combination, strict=True)) for combination in itertools.product(*grid.values())]
+
+
+def _same(value: object, other: object) -> bool:
+    return type(value) is type(other) and value == other
 
 
 def _random(sampled: object, problems: Problems) -> list[Params]:
@@ -542,11 +550,42 @@ def _never_validates(spec: ParsedSpec) -> tuple[str, str] | None:
     if resolved.kind == TaskKind.BASIC:
         return ("test_freq", "must be set") if resolved.test_freq is not None and resolved.test_freq <= 0 else None
     read = advanced.command_argv(resolved.command or "")
-    values = read[1].values(verl_names.TEST_FREQ) if read else []
-    value = values[-1] if values else -1  # Hydra: the last override of a key wins
+    if read is None or read[0] not in (verl_names.PPO_MODULE, verl_names.SFT_MODULE):
+        return None  # not verl's trainer (the demo's): its own rules
+    value = _command_value(read[1], verl_names.TEST_FREQ, -1)  # verl's default: -1
     if isinstance(value, int) and not isinstance(value, bool) and value <= 0:
         return ("command", f"must set {verl_names.TEST_FREQ} to a positive number of steps")
     return None
+
+
+def _command_value(args: HydraArgv, key: str, default: object) -> object:
+    """The value an advanced command's overrides set ``key`` to: Hydra applies the last."""
+    values = args.values(key)
+    return values[-1] if values else default
+
+
+def _rungs_reached(trials: list[Trial], early_stop: dict[str, int], problems: Problems) -> None:
+    """Early stopping whose first rung is past every trial's last step would judge none: a 400
+    naming min_steps (an epochs count taken for steps, say). A trial whose steps the epochs set
+    (no total_training_steps) may reach it."""
+    if not early_stop or not trials:
+        return
+    totals = []
+    for trial in trials:
+        resolved = trial.parsed.resolved
+        if resolved.kind == TaskKind.BASIC:
+            total: object = resolved.total_training_steps
+        else:
+            read = advanced.command_argv(resolved.command or "")
+            total = _command_value(read[1], verl_names.TOTAL_TRAINING_STEPS, None) if read else None
+        if not isinstance(total, int) or isinstance(total, bool) or total >= early_stop["min_steps"]:
+            return
+        totals.append(total)
+    problems.add(
+        "early_stop.min_steps",
+        f"is past every trial's last step (total_training_steps at most {max(totals)}): no trial would "
+        "reach a rung, and early stopping would stop none",
+    )
 
 
 def trial_errors(document: SweepDocument, check: Callable[[ParsedSpec], dict[str, list[str]]]) -> dict[str, list[str]]:
