@@ -83,6 +83,10 @@ DEPENDENCY_KEYS = ("after", "after_any")
 MAX_TRIALS_SETTING = "ARGUS_SWEEP_MAX_TRIALS"
 # verl's validation metrics: val-core/…, val-aux/… (PPO, GRPO), val/loss (SFT).
 VALIDATION_PREFIX = "val"
+# How verl 0.9.1 names its validation metrics: PPO's _validate (trainer/ppo/v1/trainer_base.py:
+# val-core|val-aux/<data source>/<variable>/<metric>, and val-aux/num_turns/min|max|mean), SFT's fit.
+PPO_VALIDATION = re.compile(r"val-(core|aux)(/[^/]+){2,}")
+SFT_VALIDATION = "val/loss"
 
 Params = dict[str, Any]
 
@@ -170,6 +174,7 @@ def parse_sweep(source: bytes | str | dict[str, Any], *, user: User) -> SweepDoc
     trials = _trial_specs(base, section, trials_params, user.username, problems, validated)
     problems.raise_any()
     _rungs_reached(trials, early_stop, problems)
+    _metric_logged(metric, _module(base), problems)
     problems.raise_any()
     return SweepDocument(
         name=name,
@@ -562,6 +567,21 @@ def _command_value(args: HydraArgv, key: str, default: object) -> object:
     """The value an advanced command's overrides set ``key`` to: Hydra applies the last."""
     values = args.values(key)
     return values[-1] if values else default
+
+
+def _metric_logged(metric: str, module: str, problems: Problems) -> None:
+    """A validation metric verl's trainer never logs by that name (a typo, PPO's names on an SFT
+    run or the reverse) is a 400 naming it: the sweep would judge and rank no trial, silently."""
+    if not metric.startswith(VALIDATION_PREFIX):
+        return
+    if module == verl_names.SFT_MODULE and metric != SFT_VALIDATION:
+        problems.add("early_stop.metric", f"verl's SFT trainer logs its validation as {SFT_VALIDATION} only")
+    if module == verl_names.PPO_MODULE and not PPO_VALIDATION.fullmatch(metric):
+        problems.add(
+            "early_stop.metric",
+            "verl's PPO trainer names its validation metrics val-core/DATA_SOURCE/VARIABLE/METRIC or val-aux/… "
+            f"(e.g. val-core/openai/gsm8k/reward/mean@1), not '{metric}'",
+        )
 
 
 def _rungs_reached(trials: list[Trial], early_stop: dict[str, int], problems: Problems) -> None:

@@ -149,11 +149,11 @@ def test_early_stop_and_the_cap_are_kept(alice, datasets: Path) -> None:
     document = parse(sweep(base=validating, max_concurrent=2, early_stop=early), alice)
     assert (document.max_concurrent, document.metric, document.mode) == (2, early["metric"], "min")
     assert document.early_stop == {"min_steps": 10, "eta": 3}
-    defaults = parse(sweep(base=validating, early_stop={"metric": "val/loss", "min_steps": 5}), alice)
+    defaults = parse(sweep(base=validating, early_stop={"metric": "val-aux/num_turns/mean", "min_steps": 5}), alice)
     assert (defaults.mode, defaults.early_stop) == ("max", {"min_steps": 5, "eta": 2})
     # A metric alone compares the trials (the best trial) and stops none: no validation needed.
-    compared = parse(sweep(early_stop={"metric": "val/loss", "mode": "min"}), alice)
-    assert (compared.metric, compared.early_stop) == ("val/loss", {})
+    compared = parse(sweep(early_stop={"metric": "val-aux/num_turns/mean", "mode": "min"}), alice)
+    assert (compared.metric, compared.early_stop) == ("val-aux/num_turns/mean", {})
     # A training metric is logged every step: no validation needed either.
     trained = parse(sweep(early_stop={"metric": "critic/score/mean", "min_steps": 5}), alice)
     assert trained.early_stop == {"min_steps": 5, "eta": 2}
@@ -205,6 +205,23 @@ def test_a_first_rung_past_every_trials_last_step_is_refused(alice, datasets: Pa
     # One trial that reaches it is enough, and so is one whose epochs set its steps.
     assert len(parse(sweep(base=short, grid={"total_training_steps": [8, 20]}, early_stop=early), alice).trials) == 2
     assert len(parse(sweep(base={**BASE, "test_freq": 5}, early_stop=early), alice).trials) == 2
+
+
+def test_a_validation_metric_verls_trainer_never_logs_is_refused(alice, datasets: Path) -> None:
+    """A typo, or SFT's val/loss on a GRPO sweep: its trials would log no such metric, and the sweep
+    would judge and rank none of them without a word."""
+    validating = {**BASE, "test_freq": 5}
+    for metric in ("val/loss", "val_core/openai/gsm8k/reward/mean@1", "val-core/reward", "val-score/openai/gsm8k"):
+        problems = refusals(sweep(base=validating, early_stop={"metric": metric, "min_steps": 10}), alice)
+        assert list(problems) == ["early_stop.metric"], metric
+        assert problems["early_stop.metric"][0].startswith("verl's PPO trainer names its validation metrics")
+    sft = {**BASE, "workload": "sft", "test_freq": 5}
+    sft.pop("reward_function", None)
+    problems = refusals(sweep(base=sft, early_stop={"metric": "val-core/openai/gsm8k/reward/mean@1"}), alice)
+    assert problems == {"early_stop.metric": ["verl's SFT trainer logs its validation as val/loss only"]}
+    assert parse(sweep(base=sft, early_stop={"metric": "val/loss", "mode": "min", "min_steps": 10}), alice).metric
+    # Training metrics are not checked (another trainer's names are its own: test_examples' demo sweep).
+    assert parse(sweep(early_stop={"metric": "critic/score/mean"}), alice).metric
 
 
 def test_is_sweep_document_tells_a_sweep_from_a_spec_and_a_pipeline() -> None:
