@@ -79,3 +79,23 @@ def test_the_console_line_reads_back_as_argus_reads_it(main_ppo, capsys: pytest.
     series = parse_text(capsys.readouterr().out).series
     assert series[CORE] == {4: step_4[CORE]}
     assert series["val-aux/num_turns/mean"] == {4: 2.0}
+
+
+def test_its_sft_trainer_logs_val_loss_in_a_record_of_its_own_at_each_test_freq_step_and_the_last(main_ppo) -> None:
+    """verl 0.9.1's SFT fit() (sft_trainer.py): the step's training record, then with a val file the
+    validation's {"val/loss"} alone, at every test_freq-th step and the last; none before training."""
+    settings = {"standin.steps": "6", "standin.step_s": "0", "trainer.resume_mode": "disable"}
+    val = {"data.val_files": "/data/val.parquet"}
+
+    def fit_sft(**config: str) -> list[tuple[int, dict[str, Any]]]:
+        tracking = Recorded()
+        main_ppo.TaskRunner.fit({**settings, **config}, "sft", [], tracking)
+        return tracking.logged
+
+    logged = fit_sft(**val, **{"trainer.test_freq": "4"})
+    assert [step for step, _ in logged] == [1, 2, 3, 4, 4, 5, 6, 6]
+    validations = [(step, data) for step, data in logged if "val/loss" in data]
+    assert [step for step, _ in validations] == [4, 6] and all(set(data) == {"val/loss"} for _, data in validations)
+    assert validations[1][1]["val/loss"] < validations[0][1]["val/loss"]  # it learns
+    assert [step for step, data in fit_sft(**val) if "val/loss" in data] == [6]  # test_freq -1: the last only
+    assert not any("val/loss" in data or CORE in data for _, data in fit_sft(**{"trainer.test_freq": "4"}))

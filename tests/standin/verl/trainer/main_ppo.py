@@ -323,9 +323,11 @@ class TaskRunner:
         rng = random.Random(start)
         # verl's PPO fit() validates first (val_before_train, default True), logged at the step it
         # starts from; val_only returns there; then at every test_freq-th step and the last, in
-        # the step's own record (verl's SFT trainer has neither).
+        # the step's own record. Its SFT fit() (sft_trainer.py) validates at every test_freq-th step
+        # and, with a val file, the last, logging val/loss in a record of its own after the step's.
         validates = trainer == "ppo"
-        test_freq = int(config.get("trainer.test_freq", -1)) if validates else -1
+        test_freq = int(config.get("trainer.test_freq", -1))
+        sft_validates = trainer == "sft" and bool(config.get("data.val_files"))
         if validates and config.get("trainer.val_before_train", "True").lower() == "true":
             tracking.log(validate(config, start, steps), step=start)
             if config.get("trainer.val_only", "False").lower() == "true":
@@ -340,9 +342,11 @@ class TaskRunner:
             loss = -0.001 * rng.random()
             score = min(1.0, 0.2 + step / (steps + 1))
             metrics = {"actor/pg_loss": np.float64(round(loss, 5)), "critic/score/mean": round(score, 3)}
-            if test_freq > 0 and (step == steps or step % test_freq == 0):
+            if validates and test_freq > 0 and (step == steps or step % test_freq == 0):
                 metrics.update(validate(config, step, steps))
             tracking.log({**metrics, "response_length/mean@1": 100 + step}, step=step)
+            if sft_validates and (step == steps or (test_freq > 0 and step % test_freq == 0)):
+                tracking.log({"val/loss": round(1.0 - 0.5 * step / (steps + 1), 4)}, step=step)
             if save and not checkpoints.before_metrics:
                 checkpoints.save(step)
             if step == stall_after:
