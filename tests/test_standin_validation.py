@@ -6,6 +6,7 @@ val-aux/num_turns/*); the reward it reaches depends on its learning rate."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -81,10 +82,18 @@ def test_the_console_line_reads_back_as_argus_reads_it(main_ppo, capsys: pytest.
     assert series["val-aux/num_turns/mean"] == {4: 2.0}
 
 
-def test_its_sft_trainer_logs_val_loss_in_a_record_of_its_own_at_each_test_freq_step_and_the_last(main_ppo) -> None:
+def test_its_sft_trainer_logs_val_loss_in_a_record_of_its_own_at_each_test_freq_step_and_the_last(
+    main_ppo, tmp_path: Path
+) -> None:
     """verl 0.9.1's SFT fit() (sft_trainer.py): the step's training record, then with a val file the
     validation's {"val/loss"} alone, at every test_freq-th step and the last; none before training."""
-    settings = {"standin.steps": "6", "standin.step_s": "0", "trainer.resume_mode": "disable"}
+    # SFT saves its last step: into tmp_path, not the working folder.
+    settings = {
+        "standin.steps": "6",
+        "standin.step_s": "0",
+        "trainer.resume_mode": "disable",
+        "trainer.default_local_dir": str(tmp_path),
+    }
     val = {"data.val_files": "/data/val.parquet"}
 
     def fit_sft(**config: str) -> list[tuple[int, dict[str, Any]]]:
