@@ -48,7 +48,7 @@ from django.contrib.auth.models import User
 
 from tasks.choices import TaskKind
 from tasks.pipelines.document import PIPELINE_NAME
-from tasks.specs import advanced, pools, verl_names
+from tasks.specs import advanced, hydra_argv, pools, verl_names
 from tasks.specs.checks import shown, type_name
 from tasks.specs.errors import Problems, SpecError
 from tasks.specs.hydra_argv import HydraArgv
@@ -482,9 +482,18 @@ def _swept_overrides(
     seen: dict[str, set[str]] = {}
     module = _module(base)
     basic = base.get("kind") != TaskKind.ADVANCED
+    in_base = _base_keys(base)
     for params in trials:
         for key, value in params.items():
             if key in SPEC_KEY:
+                continue
+            bare = key.lstrip("+")
+            if key == f"+{bare}" and bare in in_base:
+                # Hydra's `+` adds a key the config lacks: after the base's, every trial would
+                # fail at its start ("Could not append to config. An item is already at …").
+                if key not in seen:
+                    problems.add(_field(section, key), f"the base sets {bare} already: sweep ++{bare} or {bare}")
+                seen[key] = set()
                 continue
             override = f"{key}={_hydra_value(value)}"
             if override in seen.setdefault(key, set()):
@@ -497,6 +506,17 @@ def _swept_overrides(
                 errors += set_by_argus(argv, base.get("workload")) if basic else []
             for message in errors:
                 problems.add(_field(section, key), f"{override}: {message}")
+
+
+def _base_keys(base: dict[str, Any]) -> set[str]:
+    """The Hydra keys the base's own overrides (basic) or command (advanced) set."""
+    command, overrides = base.get("command"), base.get("overrides")
+    if base.get("kind") == TaskKind.ADVANCED and isinstance(command, str):
+        read = advanced.command_argv(command)
+        return {leaf.key for leaf in read[1].leaves} if read is not None else set()
+    if isinstance(overrides, list) and all(isinstance(override, str) for override in overrides):
+        return {leaf.key for leaf in hydra_argv.parse(overrides).leaves}
+    return set()
 
 
 def _module(base: dict[str, Any]) -> str:

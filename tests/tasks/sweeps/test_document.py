@@ -119,6 +119,16 @@ def test_values_equal_in_python_but_of_other_types_are_other_trials(alice, datas
     ]
 
 
+@pytest.mark.parametrize("base", [{**BASE, "overrides": ["+trainer.note=a"]}, ADVANCED_BASE], ids=["basic", "advanced"])
+def test_a_swept_plus_key_the_base_sets_already_is_refused(alice, datasets: Path, base: dict[str, Any]) -> None:
+    # Hydra's `+` adds a key the config lacks; after the base's own it fails every trial at its start.
+    key = "trainer.note" if "overrides" in base else "ray_kwargs.ray_init.address"
+    assert refusals(sweep(base=base, grid={f"+{key}": ["b", "c"]}), alice) == {
+        f"grid.+{key}": [f"the base sets {key} already: sweep ++{key} or {key}"]
+    }
+    assert [t.params for t in parse(sweep(base=base, grid={f"++{key}": ["b"]}), alice).trials] == [{f"++{key}": "b"}]
+
+
 def test_random_samples_are_drawn_again_the_same_from_the_same_seed(alice, datasets: Path) -> None:
     space = {
         LR: {"loguniform": [1.0e-7, 1.0e-5]},
