@@ -53,6 +53,8 @@ def test_a_task_can_be_submitted_with_the_keyboard_alone(signed_in_page: Page, d
     page.goto("/tasks/new/")
     expect(page.get_by_label("Spec (YAML)")).to_be_focused()  # ready to type or paste
     page.keyboard.press("Shift+Tab")
+    expect(page.get_by_role("button", name="GRPO: learning rate × batch size")).to_be_focused()  # the sweep's
+    page.keyboard.press("Shift+Tab")
     expect(page.get_by_role("button", name="SFT → export → GRPO → export")).to_be_focused()
     page.keyboard.press("Shift+Tab")
     expect(page.get_by_role("button", name="Advanced", exact=True)).to_be_focused()

@@ -20,7 +20,13 @@ def test_it_adds_a_webhook_shows_its_secret_once_and_deletes_it(signed_in_page: 
     page.goto("/account/")
     page.get_by_label("URL").fill("http://127.0.0.1:9/hook")
     page.get_by_label("RETRYING").check()
-    for unwanted in ("CANCELED", "PIPELINE_SUCCEEDED", "PIPELINE_FAILED"):  # checked by default
+    for unwanted in (
+        "CANCELED",
+        "PIPELINE_SUCCEEDED",
+        "PIPELINE_FAILED",
+        "SWEEP_SUCCEEDED",
+        "SWEEP_FAILED",
+    ):  # checked by default
         page.get_by_label(unwanted, exact=True).uncheck()
     page.get_by_role("button", name="Add webhook").click()
     secret = page.locator("[data-secret]").inner_text()
