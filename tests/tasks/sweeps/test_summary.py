@@ -82,6 +82,7 @@ def test_params_keep_the_documents_key_order(alice: User, make_task, document: s
     summary = summarize(sweep)
     assert summary.keys == [LR, BATCH, "z"]
     assert list(summary.trials[0].params) == [LR, BATCH, "z"]
-    # A document that no longer reads (or names no keys): the trials' own order.
+    # A document that no longer reads (or names no keys): the trials' own order, as the database
+    # keeps it (SQLite: as written; PostgreSQL's jsonb: shortest key first).
     sweep.document = "name: [unclosed\n"
-    assert summarize(sweep).keys == [BATCH, LR, "z"]
+    assert summarize(sweep).keys == list(sweep.trials.get().params)
